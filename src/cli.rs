@@ -1,0 +1,123 @@
+//! Subcommands and their flags.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "fabrik",
+    version,
+    about = "A terminal cockpit for GPU clusters on Kubernetes",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Cmd>,
+    #[command(flatten)]
+    pub ui: UiArgs,
+    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long, global = true)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes context to use (default: the current context).
+    #[arg(long, global = true)]
+    pub context: Option<String>,
+}
+
+#[derive(Args, Debug, Clone, Default)]
+pub struct UiArgs {
+    /// Theme name: dark, light, high-contrast, or a file in the config directory's themes/.
+    #[arg(long, global = true)]
+    pub theme: Option<String>,
+    /// Keymap name: default, k9s, or a file in the config directory's keymaps/.
+    #[arg(long, global = true)]
+    pub keymap: Option<String>,
+    /// Disable every operation (cordon, drain, reslice, quota edits).
+    #[arg(long, global = true)]
+    pub readonly: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct SimArgs {
+    /// Seed of the simulated factory: the same seed gives the same factory.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Number of simulated GPU nodes (8 GPUs each).
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub nodes: u32,
+    /// Simulated tick in milliseconds.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
+    pub tick_ms: u64,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run the cockpit on the embedded, simulated AI factory (no cluster needed).
+    Demo(SimArgs),
+    /// Print one view once, for scripts and incident tickets.
+    Snapshot(SnapshotArgs),
+    /// The MIG planner, without a cluster.
+    #[command(subcommand)]
+    Mig(MigCmd),
+    /// Regenerate the README screenshots from the demo at a fixed seed.
+    Screenshots {
+        #[arg(long, default_value = "screenshots")]
+        out: PathBuf,
+        #[arg(long, default_value_t = 42)]
+        seed: u64,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct SnapshotArgs {
+    /// Take the snapshot from the simulated factory.
+    #[arg(long)]
+    pub demo: bool,
+    #[arg(long, value_enum, default_value_t = ViewArg::Fleet)]
+    pub view: ViewArg,
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Only rows containing this text (case-insensitive; a leading ! inverts).
+    #[arg(long, default_value = "")]
+    pub filter: String,
+    /// Simulated seconds to run before the snapshot.
+    #[arg(long, default_value_t = 5)]
+    pub ticks: u32,
+    #[command(flatten)]
+    pub sim: SimArgs,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ViewArg {
+    Fleet,
+    Gpus,
+    Tenants,
+    Quotas,
+    Pods,
+    Events,
+    Ops,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum MigCmd {
+    /// List the MIG profiles of a GPU model, with placements.
+    Profiles {
+        /// GPU model: A100-40GB, A100-80GB, H100-80GB, H200-141GB, B200.
+        #[arg(long)]
+        model: String,
+    },
+    /// Place a layout on one GPU: exit 0 with the placements, exit 1 with the reason.
+    Plan {
+        #[arg(long)]
+        model: String,
+        /// A config name (all-balanced, all-1g.10gb, ...) or profiles: 3g.40gb,2g.20gb,1g.10gb
+        layout: String,
+    },
+}

@@ -1,0 +1,89 @@
+//! fabrik: a terminal cockpit for GPU clusters on Kubernetes.
+
+pub mod cli;
+pub mod config;
+pub mod feed;
+pub mod mig;
+pub mod model;
+pub mod ops;
+pub mod quantity;
+pub mod sim;
+pub mod snapshot;
+pub mod ui;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Cmd, MigCmd};
+
+fn main() -> ExitCode {
+    if let Err(e) = color_eyre::install() {
+        eprintln!("fabrik: {e}");
+    }
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("fabrik: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
+    match cli.command {
+        None => {
+            eprintln!(
+                "fabrik: the live cluster connection (Kubernetes watches) is not built yet.\n\
+                 Run the cockpit on the embedded simulated factory instead:\n\n    fabrik demo\n\n\
+                 (see `fabrik --help` for snapshot, mig and the other subcommands)"
+            );
+            Ok(ExitCode::from(2))
+        }
+        Some(Cmd::Demo(sim)) => {
+            let setup = snapshot::Setup::load(&cli.ui);
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(snapshot::run_demo(setup, sim, cli.ui.readonly))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Snapshot(args)) => snapshot::snapshot(args),
+        Some(Cmd::Screenshots { out, seed }) => snapshot::screenshots(&out, seed),
+        Some(Cmd::Mig(MigCmd::Profiles { model })) => {
+            let Some(m) = mig::GpuModel::parse(&model) else {
+                eprintln!("unknown GPU model {model:?}: use one of {}", model_names());
+                return Ok(ExitCode::from(1));
+            };
+            print!("{}", mig::profiles_table(m));
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Mig(MigCmd::Plan { model, layout })) => {
+            let Some(m) = mig::GpuModel::parse(&model) else {
+                eprintln!("unknown GPU model {model:?}: use one of {}", model_names());
+                return Ok(ExitCode::from(1));
+            };
+            let planned = mig::parse_layout(m, &layout).and_then(|l| match l {
+                mig::Layout::Disabled => Ok(None),
+                mig::Layout::Enabled(p) => mig::plan(m, &p).map(Some),
+            });
+            match planned {
+                Ok(Some(placed)) => {
+                    print!("{}", mig::plan_report(m, &placed));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Ok(None) => {
+                    println!("{layout}: MIG disabled on {m}; the GPU is handed out whole");
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    eprintln!("{layout} does not fit a {m}: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
+    }
+}
+
+fn model_names() -> String {
+    mig::GpuModel::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+}

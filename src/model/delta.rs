@@ -1,0 +1,200 @@
+//! Deltas: the only way state enters the fleet. Every feed (Kubernetes watches, node
+//! agents, Prometheus, the simulator) speaks this language, keyed by natural names, so
+//! the fleet can resolve them to compact ids.
+
+use super::history::Sample;
+use super::types::{MigConfigState, Owner, Phase, Severity, Ts};
+use crate::mig::{GpuModel, PlacedInstance};
+use crate::quantity::Quantity;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    pub name: String,
+    pub labels: Vec<(String, String)>,
+    pub ready: bool,
+    pub cordoned: bool,
+    pub gpu_model: Option<GpuModel>,
+    pub capacity: Vec<(String, i64)>,
+    pub allocatable: Vec<(String, i64)>,
+    pub mig_config: String,
+    pub mig_state: MigConfigState,
+    pub created: Ts,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct MigInstanceSpec {
+    pub placement: PlacedInstance,
+    pub uuid: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuSpec {
+    pub uuid: String,
+    pub node: String,
+    pub index: u8,
+    pub model: GpuModel,
+    pub memory_mib: u32,
+    pub mig_enabled: bool,
+    pub instances: Vec<MigInstanceSpec>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraClaimSpec {
+    pub claim: String,
+    pub device_class: String,
+    pub count: u16,
+    pub allocated: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodSpec {
+    pub namespace: String,
+    pub name: String,
+    pub node: Option<String>,
+    pub phase: Phase,
+    pub created: Ts,
+    pub owner: Owner,
+    pub app: String,
+    pub empty_dir: bool,
+    pub gpus: u16,
+    pub mig: Vec<(String, u16)>,
+    pub dra: Vec<DraClaimSpec>,
+    /// GPU uuids bound to the pod, when known.
+    pub bound_gpus: Vec<String>,
+    /// MIG instance uuids bound to the pod, when known.
+    pub bound_mig: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TenantSpec {
+    pub name: String,
+    pub namespaces: Vec<String>,
+    pub source: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QuotaSourceSpec {
+    ResourceQuota { namespace: String, name: String },
+    ClusterQueue { queue: String, flavor: String },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaSpec {
+    pub tenant: String,
+    pub source: QuotaSourceSpec,
+    pub resource: String,
+    pub hard: Quantity,
+    pub used: Quantity,
+    pub version: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct PdbSpec {
+    pub namespace: String,
+    pub name: String,
+    pub selector_app: String,
+    pub disruptions_allowed: i32,
+    pub current_healthy: i32,
+    pub desired_healthy: i32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TelemetrySample {
+    pub gpu_uuid: String,
+    pub at: Ts,
+    pub sample: Sample,
+    /// Per MIG instance (uuid, utilisation, memory used MiB).
+    pub instances: Vec<(String, u8, u32)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum GpuFault {
+    Xid { code: u32 },
+    EccUncorrected { count: u32 },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventSpec {
+    pub ts: Ts,
+    pub severity: Severity,
+    pub reason: String,
+    pub object: String,
+    pub message: String,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpProgress {
+    Started { id: u64, title: String, target: String, total: u32 },
+    Step { id: u64, step: String, done: u32, total: u32 },
+    Blocked { id: u64, reason: String },
+    Log { id: u64, line: String },
+    Finished { id: u64, outcome: Result<String, String> },
+    Cancelled { id: u64 },
+}
+
+impl OpProgress {
+    pub fn id(&self) -> u64 {
+        match self {
+            Self::Started { id, .. }
+            | Self::Step { id, .. }
+            | Self::Blocked { id, .. }
+            | Self::Log { id, .. }
+            | Self::Finished { id, .. }
+            | Self::Cancelled { id } => *id,
+        }
+    }
+}
+
+/// Where a feed's connection stands; shown in the header so stale data is never mistaken
+/// for live data.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeedState {
+    Live,
+    Reconnecting { since: Ts, reason: String },
+    Stale { since: Ts, reason: String },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Delta {
+    /// The feed's clock moved on.
+    Clock(Ts),
+    NodeUpsert(NodeSpec),
+    NodeRemove(String),
+    GpuUpsert(GpuSpec),
+    GpuRemove(String),
+    Telemetry(Vec<TelemetrySample>),
+    GpuFault {
+        gpu_uuid: String,
+        at: Ts,
+        fault: GpuFault,
+    },
+    GpuFaultClear {
+        gpu_uuid: String,
+    },
+    PodUpsert(PodSpec),
+    PodRemove {
+        namespace: String,
+        name: String,
+    },
+    TenantUpsert(TenantSpec),
+    TenantRemove(String),
+    QuotaUpsert(QuotaSpec),
+    QuotaRemove {
+        tenant: String,
+        source: QuotaSourceSpec,
+        resource: String,
+    },
+    PdbUpsert(PdbSpec),
+    PdbRemove {
+        namespace: String,
+        name: String,
+    },
+    Event(EventSpec),
+    Op(OpProgress),
+    Feed {
+        source: String,
+        state: FeedState,
+    },
+    /// The feed finished its initial listing: the fleet is complete.
+    Synced,
+}

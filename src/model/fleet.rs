@@ -1,0 +1,1281 @@
+//! `Fleet`: what the cluster is. Owns every domain object, applies deltas, and keeps the
+//! indexes and derived facts (allocation, idle-but-allocated, fragmentation, tenant usage)
+//! up to date per delta, so no view ever has to rescan the fleet.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+use super::delta::*;
+use super::history::Ring;
+use super::intern::{Interner, Sym};
+use super::types::*;
+use crate::mig::{self, Fragmentation, PlacedInstance};
+
+/// How many events the fleet keeps; older ones fall off.
+pub const EVENT_CAPACITY: usize = 5000;
+/// How many operations (running and finished) the fleet remembers.
+pub const OP_CAPACITY: usize = 200;
+
+/// The GPU-related resource names quotas are matched against.
+pub const GPU_QUOTA_RESOURCES: [&str; 3] =
+    ["requests.nvidia.com/gpu", "nvidia.com/gpu", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"];
+
+/// Fleet-wide counters for the header, maintained incrementally.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub nodes: u32,
+    pub nodes_ready: u32,
+    pub nodes_cordoned: u32,
+    pub gpus: u32,
+    /// Physical GPUs with any allocation (whole, or any MIG instance).
+    pub gpus_allocated: u32,
+    /// Physical GPUs at or above the busy threshold.
+    pub gpus_busy: u32,
+    pub gpus_mig: u32,
+    pub mig_instances: u32,
+    pub mig_allocated: u32,
+    /// Devices (whole GPUs and MIG instances) allocated but idle for the window.
+    pub idle_allocated: u32,
+    pub pods: u32,
+    pub pods_pending: u32,
+}
+
+/// What one device (a whole GPU or a MIG instance) contributes to the counters; kept so
+/// the next change can subtract exactly what was added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct DeviceContrib {
+    tenant: Option<TenantId>,
+    busy: bool,
+    idle: bool,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct PodContrib {
+    req_gpus: u32,
+    alloc_gpus: u32,
+    req_mig: u32,
+    alloc_mig: u32,
+    counted: bool,
+    pending: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub interner: Interner,
+    pub now: Ts,
+    pub thresholds: Thresholds,
+    pub nodes: Vec<Option<Node>>,
+    pub gpus: Vec<Option<Gpu>>,
+    pub pods: Vec<Option<Pod>>,
+    pub tenants: Vec<Option<Tenant>>,
+    pub quotas: Vec<Option<Quota>>,
+    pub pdbs: Vec<Pdb>,
+    pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
+    pub events: VecDeque<Event>,
+    pub ops: Vec<OpStatus>,
+    pub feeds: BTreeMap<String, FeedState>,
+    pub synced: bool,
+    pub totals: Totals,
+    /// Bumped on every change to what exists (not on telemetry).
+    pub structure_gen: u64,
+    /// Bumped on every telemetry batch.
+    pub telemetry_gen: u64,
+    /// Bumped when events are appended.
+    pub events_gen: u64,
+
+    node_by_name: HashMap<Sym, NodeId>,
+    gpu_by_uuid: HashMap<Sym, GpuId>,
+    mig_by_uuid: HashMap<Sym, (GpuId, u8)>,
+    pod_by_name: HashMap<Sym, HashMap<Box<str>, PodId>>,
+    pods_by_node: HashMap<NodeId, Vec<PodId>>,
+    tenant_by_name: HashMap<Sym, TenantId>,
+    tenant_by_ns: HashMap<Sym, TenantId>,
+    free_nodes: Vec<u32>,
+    free_gpus: Vec<u32>,
+    free_pods: Vec<u32>,
+    gpu_contrib: HashMap<GpuId, DeviceContrib>,
+    mig_contrib: HashMap<(GpuId, u8), DeviceContrib>,
+    pod_contrib: HashMap<PodId, PodContrib>,
+    node_alloc_counted: HashMap<NodeId, u32>,
+    mig_pending: BTreeSet<NodeId>,
+    frag: HashMap<GpuId, Fragmentation>,
+    gpu_resources: Vec<Sym>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Self::new(Thresholds::default())
+    }
+}
+
+impl Fleet {
+    pub fn new(thresholds: Thresholds) -> Self {
+        let mut interner = Interner::new();
+        let gpu_resources = GPU_QUOTA_RESOURCES.iter().map(|r| interner.intern(r)).collect();
+        Self {
+            interner,
+            now: 0,
+            thresholds,
+            nodes: Vec::new(),
+            gpus: Vec::new(),
+            pods: Vec::new(),
+            tenants: Vec::new(),
+            quotas: Vec::new(),
+            pdbs: Vec::new(),
+            alerts: BTreeMap::new(),
+            events: VecDeque::new(),
+            ops: Vec::new(),
+            feeds: BTreeMap::new(),
+            synced: false,
+            totals: Totals::default(),
+            structure_gen: 0,
+            telemetry_gen: 0,
+            events_gen: 0,
+            node_by_name: HashMap::new(),
+            gpu_by_uuid: HashMap::new(),
+            mig_by_uuid: HashMap::new(),
+            pod_by_name: HashMap::new(),
+            pods_by_node: HashMap::new(),
+            tenant_by_name: HashMap::new(),
+            tenant_by_ns: HashMap::new(),
+            free_nodes: Vec::new(),
+            free_gpus: Vec::new(),
+            free_pods: Vec::new(),
+            gpu_contrib: HashMap::new(),
+            mig_contrib: HashMap::new(),
+            pod_contrib: HashMap::new(),
+            node_alloc_counted: HashMap::new(),
+            mig_pending: BTreeSet::new(),
+            frag: HashMap::new(),
+            gpu_resources,
+        }
+    }
+
+    // ---------- lookups ----------
+
+    pub fn s(&self, sym: Sym) -> &str {
+        self.interner.resolve(sym)
+    }
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id.0 as usize).and_then(Option::as_ref)
+    }
+    pub fn gpu(&self, id: GpuId) -> Option<&Gpu> {
+        self.gpus.get(id.0 as usize).and_then(Option::as_ref)
+    }
+    pub fn pod(&self, id: PodId) -> Option<&Pod> {
+        self.pods.get(id.0 as usize).and_then(Option::as_ref)
+    }
+    pub fn tenant(&self, id: TenantId) -> Option<&Tenant> {
+        self.tenants.get(id.0 as usize).and_then(Option::as_ref)
+    }
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.node_by_name.get(&self.interner.get(name)?).copied()
+    }
+    pub fn gpu_by_uuid(&self, uuid: &str) -> Option<GpuId> {
+        self.gpu_by_uuid.get(&self.interner.get(uuid)?).copied()
+    }
+    pub fn pod_by_name(&self, namespace: &str, name: &str) -> Option<PodId> {
+        let ns = self.interner.get(namespace)?;
+        self.pod_by_name.get(&ns)?.get(name).copied()
+    }
+    pub fn tenant_by_name(&self, name: &str) -> Option<TenantId> {
+        self.tenant_by_name.get(&self.interner.get(name)?).copied()
+    }
+    pub fn pods_on_node(&self, node: NodeId) -> &[PodId] {
+        self.pods_by_node.get(&node).map(Vec::as_slice).unwrap_or(&[])
+    }
+    pub fn mig_instance(&self, uuid: Sym) -> Option<(GpuId, u8)> {
+        self.mig_by_uuid.get(&uuid).copied()
+    }
+    pub fn fragmentation(&self, gpu: GpuId) -> Option<&Fragmentation> {
+        self.frag.get(&gpu)
+    }
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.iter().enumerate().filter(|(_, n)| n.is_some()).map(|(i, _)| NodeId(i as u32))
+    }
+    pub fn gpu_ids(&self) -> impl Iterator<Item = GpuId> + '_ {
+        self.gpus.iter().enumerate().filter(|(_, g)| g.is_some()).map(|(i, _)| GpuId(i as u32))
+    }
+    pub fn pod_ids(&self) -> impl Iterator<Item = PodId> + '_ {
+        self.pods.iter().enumerate().filter(|(_, p)| p.is_some()).map(|(i, _)| PodId(i as u32))
+    }
+    pub fn tenant_ids(&self) -> impl Iterator<Item = TenantId> + '_ {
+        self.tenants.iter().enumerate().filter(|(_, t)| t.is_some()).map(|(i, _)| TenantId(i as u32))
+    }
+    pub fn quota_ids(&self) -> impl Iterator<Item = usize> + '_ {
+        self.quotas.iter().enumerate().filter(|(_, q)| q.is_some()).map(|(i, _)| i)
+    }
+    /// The tenant's hard limit on whole GPUs (sum of its GPU quotas), if it has one.
+    pub fn tenant_gpu_quota(&self, t: &Tenant) -> Option<i64> {
+        t.gpu_quota(&self.quotas, &self.gpu_resources)
+    }
+    pub fn is_gpu_resource(&self, resource: Sym) -> bool {
+        self.gpu_resources.contains(&resource)
+    }
+    /// Pods of a PDB (same namespace, matching app label).
+    pub fn pdb_for_pod(&self, pod: &Pod) -> Option<&Pdb> {
+        self.pdbs
+            .iter()
+            .find(|p| p.namespace == pod.namespace && p.selector_app == pod.app && pod.app != Sym::default())
+    }
+    pub fn op(&self, id: u64) -> Option<&OpStatus> {
+        self.ops.iter().find(|o| o.id == id)
+    }
+    pub fn pod_display(&self, pod: &Pod) -> String {
+        format!("{}/{}", self.s(pod.namespace), pod.name)
+    }
+    /// Node allocation in physical GPUs: whole-GPU requests plus GPUs with a MIG instance in use.
+    pub fn node_allocated_gpus(&self, node: &Node) -> u32 {
+        let mig_in_use = node
+            .gpus
+            .iter()
+            .filter_map(|g| self.gpu(*g))
+            .filter(|g| g.mig_enabled && g.instances.iter().any(|i| i.pod.is_some()))
+            .count() as u32;
+        (node.gpus_allocated + mig_in_use).min(node.gpu_count().max(node.gpus_allocated))
+    }
+
+    // ---------- applying deltas ----------
+
+    /// Applies one delta. Returns whether anything a person could see changed.
+    pub fn apply(&mut self, delta: Delta) -> bool {
+        match delta {
+            Delta::Clock(ts) => {
+                self.now = self.now.max(ts);
+                self.check_stuck_mig()
+            }
+            Delta::NodeUpsert(spec) => {
+                self.upsert_node(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::NodeRemove(name) => {
+                let changed = self.remove_node(&name);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::GpuUpsert(spec) => {
+                let changed = self.upsert_gpu(spec);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::GpuRemove(uuid) => {
+                let changed = self.gpu_by_uuid(&uuid).map(|g| self.remove_gpu(g)).is_some();
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::Telemetry(samples) => {
+                for s in samples {
+                    self.apply_sample(s);
+                }
+                self.telemetry_gen += 1;
+                true
+            }
+            Delta::GpuFault { gpu_uuid, at, fault } => self.apply_fault(&gpu_uuid, at, fault),
+            Delta::GpuFaultClear { gpu_uuid } => {
+                let Some(gid) = self.gpu_by_uuid(&gpu_uuid) else { return false };
+                if let Some(g) = self.gpus[gid.0 as usize].as_mut() {
+                    g.xid = None;
+                    g.ecc_uncorrected = 0;
+                }
+                self.alerts.retain(|(k, t), _| {
+                    !(*t == AlertTarget::Gpu(gid) && matches!(k, AlertKind::Xid(_) | AlertKind::EccUncorrected))
+                });
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PodUpsert(spec) => {
+                self.upsert_pod(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PodRemove { namespace, name } => {
+                let Some(pid) = self.pod_by_name(&namespace, &name) else { return false };
+                self.remove_pod(pid);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::TenantUpsert(spec) => {
+                self.upsert_tenant(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::TenantRemove(name) => {
+                let Some(tid) = self.tenant_by_name(&name) else { return false };
+                self.remove_tenant(tid);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::QuotaUpsert(spec) => {
+                self.upsert_quota(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::QuotaRemove { tenant, source, resource } => {
+                let changed = self.remove_quota(&tenant, &source, &resource);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::PdbUpsert(spec) => {
+                let ns = self.interner.intern(&spec.namespace);
+                let name = self.interner.intern(&spec.name);
+                let pdb = Pdb {
+                    namespace: ns,
+                    name,
+                    selector_app: self.interner.intern(&spec.selector_app),
+                    disruptions_allowed: spec.disruptions_allowed,
+                    current_healthy: spec.current_healthy,
+                    desired_healthy: spec.desired_healthy,
+                };
+                match self.pdbs.iter_mut().find(|p| p.namespace == ns && p.name == name) {
+                    Some(p) => *p = pdb,
+                    None => self.pdbs.push(pdb),
+                }
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PdbRemove { namespace, name } => {
+                let (Some(ns), Some(n)) = (self.interner.get(&namespace), self.interner.get(&name)) else {
+                    return false;
+                };
+                let before = self.pdbs.len();
+                self.pdbs.retain(|p| !(p.namespace == ns && p.name == n));
+                let changed = before != self.pdbs.len();
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::Event(e) => {
+                self.push_event(e);
+                true
+            }
+            Delta::Op(p) => {
+                self.apply_op(p);
+                true
+            }
+            Delta::Feed { source, state } => self.feeds.insert(source, state.clone()) != Some(state),
+            Delta::Synced => {
+                let changed = !self.synced;
+                self.synced = true;
+                changed
+            }
+        }
+    }
+
+    pub fn push_event(&mut self, e: EventSpec) {
+        let reason = self.interner.intern(&e.reason);
+        if self.events.len() >= EVENT_CAPACITY {
+            self.events.pop_front();
+        }
+        self.events.push_back(Event { ts: e.ts, severity: e.severity, reason, object: e.object, message: e.message });
+        self.events_gen += 1;
+    }
+
+    fn apply_op(&mut self, p: OpProgress) {
+        let now = self.now;
+        let id = p.id();
+        if let OpProgress::Started { title, target, total, .. } = &p {
+            if self.ops.len() >= OP_CAPACITY
+                && let Some(pos) = self.ops.iter().position(|o| o.state.finished())
+            {
+                self.ops.remove(pos);
+            }
+            self.ops.push(OpStatus {
+                id,
+                title: title.clone(),
+                target: target.clone(),
+                state: OpState::Running,
+                step: "starting".into(),
+                done: 0,
+                total: *total,
+                started: now,
+                updated: now,
+                log: Vec::new(),
+            });
+            let msg = format!("{title} started");
+            self.push_event(EventSpec {
+                ts: now,
+                severity: Severity::Info,
+                reason: "OperationStarted".into(),
+                object: target.clone(),
+                message: msg,
+            });
+            return;
+        }
+        let Some(op) = self.ops.iter_mut().find(|o| o.id == id) else { return };
+        op.updated = now;
+        let mut event = None;
+        match p {
+            OpProgress::Started { .. } => {}
+            OpProgress::Step { step, done, total, .. } => {
+                op.state = OpState::Running;
+                op.log.push(step.clone());
+                op.step = step;
+                op.done = done;
+                op.total = total;
+            }
+            OpProgress::Blocked { reason, .. } => {
+                if op.state != OpState::Blocked(reason.clone()) {
+                    op.log.push(format!("blocked: {reason}"));
+                }
+                op.state = OpState::Blocked(reason);
+            }
+            OpProgress::Log { line, .. } => op.log.push(line),
+            OpProgress::Finished { outcome, .. } => {
+                let (sev, reason, msg) = match &outcome {
+                    Ok(m) => (Severity::Info, "OperationSucceeded", format!("{}: {m}", op.title)),
+                    Err(m) => (Severity::Error, "OperationFailed", format!("{}: {m}", op.title)),
+                };
+                op.state = match outcome {
+                    Ok(_) => OpState::Succeeded,
+                    Err(e) => OpState::Failed(e),
+                };
+                op.log.push(msg.clone());
+                event = Some((sev, reason, op.target.clone(), msg));
+            }
+            OpProgress::Cancelled { .. } => {
+                op.state = OpState::Cancelled;
+                event = Some((
+                    Severity::Warning,
+                    "OperationCancelled",
+                    op.target.clone(),
+                    format!("{} cancelled", op.title),
+                ));
+            }
+        }
+        if op.log.len() > 200 {
+            op.log.drain(..op.log.len() - 200);
+        }
+        if let Some((severity, reason, object, message)) = event {
+            self.push_event(EventSpec { ts: now, severity, reason: reason.into(), object, message });
+        }
+    }
+
+    // ---------- nodes ----------
+
+    fn upsert_node(&mut self, spec: NodeSpec) -> NodeId {
+        let name = self.interner.intern(&spec.name);
+        let labels = spec.labels.iter().map(|(k, v)| (self.interner.intern(k), self.interner.intern(v))).collect();
+        let capacity = spec.capacity.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
+        let allocatable = spec.allocatable.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
+        let mig_config = self.interner.intern(&spec.mig_config);
+        let now = self.now;
+        let id = match self.node_by_name.get(&name).copied() {
+            Some(id) => {
+                let old = self.nodes[id.0 as usize].as_ref().map(|n| (n.ready, n.cordoned));
+                if let Some((r, c)) = old {
+                    self.totals.nodes_ready -= r as u32;
+                    self.totals.nodes_cordoned -= c as u32;
+                }
+                let Some(n) = self.nodes[id.0 as usize].as_mut() else { return id };
+                if n.mig_state != spec.mig_state {
+                    n.mig_state_since = now;
+                }
+                if n.ready && !spec.ready {
+                    n.not_ready_since = Some(now);
+                } else if spec.ready {
+                    n.not_ready_since = None;
+                }
+                n.labels = labels;
+                n.ready = spec.ready;
+                n.cordoned = spec.cordoned;
+                n.gpu_model = spec.gpu_model;
+                n.capacity = capacity;
+                n.allocatable = allocatable;
+                n.mig_config = mig_config;
+                n.mig_state = spec.mig_state;
+                id
+            }
+            None => {
+                let node = Node {
+                    name,
+                    labels,
+                    ready: spec.ready,
+                    cordoned: spec.cordoned,
+                    gpu_model: spec.gpu_model,
+                    capacity,
+                    allocatable,
+                    mig_config,
+                    mig_state: spec.mig_state,
+                    mig_state_since: now,
+                    not_ready_since: (!spec.ready).then_some(now),
+                    created: spec.created,
+                    gpus: Vec::new(),
+                    gpus_allocated: 0,
+                    mig_allocated: 0,
+                    pods: 0,
+                };
+                let id = match self.free_nodes.pop() {
+                    Some(i) => {
+                        self.nodes[i as usize] = Some(node);
+                        NodeId(i)
+                    }
+                    None => {
+                        self.nodes.push(Some(node));
+                        NodeId(self.nodes.len() as u32 - 1)
+                    }
+                };
+                self.node_by_name.insert(name, id);
+                self.totals.nodes += 1;
+                // Pods may have arrived before their node.
+                self.rebind_waiting_pods(name, id);
+                id
+            }
+        };
+        self.totals.nodes_ready += spec.ready as u32;
+        self.totals.nodes_cordoned += spec.cordoned as u32;
+        self.refresh_node_alerts(id);
+        id
+    }
+
+    fn rebind_waiting_pods(&mut self, _name: Sym, _id: NodeId) {
+        // Pods name their node; a pod seen before its node is kept unbound and picked up
+        // on its next update. Watches deliver nodes first in practice, so a rescan of all
+        // pods here would cost more than it saves.
+    }
+
+    fn refresh_node_alerts(&mut self, id: NodeId) {
+        let Some(n) = self.node(id) else { return };
+        let (ready, since, state, state_since, name, cfg) =
+            (n.ready, n.not_ready_since, n.mig_state, n.mig_state_since, n.name, n.mig_config);
+        let node_name = self.s(name).to_string();
+        let key = (AlertKind::NotReady, AlertTarget::Node(id));
+        if !ready {
+            self.alerts.entry(key).or_insert_with(|| Alert {
+                kind: AlertKind::NotReady,
+                target: AlertTarget::Node(id),
+                since: since.unwrap_or(0),
+                message: format!("node {node_name} is NotReady"),
+            });
+        } else {
+            self.alerts.remove(&key);
+        }
+        let cfg = self.s(cfg).to_string();
+        let failed_key = (AlertKind::MigFailed, AlertTarget::Node(id));
+        if state == MigConfigState::Failed {
+            self.alerts.entry(failed_key).or_insert_with(|| Alert {
+                kind: AlertKind::MigFailed,
+                target: AlertTarget::Node(id),
+                since: state_since,
+                message: format!("mig-manager failed to apply {cfg} on {node_name}"),
+            });
+        } else {
+            self.alerts.remove(&failed_key);
+        }
+        if state == MigConfigState::Pending {
+            self.mig_pending.insert(id);
+        } else {
+            self.mig_pending.remove(&id);
+            self.alerts.remove(&(AlertKind::MigStuck, AlertTarget::Node(id)));
+        }
+        self.check_stuck_mig();
+    }
+
+    /// Flags MIG configs that have sat in `pending` longer than the threshold. Only nodes
+    /// in `pending` are looked at, so this is cheap on every clock tick.
+    fn check_stuck_mig(&mut self) -> bool {
+        let mut changed = false;
+        let pending: Vec<NodeId> = self.mig_pending.iter().copied().collect();
+        for id in pending {
+            let Some(n) = self.node(id) else { continue };
+            let age = self.now.saturating_sub(n.mig_state_since);
+            if age < self.thresholds.mig_stuck_ms {
+                continue;
+            }
+            let key = (AlertKind::MigStuck, AlertTarget::Node(id));
+            if self.alerts.contains_key(&key) {
+                continue;
+            }
+            let paused: Vec<String> = n
+                .labels
+                .iter()
+                .filter(|(_, v)| self.s(*v) == "paused-for-mig-change")
+                .map(|(k, _)| self.s(*k).trim_start_matches("nvidia.com/gpu.deploy.").to_string())
+                .collect();
+            let message = format!(
+                "{} has been pending for {} min applying {}; paused: {}",
+                self.s(n.name),
+                age / 60_000,
+                self.s(n.mig_config),
+                if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+            );
+            let since = n.mig_state_since;
+            self.alerts.insert(key, Alert { kind: AlertKind::MigStuck, target: AlertTarget::Node(id), since, message });
+            changed = true;
+        }
+        changed
+    }
+
+    fn remove_node(&mut self, name: &str) -> bool {
+        let Some(id) = self.node_by_name(name) else { return false };
+        let gpus = self.node(id).map(|n| n.gpus.clone()).unwrap_or_default();
+        for g in gpus {
+            self.remove_gpu(g);
+        }
+        for pid in self.pods_by_node.get(&id).cloned().unwrap_or_default() {
+            self.remove_pod(pid);
+        }
+        if let Some(n) = self.nodes[id.0 as usize].take() {
+            self.node_by_name.remove(&n.name);
+            self.totals.nodes -= 1;
+            self.totals.nodes_ready -= n.ready as u32;
+            self.totals.nodes_cordoned -= n.cordoned as u32;
+        }
+        if let Some(c) = self.node_alloc_counted.remove(&id) {
+            self.totals.gpus_allocated -= c;
+        }
+        self.pods_by_node.remove(&id);
+        self.mig_pending.remove(&id);
+        self.alerts.retain(|(_, t), _| *t != AlertTarget::Node(id));
+        self.free_nodes.push(id.0);
+        true
+    }
+
+    // ---------- gpus ----------
+
+    fn upsert_gpu(&mut self, spec: GpuSpec) -> bool {
+        let Some(node) = self.node_by_name(&spec.node) else { return false };
+        let uuid = self.interner.intern(&spec.uuid);
+        let instances: Vec<MigInstance> = spec
+            .instances
+            .iter()
+            .map(|i| MigInstance {
+                placement: i.placement,
+                uuid: self.interner.intern(&i.uuid),
+                pod: None,
+                util: 0,
+                mem_used_mib: 0,
+                low_since: None,
+                idle_allocated: false,
+            })
+            .collect();
+        let gid = match self.gpu_by_uuid.get(&uuid).copied() {
+            Some(gid) => {
+                // Instances change on reslice: drop the old ones and their bindings.
+                self.clear_instances(gid);
+                let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return false };
+                if g.mig_enabled {
+                    self.totals.gpus_mig -= 1;
+                }
+                g.index = spec.index;
+                g.model = spec.model;
+                g.memory_mib = spec.memory_mib;
+                g.mig_enabled = spec.mig_enabled;
+                g.instances = instances;
+                gid
+            }
+            None => {
+                let gpu = Gpu {
+                    uuid,
+                    node,
+                    index: spec.index,
+                    model: spec.model,
+                    memory_mib: spec.memory_mib,
+                    mig_enabled: spec.mig_enabled,
+                    instances,
+                    last: Default::default(),
+                    history: Ring::default(),
+                    last_sample_at: None,
+                    xid: None,
+                    ecc_uncorrected: 0,
+                    low_since: None,
+                    pods: Vec::new(),
+                    idle_allocated: false,
+                    busy: false,
+                };
+                let gid = match self.free_gpus.pop() {
+                    Some(i) => {
+                        self.gpus[i as usize] = Some(gpu);
+                        GpuId(i)
+                    }
+                    None => {
+                        self.gpus.push(Some(gpu));
+                        GpuId(self.gpus.len() as u32 - 1)
+                    }
+                };
+                self.gpu_by_uuid.insert(uuid, gid);
+                self.totals.gpus += 1;
+                if let Some(n) = self.nodes[node.0 as usize].as_mut() {
+                    n.gpus.push(gid);
+                }
+                let gpus = &self.gpus;
+                if let Some(n) = self.nodes[node.0 as usize].as_mut() {
+                    n.gpus.sort_by_key(|g| gpus[g.0 as usize].as_ref().map(|g| g.index).unwrap_or(0));
+                }
+                gid
+            }
+        };
+        let Some(g) = self.gpu(gid) else { return false };
+        let (mig_enabled, model) = (g.mig_enabled, g.model);
+        let uuids: Vec<Sym> = g.instances.iter().map(|i| i.uuid).collect();
+        for (i, u) in uuids.iter().enumerate() {
+            self.mig_by_uuid.insert(*u, (gid, i as u8));
+        }
+        self.totals.gpus_mig += mig_enabled as u32;
+        self.totals.mig_instances += uuids.len() as u32;
+        if mig_enabled {
+            let placed: Vec<PlacedInstance> =
+                self.gpu(gid).map(|g| g.instances.iter().map(|i| i.placement).collect()).unwrap_or_default();
+            self.frag.insert(gid, mig::fragmentation(model, &placed));
+        } else {
+            self.frag.remove(&gid);
+        }
+        // Pods on this node that name these MIG instances bind now.
+        for pid in self.pods_by_node.get(&node).cloned().unwrap_or_default() {
+            let Some(p) = self.pod(pid) else { continue };
+            if !p.phase.holds_devices() {
+                continue;
+            }
+            let wants: Vec<Sym> = p.bound_mig.clone();
+            for u in wants {
+                let Some(&(g, i)) = self.mig_by_uuid.get(&u) else { continue };
+                if g != gid {
+                    continue;
+                }
+                let bound = self.gpus[g.0 as usize]
+                    .as_mut()
+                    .and_then(|g| g.instances.get_mut(i as usize))
+                    .map(|inst| inst.pod.replace(pid).is_none());
+                if bound == Some(true) {
+                    self.totals.mig_allocated += 1;
+                }
+            }
+        }
+        self.refresh_gpu(gid);
+        self.refresh_node_alloc(node);
+        true
+    }
+
+    fn clear_instances(&mut self, gid: GpuId) {
+        let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
+        let old = std::mem::take(&mut g.instances);
+        self.totals.mig_instances -= old.len() as u32;
+        for (i, inst) in old.iter().enumerate() {
+            self.mig_by_uuid.remove(&inst.uuid);
+            if let Some(c) = self.mig_contrib.remove(&(gid, i as u8)) {
+                self.unapply_device(c);
+            }
+            if inst.pod.is_some() {
+                self.totals.mig_allocated -= 1;
+            }
+        }
+    }
+
+    fn remove_gpu(&mut self, gid: GpuId) {
+        self.clear_instances(gid);
+        if let Some(c) = self.gpu_contrib.remove(&gid) {
+            self.unapply_device(c);
+        }
+        let Some(g) = self.gpus[gid.0 as usize].take() else { return };
+        self.gpu_by_uuid.remove(&g.uuid);
+        self.totals.gpus -= 1;
+        self.totals.gpus_mig -= g.mig_enabled as u32;
+        self.totals.gpus_busy -= g.busy as u32;
+        if let Some(n) = self.nodes[g.node.0 as usize].as_mut() {
+            n.gpus.retain(|x| *x != gid);
+        }
+        for pid in &g.pods {
+            if let Some(p) = self.pods[pid.0 as usize].as_mut() {
+                p.bound_gpus.retain(|x| *x != gid);
+            }
+        }
+        self.frag.remove(&gid);
+        self.alerts.retain(|(_, t), _| *t != AlertTarget::Gpu(gid));
+        self.free_gpus.push(gid.0);
+        self.refresh_node_alloc(g.node);
+    }
+
+    fn apply_sample(&mut self, s: TelemetrySample) {
+        let Some(gid) = self.gpu_by_uuid(&s.gpu_uuid) else { return };
+        let idle_thr = self.thresholds.idle_util_pct;
+        let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
+        g.last = s.sample;
+        g.history.push(s.sample);
+        g.last_sample_at = Some(s.at);
+        if s.sample.util < idle_thr {
+            g.low_since.get_or_insert(s.at);
+        } else {
+            g.low_since = None;
+        }
+        for (uuid, util, mem) in &s.instances {
+            let Some(sym) = self.interner.get(uuid) else { continue };
+            let Some(&(ig, i)) = self.mig_by_uuid.get(&sym) else { continue };
+            if ig != gid {
+                continue;
+            }
+            if let Some(inst) = g.instances.get_mut(i as usize) {
+                inst.util = *util;
+                inst.mem_used_mib = *mem;
+                if *util < idle_thr {
+                    inst.low_since.get_or_insert(s.at);
+                } else {
+                    inst.low_since = None;
+                }
+            }
+        }
+        self.refresh_gpu(gid);
+    }
+
+    fn apply_fault(&mut self, uuid: &str, at: Ts, fault: GpuFault) -> bool {
+        let Some(gid) = self.gpu_by_uuid(uuid) else { return false };
+        let node_name =
+            self.gpu(gid).and_then(|g| self.node(g.node)).map(|n| self.s(n.name).to_string()).unwrap_or_default();
+        let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return false };
+        let idx = g.index;
+        let (kind, message) = match fault {
+            GpuFault::Xid { code } => {
+                g.xid = Some((code, at));
+                (AlertKind::Xid(code), format!("XID {code} on {node_name} GPU {idx}{}", xid_hint(code)))
+            }
+            GpuFault::EccUncorrected { count } => {
+                g.ecc_uncorrected = count;
+                (AlertKind::EccUncorrected, format!("{count} uncorrectable ECC errors on {node_name} GPU {idx}"))
+            }
+        };
+        self.alerts.insert(
+            (kind, AlertTarget::Gpu(gid)),
+            Alert { kind, target: AlertTarget::Gpu(gid), since: at, message: message.clone() },
+        );
+        self.push_event(EventSpec {
+            ts: at,
+            severity: Severity::Error,
+            reason: kind.label(),
+            object: format!("{node_name}/gpu{idx}"),
+            message,
+        });
+        self.structure_gen += 1;
+        true
+    }
+
+    /// Recomputes a GPU's derived flags and moves its contribution between counters.
+    fn refresh_gpu(&mut self, gid: GpuId) {
+        let th = self.thresholds;
+        let now = self.now;
+        let Some(g) = self.gpu(gid) else { return };
+        let pod_tenant = |pid: PodId| self.pod(pid).map(|p| p.tenant);
+        let whole_tenant = g.pods.first().and_then(|p| pod_tenant(*p));
+        let busy_now = g.last_sample_at.is_some() && g.last.util >= th.busy_util_pct;
+        let idle_for = |low: Option<Ts>| {
+            low.is_some_and(|l| now.max(g.last_sample_at.unwrap_or(0)).saturating_sub(l) >= th.idle_window_ms)
+        };
+        let whole = if g.mig_enabled {
+            DeviceContrib::default()
+        } else {
+            DeviceContrib {
+                tenant: whole_tenant,
+                busy: whole_tenant.is_some() && busy_now,
+                idle: whole_tenant.is_some() && idle_for(g.low_since),
+            }
+        };
+        let inst: Vec<DeviceContrib> = g
+            .instances
+            .iter()
+            .map(|i| {
+                let t = i.pod.and_then(pod_tenant);
+                DeviceContrib {
+                    tenant: t,
+                    busy: t.is_some() && i.util >= th.busy_util_pct,
+                    idle: t.is_some() && idle_for(i.low_since),
+                }
+            })
+            .collect();
+        let was_busy = g.busy;
+        let old = self.gpu_contrib.get(&gid).copied().unwrap_or_default();
+        if old != whole {
+            self.unapply_device(old);
+            self.apply_device(whole);
+            self.gpu_contrib.insert(gid, whole);
+        }
+        for (i, c) in inst.iter().enumerate() {
+            let key = (gid, i as u8);
+            let old = self.mig_contrib.get(&key).copied().unwrap_or_default();
+            if old != *c {
+                self.unapply_device(old);
+                self.apply_device(*c);
+                self.mig_contrib.insert(key, *c);
+            }
+        }
+        self.totals.gpus_busy = self.totals.gpus_busy + busy_now as u32 - was_busy as u32;
+        if let Some(g) = self.gpus[gid.0 as usize].as_mut() {
+            g.busy = busy_now;
+            g.idle_allocated = whole.idle;
+            for (i, c) in g.instances.iter_mut().zip(inst.iter()) {
+                i.idle_allocated = c.idle;
+            }
+        }
+    }
+
+    fn apply_device(&mut self, c: DeviceContrib) {
+        self.totals.idle_allocated += c.idle as u32;
+        if let Some(t) = c.tenant
+            && let Some(t) = self.tenants.get_mut(t.0 as usize).and_then(Option::as_mut)
+        {
+            t.usage.busy += c.busy as u32;
+            t.usage.idle_allocated += c.idle as u32;
+        }
+    }
+
+    fn unapply_device(&mut self, c: DeviceContrib) {
+        self.totals.idle_allocated -= c.idle as u32;
+        if let Some(t) = c.tenant
+            && let Some(t) = self.tenants.get_mut(t.0 as usize).and_then(Option::as_mut)
+        {
+            t.usage.busy -= c.busy as u32;
+            t.usage.idle_allocated -= c.idle as u32;
+        }
+    }
+
+    fn refresh_node_alloc(&mut self, node: NodeId) {
+        let Some(n) = self.node(node) else { return };
+        let new = self.node_allocated_gpus(n);
+        let old = self.node_alloc_counted.insert(node, new).unwrap_or(0);
+        self.totals.gpus_allocated = self.totals.gpus_allocated + new - old;
+    }
+
+    // ---------- tenants and quotas ----------
+
+    fn upsert_tenant(&mut self, spec: TenantSpec) -> TenantId {
+        let name = self.interner.intern(&spec.name);
+        let namespaces: Vec<Sym> = spec.namespaces.iter().map(|n| self.interner.intern(n)).collect();
+        let source = self.interner.intern(&spec.source);
+        let tid = match self.tenant_by_name.get(&name).copied() {
+            Some(tid) => {
+                if let Some(t) = self.tenants[tid.0 as usize].as_mut() {
+                    for ns in &t.namespaces {
+                        self.tenant_by_ns.remove(ns);
+                    }
+                    t.namespaces = namespaces.clone();
+                    t.source = source;
+                }
+                tid
+            }
+            None => {
+                self.tenants.push(Some(Tenant {
+                    name,
+                    namespaces: namespaces.clone(),
+                    source,
+                    quotas: Vec::new(),
+                    usage: TenantUsage::default(),
+                }));
+                let tid = TenantId(self.tenants.len() as u32 - 1);
+                self.tenant_by_name.insert(name, tid);
+                tid
+            }
+        };
+        for ns in namespaces {
+            self.tenant_by_ns.insert(ns, tid);
+        }
+        tid
+    }
+
+    fn tenant_for_namespace(&mut self, ns: Sym) -> TenantId {
+        if let Some(t) = self.tenant_by_ns.get(&ns) {
+            return *t;
+        }
+        let name = self.s(ns).to_string();
+        self.upsert_tenant(TenantSpec { name: name.clone(), namespaces: vec![name], source: "namespace".into() })
+    }
+
+    fn remove_tenant(&mut self, tid: TenantId) {
+        let has_pods = self.pods.iter().flatten().any(|p| p.tenant == tid);
+        let Some(t) = self.tenants[tid.0 as usize].as_mut() else { return };
+        // A tenant with pods stays (its pods still need an owner); it only loses its namespaces' mapping.
+        for ns in &t.namespaces {
+            self.tenant_by_ns.remove(ns);
+        }
+        if has_pods {
+            return;
+        }
+        let name = t.name;
+        for q in std::mem::take(&mut t.quotas) {
+            self.quotas[q] = None;
+        }
+        self.tenant_by_name.remove(&name);
+        self.tenants[tid.0 as usize] = None;
+    }
+
+    fn upsert_quota(&mut self, spec: QuotaSpec) {
+        let tid = match self.tenant_by_name(&spec.tenant) {
+            Some(t) => t,
+            None => {
+                self.upsert_tenant(TenantSpec { name: spec.tenant.clone(), namespaces: vec![], source: "quota".into() })
+            }
+        };
+        let source = self.intern_source(&spec.source);
+        let resource = self.interner.intern(&spec.resource);
+        let version = self.interner.intern(&spec.version);
+        let quota = Quota { tenant: tid, source: source.clone(), resource, hard: spec.hard, used: spec.used, version };
+        let existing = self.tenant(tid).and_then(|t| {
+            t.quotas
+                .iter()
+                .copied()
+                .find(|&q| self.quotas[q].as_ref().is_some_and(|x| x.source == source && x.resource == resource))
+        });
+        match existing {
+            Some(q) => self.quotas[q] = Some(quota),
+            None => {
+                self.quotas.push(Some(quota));
+                let q = self.quotas.len() - 1;
+                if let Some(t) = self.tenants[tid.0 as usize].as_mut() {
+                    t.quotas.push(q);
+                }
+            }
+        }
+        self.refresh_tenant_alerts(tid);
+    }
+
+    fn intern_source(&mut self, s: &QuotaSourceSpec) -> QuotaSource {
+        match s {
+            QuotaSourceSpec::ResourceQuota { namespace, name } => QuotaSource::ResourceQuota {
+                namespace: self.interner.intern(namespace),
+                name: self.interner.intern(name),
+            },
+            QuotaSourceSpec::ClusterQueue { queue, flavor } => {
+                QuotaSource::ClusterQueue { queue: self.interner.intern(queue), flavor: self.interner.intern(flavor) }
+            }
+        }
+    }
+
+    fn remove_quota(&mut self, tenant: &str, source: &QuotaSourceSpec, resource: &str) -> bool {
+        let Some(tid) = self.tenant_by_name(tenant) else { return false };
+        let source = self.intern_source(source);
+        let Some(resource) = self.interner.get(resource) else { return false };
+        let Some(t) = self.tenants[tid.0 as usize].as_mut() else { return false };
+        let quotas = &mut self.quotas;
+        let Some(pos) = t
+            .quotas
+            .iter()
+            .position(|&q| quotas[q].as_ref().is_some_and(|x| x.source == source && x.resource == resource))
+        else {
+            return false;
+        };
+        let q = t.quotas.remove(pos);
+        quotas[q] = None;
+        self.refresh_tenant_alerts(tid);
+        true
+    }
+
+    fn refresh_tenant_alerts(&mut self, tid: TenantId) {
+        let Some(t) = self.tenant(tid) else { return };
+        let key = (AlertKind::OverQuota, AlertTarget::Tenant(tid));
+        match self.tenant_gpu_quota(t) {
+            Some(hard) if t.usage.requested_gpus as i64 > hard => {
+                let message =
+                    format!("tenant {} requests {} GPUs, quota {hard}", self.s(t.name), t.usage.requested_gpus);
+                let now = self.now;
+                let a = self.alerts.entry(key).or_insert_with(|| Alert {
+                    kind: AlertKind::OverQuota,
+                    target: AlertTarget::Tenant(tid),
+                    since: now,
+                    message: String::new(),
+                });
+                a.message = message;
+            }
+            _ => {
+                self.alerts.remove(&key);
+            }
+        }
+    }
+
+    // ---------- pods ----------
+
+    fn upsert_pod(&mut self, spec: PodSpec) {
+        let ns = self.interner.intern(&spec.namespace);
+        if let Some(pid) = self.pod_by_name.get(&ns).and_then(|m| m.get(spec.name.as_str())).copied() {
+            self.unlink_pod(pid);
+            let pod = self.build_pod(ns, spec);
+            self.pods[pid.0 as usize] = Some(pod);
+            self.link_pod(pid);
+            return;
+        }
+        let pod = self.build_pod(ns, spec);
+        let name = pod.name.clone();
+        let pid = match self.free_pods.pop() {
+            Some(i) => {
+                self.pods[i as usize] = Some(pod);
+                PodId(i)
+            }
+            None => {
+                self.pods.push(Some(pod));
+                PodId(self.pods.len() as u32 - 1)
+            }
+        };
+        self.pod_by_name.entry(ns).or_default().insert(name, pid);
+        self.link_pod(pid);
+    }
+
+    fn build_pod(&mut self, ns: Sym, spec: PodSpec) -> Pod {
+        let tenant = self.tenant_for_namespace(ns);
+        let node = spec.node.as_deref().and_then(|n| self.node_by_name(n));
+        let bound_gpus = spec.bound_gpus.iter().filter_map(|u| self.gpu_by_uuid(u)).collect();
+        let bound_mig = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
+        Pod {
+            namespace: ns,
+            name: spec.name.into_boxed_str(),
+            tenant,
+            node,
+            phase: spec.phase,
+            created: spec.created,
+            owner: spec.owner,
+            app: self.interner.intern(&spec.app),
+            empty_dir: spec.empty_dir,
+            gpus: spec.gpus,
+            mig: spec.mig.iter().map(|(r, n)| (self.interner.intern(r), *n)).collect(),
+            dra: spec
+                .dra
+                .iter()
+                .map(|c| DraClaim {
+                    claim: self.interner.intern(&c.claim),
+                    device_class: self.interner.intern(&c.device_class),
+                    count: c.count,
+                    allocated: c.allocated.as_deref().map(|a| self.interner.intern(a)),
+                })
+                .collect(),
+            bound_gpus,
+            bound_mig,
+        }
+    }
+
+    /// Adds a pod's effects: node and tenant counters, device bindings.
+    fn link_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        let holds = p.phase.holds_devices() && p.node.is_some();
+        let unfinished = !p.phase.finished();
+        let c = PodContrib {
+            req_gpus: if unfinished { p.gpus as u32 + p.dra_count() } else { 0 },
+            alloc_gpus: if holds { p.gpus as u32 + p.dra_count() } else { 0 },
+            req_mig: if unfinished { p.mig_count() } else { 0 },
+            alloc_mig: if holds { p.mig_count() } else { 0 },
+            counted: unfinished,
+            pending: p.phase == Phase::Pending,
+        };
+        let (tenant, node, bound_gpus, bound_mig) = (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone());
+        if let Some(t) = self.tenants.get_mut(tenant.0 as usize).and_then(Option::as_mut) {
+            t.usage.requested_gpus += c.req_gpus;
+            t.usage.allocated_gpus += c.alloc_gpus;
+            t.usage.requested_mig += c.req_mig;
+            t.usage.allocated_mig += c.alloc_mig;
+            t.usage.pods += c.counted as u32;
+            t.usage.pending_pods += c.pending as u32;
+        }
+        self.totals.pods += c.counted as u32;
+        self.totals.pods_pending += c.pending as u32;
+        if let Some(n) = node {
+            self.pods_by_node.entry(n).or_default().push(pid);
+            if let Some(node) = self.nodes[n.0 as usize].as_mut() {
+                node.gpus_allocated += c.alloc_gpus;
+                node.mig_allocated += c.alloc_mig;
+                node.pods +=
+                    (c.counted && self.pods[pid.0 as usize].as_ref().is_some_and(|p| p.requests_devices())) as u32;
+            }
+        }
+        self.pod_contrib.insert(pid, c);
+        if holds {
+            for g in &bound_gpus {
+                if let Some(gpu) = self.gpus[g.0 as usize].as_mut() {
+                    gpu.pods.push(pid);
+                }
+            }
+            for u in &bound_mig {
+                if let Some(&(g, i)) = self.mig_by_uuid.get(u)
+                    && let Some(inst) = self.gpus[g.0 as usize].as_mut().and_then(|g| g.instances.get_mut(i as usize))
+                {
+                    if inst.pod.is_none() {
+                        self.totals.mig_allocated += 1;
+                    }
+                    inst.pod = Some(pid);
+                }
+            }
+        }
+        for g in self.devices_of(&bound_gpus, &bound_mig) {
+            self.refresh_gpu(g);
+        }
+        if let Some(n) = node {
+            self.refresh_node_alloc(n);
+        }
+        self.refresh_tenant_alerts(tenant);
+    }
+
+    fn devices_of(&self, gpus: &[GpuId], mig: &[Sym]) -> Vec<GpuId> {
+        let mut v: Vec<GpuId> = gpus.to_vec();
+        v.extend(mig.iter().filter_map(|u| self.mig_by_uuid.get(u).map(|(g, _)| *g)));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Removes a pod's effects, the exact inverse of `link_pod`.
+    fn unlink_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        let (tenant, node, bound_gpus, bound_mig, dev) =
+            (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone(), p.requests_devices());
+        let c = self.pod_contrib.remove(&pid).unwrap_or_default();
+        if let Some(t) = self.tenants.get_mut(tenant.0 as usize).and_then(Option::as_mut) {
+            t.usage.requested_gpus -= c.req_gpus;
+            t.usage.allocated_gpus -= c.alloc_gpus;
+            t.usage.requested_mig -= c.req_mig;
+            t.usage.allocated_mig -= c.alloc_mig;
+            t.usage.pods -= c.counted as u32;
+            t.usage.pending_pods -= c.pending as u32;
+        }
+        self.totals.pods -= c.counted as u32;
+        self.totals.pods_pending -= c.pending as u32;
+        if let Some(n) = node {
+            if let Some(v) = self.pods_by_node.get_mut(&n) {
+                v.retain(|x| *x != pid);
+            }
+            if let Some(node) = self.nodes[n.0 as usize].as_mut() {
+                node.gpus_allocated -= c.alloc_gpus;
+                node.mig_allocated -= c.alloc_mig;
+                node.pods -= (c.counted && dev) as u32;
+            }
+        }
+        for g in &bound_gpus {
+            if let Some(gpu) = self.gpus[g.0 as usize].as_mut() {
+                gpu.pods.retain(|x| *x != pid);
+            }
+        }
+        for u in &bound_mig {
+            if let Some(&(g, i)) = self.mig_by_uuid.get(u)
+                && let Some(inst) = self.gpus[g.0 as usize].as_mut().and_then(|g| g.instances.get_mut(i as usize))
+                && inst.pod == Some(pid)
+            {
+                inst.pod = None;
+                self.totals.mig_allocated -= 1;
+            }
+        }
+        for g in self.devices_of(&bound_gpus, &bound_mig) {
+            self.refresh_gpu(g);
+        }
+        if let Some(n) = node {
+            self.refresh_node_alloc(n);
+        }
+        self.refresh_tenant_alerts(tenant);
+    }
+
+    fn remove_pod(&mut self, pid: PodId) {
+        self.unlink_pod(pid);
+        if let Some(p) = self.pods[pid.0 as usize].take() {
+            if let Some(m) = self.pod_by_name.get_mut(&p.namespace) {
+                m.remove(&p.name);
+            }
+            self.free_pods.push(pid.0);
+        }
+    }
+}
+
+/// A short hint for the XID codes an on-call engineer meets most.
+fn xid_hint(code: u32) -> &'static str {
+    match code {
+        13 => " (graphics engine exception)",
+        31 => " (GPU memory page fault)",
+        43 => " (GPU stopped processing)",
+        45 => " (preemptive cleanup)",
+        48 => " (double-bit ECC error)",
+        63 | 64 => " (row remapping event)",
+        74 => " (NVLink error)",
+        79 => " (GPU has fallen off the bus)",
+        92 => " (high single-bit ECC rate)",
+        94 | 95 => " (contained/uncontained ECC error)",
+        119 | 120 => " (GSP error)",
+        _ => "",
+    }
+}

@@ -1,0 +1,17 @@
+//! The domain model: what an AI factory is, as the cockpit knows it. Pure: no I/O, no
+//! clocks, no async. State enters only through [`Delta`]s applied to a [`Fleet`].
+
+pub mod delta;
+pub mod fleet;
+pub mod history;
+pub mod intern;
+pub mod types;
+
+pub use delta::*;
+pub use fleet::{Fleet, GPU_QUOTA_RESOURCES, Totals};
+pub use history::{HISTORY_LEN, Ring, Sample};
+pub use intern::{Interner, Sym};
+pub use types::*;
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,361 @@
+//! Model tests: deltas in, facts out; and the incremental counters always equal a
+//! recount from scratch.
+
+use super::*;
+use crate::mig::{self, GpuModel};
+use crate::quantity::{Format, Quantity};
+
+fn node(name: &str) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        labels: vec![("nvidia.com/gpu.product".into(), "NVIDIA-H100-80GB-HBM3".into())],
+        ready: true,
+        cordoned: false,
+        gpu_model: Some(GpuModel::H100_80GB),
+        capacity: vec![("nvidia.com/gpu".into(), 2)],
+        allocatable: vec![("nvidia.com/gpu".into(), 2)],
+        mig_config: "all-disabled".into(),
+        mig_state: MigConfigState::Success,
+        created: 0,
+    }
+}
+
+fn gpu(node: &str, index: u8, uuid: &str) -> GpuSpec {
+    GpuSpec {
+        uuid: uuid.into(),
+        node: node.into(),
+        index,
+        model: GpuModel::H100_80GB,
+        memory_mib: 81920,
+        mig_enabled: false,
+        instances: vec![],
+    }
+}
+
+fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound: &[&str]) -> PodSpec {
+    PodSpec {
+        namespace: ns.into(),
+        name: name.into(),
+        node: node.map(Into::into),
+        phase,
+        created: 0,
+        owner: Owner::ReplicaSet,
+        app: "app".into(),
+        empty_dir: false,
+        gpus,
+        mig: vec![],
+        dra: vec![],
+        bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
+        bound_mig: vec![],
+    }
+}
+
+fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
+    Delta::Telemetry(vec![TelemetrySample {
+        gpu_uuid: uuid.into(),
+        at,
+        sample: Sample::new(util, 50, 300, 50),
+        instances: vec![],
+    }])
+}
+
+fn small_fleet() -> Fleet {
+    let mut f =
+        Fleet::new(Thresholds { idle_util_pct: 5, idle_window_ms: 60_000, busy_util_pct: 20, mig_stuck_ms: 300_000 });
+    f.apply(Delta::TenantUpsert(TenantSpec {
+        name: "team-a".into(),
+        namespaces: vec!["a".into(), "a-dev".into()],
+        source: "label".into(),
+    }));
+    f.apply(Delta::NodeUpsert(node("n1")));
+    f.apply(Delta::GpuUpsert(gpu("n1", 0, "GPU-0")));
+    f.apply(Delta::GpuUpsert(gpu("n1", 1, "GPU-1")));
+    f
+}
+
+/// Recounts every derived counter from the raw objects.
+pub(crate) fn check_invariants(f: &Fleet) {
+    let mut t = Totals::default();
+    for id in f.node_ids() {
+        let n = f.node(id).unwrap();
+        t.nodes += 1;
+        t.nodes_ready += n.ready as u32;
+        t.nodes_cordoned += n.cordoned as u32;
+        let mut alloc = 0;
+        let mut mig = 0;
+        let mut pods = 0;
+        for &pid in f.pods_on_node(id) {
+            let p = f.pod(pid).unwrap();
+            assert_eq!(p.node, Some(id));
+            if p.phase.holds_devices() {
+                alloc += p.gpus as u32 + p.dra_count();
+                mig += p.mig_count();
+            }
+            pods += (!p.phase.finished() && p.requests_devices()) as u32;
+        }
+        assert_eq!(n.gpus_allocated, alloc, "node {} gpus_allocated", f.s(n.name));
+        assert_eq!(n.mig_allocated, mig, "node {} mig_allocated", f.s(n.name));
+        assert_eq!(n.pods, pods, "node {} pods", f.s(n.name));
+        t.gpus_allocated += f.node_allocated_gpus(n);
+    }
+    for gid in f.gpu_ids() {
+        let g = f.gpu(gid).unwrap();
+        t.gpus += 1;
+        t.gpus_mig += g.mig_enabled as u32;
+        t.gpus_busy += g.busy as u32;
+        t.mig_instances += g.instances.len() as u32;
+        t.mig_allocated += g.instances.iter().filter(|i| i.pod.is_some()).count() as u32;
+        t.idle_allocated += g.idle_allocated as u32 + g.instances.iter().filter(|i| i.idle_allocated).count() as u32;
+        for p in &g.pods {
+            assert!(f.pod(*p).unwrap().bound_gpus.contains(&gid));
+        }
+    }
+    let mut usage: std::collections::HashMap<TenantId, TenantUsage> = Default::default();
+    for pid in f.pod_ids() {
+        let p = f.pod(pid).unwrap();
+        let u = usage.entry(p.tenant).or_default();
+        if !p.phase.finished() {
+            u.requested_gpus += p.gpus as u32 + p.dra_count();
+            u.requested_mig += p.mig_count();
+            u.pods += 1;
+            t.pods += 1;
+        }
+        if p.phase == Phase::Pending {
+            u.pending_pods += 1;
+            t.pods_pending += 1;
+        }
+        if p.phase.holds_devices() && p.node.is_some() {
+            u.allocated_gpus += p.gpus as u32 + p.dra_count();
+            u.allocated_mig += p.mig_count();
+        }
+    }
+    for gid in f.gpu_ids() {
+        let g = f.gpu(gid).unwrap();
+        if !g.mig_enabled
+            && let Some(p) = g.pods.first()
+        {
+            let u = usage.entry(f.pod(*p).unwrap().tenant).or_default();
+            u.busy += g.busy as u32;
+            u.idle_allocated += g.idle_allocated as u32;
+        }
+        for i in &g.instances {
+            if let Some(p) = i.pod {
+                let u = usage.entry(f.pod(p).unwrap().tenant).or_default();
+                u.busy += (i.util >= f.thresholds.busy_util_pct) as u32;
+                u.idle_allocated += i.idle_allocated as u32;
+            }
+        }
+    }
+    for tid in f.tenant_ids() {
+        let got = &f.tenant(tid).unwrap().usage;
+        let want = usage.remove(&tid).unwrap_or_default();
+        let name = f.s(f.tenant(tid).unwrap().name);
+        assert_eq!(
+            (got.requested_gpus, got.allocated_gpus, got.requested_mig, got.allocated_mig),
+            (want.requested_gpus, want.allocated_gpus, want.requested_mig, want.allocated_mig),
+            "tenant {name} gpu usage"
+        );
+        assert_eq!(
+            (got.pods, got.pending_pods, got.busy, got.idle_allocated),
+            (want.pods, want.pending_pods, want.busy, want.idle_allocated),
+            "tenant {name} pods/busy/idle"
+        );
+    }
+    assert_eq!(f.totals, t, "fleet totals");
+}
+
+#[test]
+fn pods_allocate_gpus_per_node_and_tenant() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    f.apply(Delta::PodUpsert(pod("a-dev", "p2", None, Phase::Pending, 2, &[])));
+    let n = f.node(f.node_by_name("n1").unwrap()).unwrap();
+    assert_eq!(n.gpus_allocated, 1);
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!((t.usage.requested_gpus, t.usage.allocated_gpus, t.usage.pending_pods), (3, 1, 1));
+    assert_eq!(f.totals.gpus_allocated, 1);
+    check_invariants(&f);
+    // The pending pod is scheduled, then the first finishes: counts follow.
+    f.apply(Delta::PodUpsert(pod("a-dev", "p2", Some("n1"), Phase::Running, 1, &["GPU-1"])));
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Succeeded, 1, &["GPU-0"])));
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!((t.usage.requested_gpus, t.usage.allocated_gpus, t.usage.pending_pods), (1, 1, 0));
+    check_invariants(&f);
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "p1".into() });
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "nope".into() });
+    check_invariants(&f);
+    assert_eq!(f.pod_by_name("a", "p1"), None);
+}
+
+#[test]
+fn unknown_namespaces_become_their_own_tenant() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("stray", "p", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    let t = f.tenant_by_name("stray").expect("tenant from namespace");
+    assert_eq!(f.s(f.tenant(t).unwrap().source), "namespace");
+    check_invariants(&f);
+}
+
+#[test]
+fn idle_but_allocated_needs_the_whole_window() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    f.apply(sample("GPU-0", 1_000, 2));
+    f.apply(sample("GPU-1", 1_000, 0));
+    assert_eq!(f.totals.idle_allocated, 0, "not idle before the window has passed");
+    f.apply(sample("GPU-0", 30_000, 3));
+    assert_eq!(f.totals.idle_allocated, 0);
+    f.apply(sample("GPU-0", 61_000, 1));
+    f.apply(sample("GPU-1", 61_000, 0));
+    assert_eq!(f.totals.idle_allocated, 1, "allocated GPU under threshold for 60s is idle; the free one is not");
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!(t.usage.idle_allocated, 1);
+    check_invariants(&f);
+    // One busy sample resets it.
+    f.apply(sample("GPU-0", 62_000, 90));
+    assert_eq!(f.totals.idle_allocated, 0);
+    assert_eq!(f.totals.gpus_busy, 1);
+    assert_eq!(f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap().usage.busy, 1);
+    check_invariants(&f);
+    // Removing the pod removes its GPU's idle/busy contribution from the tenant.
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "p1".into() });
+    assert_eq!(f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap().usage.busy, 0);
+    check_invariants(&f);
+}
+
+#[test]
+fn history_is_bounded() {
+    let mut f = small_fleet();
+    for i in 0..500u64 {
+        f.apply(sample("GPU-0", i * 1000, (i % 100) as u8));
+    }
+    let g = f.gpu(f.gpu_by_uuid("GPU-0").unwrap()).unwrap();
+    assert_eq!(g.history.len(), HISTORY_LEN);
+    assert_eq!(g.last.util, 99);
+}
+
+#[test]
+fn mig_instances_bind_pods_and_report_fragmentation() {
+    let mut f = small_fleet();
+    let model = GpuModel::H100_80GB;
+    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+    let placed = mig::plan(model, &[p3, p1]).unwrap();
+    let instances =
+        placed.iter().enumerate().map(|(i, p)| MigInstanceSpec { placement: *p, uuid: format!("MIG-{i}") }).collect();
+    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 1, "GPU-1") }));
+    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
+    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
+    p.bound_mig = vec!["MIG-1".into()];
+    f.apply(Delta::PodUpsert(p));
+    assert_eq!(f.totals.mig_instances, 2);
+    assert_eq!(f.totals.mig_allocated, 1);
+    assert_eq!(f.totals.gpus_mig, 1);
+    let gid = f.gpu_by_uuid("GPU-1").unwrap();
+    let frag = f.fragmentation(gid).expect("fragmentation for a MIG GPU");
+    assert_eq!(frag.free_compute_slices, 3);
+    assert!(
+        frag.fits.iter().any(|(id, n)| *id == p3 && *n == 0) || frag.fits.iter().all(|(id, _)| *id != p3),
+        "a second 3g.40gb no longer fits beside a 1g at slice 4? {frag:?}"
+    );
+    check_invariants(&f);
+    // A reslice replaces the instances: the binding goes with the old instance.
+    f.apply(Delta::GpuUpsert(gpu("n1", 1, "GPU-1")));
+    assert_eq!(f.totals.mig_instances, 0);
+    assert_eq!(f.totals.mig_allocated, 0);
+    assert!(f.fragmentation(gid).is_none());
+    check_invariants(&f);
+}
+
+#[test]
+fn node_alerts_follow_status_and_stuck_mig_is_flagged_after_the_threshold() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(NodeSpec { ready: false, ..node("n1") }));
+    assert!(f.alerts.keys().any(|(k, _)| *k == AlertKind::NotReady));
+    f.apply(Delta::NodeUpsert(node("n1")));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::NotReady));
+    let mut spec = node("n1");
+    spec.mig_state = MigConfigState::Pending;
+    spec.labels.push(("nvidia.com/gpu.deploy.device-plugin".into(), "paused-for-mig-change".into()));
+    f.apply(Delta::Clock(1_000));
+    f.apply(Delta::NodeUpsert(spec));
+    f.apply(Delta::Clock(200_000));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::MigStuck), "not stuck yet");
+    f.apply(Delta::Clock(302_000));
+    let stuck = f.alerts.values().find(|a| a.kind == AlertKind::MigStuck).expect("stuck pending flagged");
+    assert!(stuck.message.contains("device-plugin"), "names the paused clients: {}", stuck.message);
+    f.apply(Delta::NodeUpsert(node("n1")));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::MigStuck));
+}
+
+#[test]
+fn quotas_and_over_quota_alerts() {
+    let mut f = small_fleet();
+    let q = |hard: i64| QuotaSpec {
+        tenant: "team-a".into(),
+        source: QuotaSourceSpec::ResourceQuota { namespace: "a".into(), name: "gpu".into() },
+        resource: "requests.nvidia.com/gpu".into(),
+        hard: Quantity::from_int(hard, Format::DecimalSI),
+        used: Quantity::zero(),
+        version: "1".into(),
+    };
+    f.apply(Delta::QuotaUpsert(q(1)));
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::OverQuota));
+    f.apply(Delta::PodUpsert(pod("a", "p2", None, Phase::Pending, 1, &[])));
+    assert!(f.alerts.keys().any(|(k, _)| *k == AlertKind::OverQuota));
+    f.apply(Delta::QuotaUpsert(q(4)));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::OverQuota));
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!(t.quotas.len(), 1, "an upsert of the same quota replaces it");
+    assert_eq!(f.tenant_gpu_quota(t), Some(4));
+}
+
+#[test]
+fn removing_a_node_removes_its_gpus_pods_and_alerts() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    f.apply(Delta::GpuFault { gpu_uuid: "GPU-0".into(), at: 5, fault: GpuFault::Xid { code: 79 } });
+    assert_eq!(f.alerts.len(), 1);
+    assert!(f.apply(Delta::NodeRemove("n1".into())));
+    assert_eq!(f.totals.gpus, 0);
+    assert_eq!(f.totals.nodes, 0);
+    assert!(f.alerts.is_empty());
+    assert!(!f.apply(Delta::NodeRemove("n1".into())), "a second removal is a no-op");
+    check_invariants(&f);
+    // Ids are reused without mixing up names.
+    f.apply(Delta::NodeUpsert(node("n2")));
+    assert!(f.node_by_name("n2").is_some());
+    assert!(f.node_by_name("n1").is_none());
+}
+
+#[test]
+fn events_are_bounded() {
+    let mut f = Fleet::default();
+    for i in 0..(fleet::EVENT_CAPACITY as u64 + 10) {
+        f.apply(Delta::Event(EventSpec {
+            ts: i,
+            severity: Severity::Info,
+            reason: "R".into(),
+            object: "o".into(),
+            message: "m".into(),
+        }));
+    }
+    assert_eq!(f.events.len(), fleet::EVENT_CAPACITY);
+    assert_eq!(f.events.front().map(|e| e.ts), Some(10));
+}
+
+#[test]
+fn op_progress_lands_in_ops_and_events() {
+    let mut f = Fleet::default();
+    f.apply(Delta::Op(OpProgress::Started { id: 1, title: "Drain node n1".into(), target: "n1".into(), total: 3 }));
+    f.apply(Delta::Op(OpProgress::Step { id: 1, step: "cordoned n1".into(), done: 1, total: 3 }));
+    f.apply(Delta::Op(OpProgress::Blocked { id: 1, reason: "PDB".into() }));
+    assert!(matches!(f.op(1).unwrap().state, OpState::Blocked(_)));
+    f.apply(Delta::Op(OpProgress::Finished { id: 1, outcome: Ok("done".into()) }));
+    assert_eq!(f.op(1).unwrap().state, OpState::Succeeded);
+    assert!(f.events.iter().any(|e| f.s(e.reason) == "OperationSucceeded"));
+    // Progress for an unknown op is ignored rather than invented.
+    f.apply(Delta::Op(OpProgress::Step { id: 9, step: "x".into(), done: 1, total: 1 }));
+    assert!(f.op(9).is_none());
+}

@@ -1,0 +1,429 @@
+//! The domain objects of an AI factory as the cockpit stores them: compact, interned,
+//! referring to each other by index rather than by name.
+
+use super::history::{Ring, Sample};
+use super::intern::Sym;
+use crate::mig::{GpuModel, PlacedInstance};
+use crate::quantity::Quantity;
+
+/// Milliseconds on the feed's clock (wall clock for a cluster, simulated time for the demo).
+pub type Ts = u64;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GpuId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PodId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TenantId(pub u32);
+
+/// `nvidia.com/mig.config.state` as mig-manager writes it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum MigConfigState {
+    #[default]
+    None,
+    Pending,
+    Rebooting,
+    Success,
+    Failed,
+}
+
+impl MigConfigState {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "pending" => Self::Pending,
+            "rebooting" => Self::Rebooting,
+            "success" => Self::Success,
+            "failed" => Self::Failed,
+            _ => Self::None,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "",
+            Self::Pending => "pending",
+            Self::Rebooting => "rebooting",
+            Self::Success => "success",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Node {
+    pub name: Sym,
+    pub labels: Vec<(Sym, Sym)>,
+    pub ready: bool,
+    pub cordoned: bool,
+    pub gpu_model: Option<GpuModel>,
+    /// Per resource (interned resource name), whole units.
+    pub capacity: Vec<(Sym, i64)>,
+    pub allocatable: Vec<(Sym, i64)>,
+    pub mig_config: Sym,
+    pub mig_state: MigConfigState,
+    /// When `mig_state` last changed, for stuck-`pending` detection.
+    pub mig_state_since: Ts,
+    pub not_ready_since: Option<Ts>,
+    pub created: Ts,
+    /// GPUs on this node, in index order (maintained by the fleet).
+    pub gpus: Vec<GpuId>,
+    /// Derived: whole GPUs requested by pods bound to this node and not finished.
+    pub gpus_allocated: u32,
+    /// Derived: MIG instances requested by pods bound to this node.
+    pub mig_allocated: u32,
+    /// Derived: GPU pods bound to this node and not finished.
+    pub pods: u32,
+}
+
+impl Node {
+    pub fn label<'a>(&self, interner: &'a super::intern::Interner, key: &str) -> Option<&'a str> {
+        let k = interner.get(key)?;
+        self.labels.iter().find(|(lk, _)| *lk == k).map(|(_, v)| interner.resolve(*v))
+    }
+    pub fn gpu_count(&self) -> u32 {
+        self.gpus.len() as u32
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct MigInstance {
+    pub placement: PlacedInstance,
+    pub uuid: Sym,
+    /// Derived: the pod bound to this instance.
+    pub pod: Option<PodId>,
+    pub util: u8,
+    pub mem_used_mib: u32,
+    pub low_since: Option<Ts>,
+    /// Derived: allocated and under the idle threshold for the whole window.
+    pub idle_allocated: bool,
+}
+
+#[derive(Clone, Debug)]
+pub struct Gpu {
+    pub uuid: Sym,
+    pub node: NodeId,
+    pub index: u8,
+    pub model: GpuModel,
+    pub memory_mib: u32,
+    pub mig_enabled: bool,
+    pub instances: Vec<MigInstance>,
+    pub last: Sample,
+    pub history: Ring,
+    pub last_sample_at: Option<Ts>,
+    pub xid: Option<(u32, Ts)>,
+    pub ecc_uncorrected: u32,
+    pub low_since: Option<Ts>,
+    /// Derived: pods bound to the whole GPU.
+    pub pods: Vec<PodId>,
+    /// Derived: allocated to a workload and under the idle threshold for the whole window.
+    pub idle_allocated: bool,
+    /// Derived: at or above the busy threshold now.
+    pub busy: bool,
+}
+
+impl Gpu {
+    pub fn allocated(&self) -> bool {
+        !self.pods.is_empty() || self.instances.iter().any(|i| i.pod.is_some())
+    }
+    pub fn mem_used_mib(&self) -> u32 {
+        (self.memory_mib as u64 * self.last.mem_pct as u64 / 100) as u32
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    Pending,
+    Running,
+    Succeeded,
+    Failed,
+    Terminating,
+    Unknown,
+}
+
+impl Phase {
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "Pending" => Self::Pending,
+            "Running" => Self::Running,
+            "Succeeded" => Self::Succeeded,
+            "Failed" => Self::Failed,
+            "Terminating" => Self::Terminating,
+            _ => Self::Unknown,
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "Pending",
+            Self::Running => "Running",
+            Self::Succeeded => "Succeeded",
+            Self::Failed => "Failed",
+            Self::Terminating => "Terminating",
+            Self::Unknown => "Unknown",
+        }
+    }
+    /// Whether the pod still holds (or waits for) its devices.
+    pub fn holds_devices(self) -> bool {
+        matches!(self, Self::Running | Self::Terminating | Self::Unknown)
+    }
+    pub fn finished(self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed)
+    }
+}
+
+/// Who controls a pod: decides what a drain may do with it (kubectl drain semantics).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Owner {
+    None,
+    ReplicaSet,
+    StatefulSet,
+    Job,
+    DaemonSet,
+    /// A static pod mirrored by the kubelet (`kubernetes.io/config.mirror`).
+    Mirror,
+    Other,
+}
+
+impl Owner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::None => "-",
+            Self::ReplicaSet => "ReplicaSet",
+            Self::StatefulSet => "StatefulSet",
+            Self::Job => "Job",
+            Self::DaemonSet => "DaemonSet",
+            Self::Mirror => "Mirror",
+            Self::Other => "Other",
+        }
+    }
+}
+
+/// A DRA claim of a pod and, once allocated, the device it got.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DraClaim {
+    pub claim: Sym,
+    pub device_class: Sym,
+    pub count: u16,
+    /// `driver/pool/device` of the allocation result, if allocated.
+    pub allocated: Option<Sym>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Pod {
+    pub namespace: Sym,
+    pub name: Box<str>,
+    pub tenant: TenantId,
+    pub node: Option<NodeId>,
+    pub phase: Phase,
+    pub created: Ts,
+    pub owner: Owner,
+    pub app: Sym,
+    pub empty_dir: bool,
+    /// Whole GPUs requested (`nvidia.com/gpu`).
+    pub gpus: u16,
+    /// MIG resources requested (`nvidia.com/mig-<profile>`): resource name, count.
+    pub mig: Vec<(Sym, u16)>,
+    pub dra: Vec<DraClaim>,
+    /// Devices the pod is bound to, when known (agent, DRA or simulator).
+    pub bound_gpus: Vec<GpuId>,
+    pub bound_mig: Vec<Sym>,
+}
+
+impl Pod {
+    pub fn mig_count(&self) -> u32 {
+        self.mig.iter().map(|(_, n)| *n as u32).sum()
+    }
+    pub fn requests_devices(&self) -> bool {
+        self.gpus > 0 || !self.mig.is_empty() || !self.dra.is_empty()
+    }
+    pub fn dra_count(&self) -> u32 {
+        self.dra.iter().map(|c| c.count as u32).sum()
+    }
+}
+
+/// Where a quota comes from: decides how it is changed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QuotaSource {
+    /// A ResourceQuota `name` in `namespace`.
+    ResourceQuota { namespace: Sym, name: Sym },
+    /// A Kueue ClusterQueue flavor resource's nominalQuota.
+    ClusterQueue { queue: Sym, flavor: Sym },
+}
+
+#[derive(Clone, Debug)]
+pub struct Quota {
+    pub tenant: TenantId,
+    pub source: QuotaSource,
+    /// e.g. `requests.nvidia.com/gpu`, `requests.nvidia.com/mig-1g.10gb`, `nvidia.com/gpu`.
+    pub resource: Sym,
+    pub hard: Quantity,
+    /// As reported by the cluster (ResourceQuota status.used).
+    pub used: Quantity,
+    /// Opaque version for optimistic concurrency (resourceVersion on a cluster).
+    pub version: Sym,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TenantUsage {
+    /// Whole GPUs requested by the tenant's unfinished pods (pending included).
+    pub requested_gpus: u32,
+    /// Whole GPUs held by running pods.
+    pub allocated_gpus: u32,
+    pub requested_mig: u32,
+    pub allocated_mig: u32,
+    /// Allocated devices (GPUs and MIG instances) at or above the busy threshold.
+    pub busy: u32,
+    /// Allocated devices idle for the whole window.
+    pub idle_allocated: u32,
+    pub pods: u32,
+    pub pending_pods: u32,
+}
+
+#[derive(Clone, Debug)]
+pub struct Tenant {
+    pub name: Sym,
+    pub namespaces: Vec<Sym>,
+    /// Where the tenant was recognised from (vcluster, kueue, label, namespace, sim).
+    pub source: Sym,
+    pub quotas: Vec<usize>,
+    pub usage: TenantUsage,
+}
+
+impl Tenant {
+    /// Hard limit on whole GPUs, if any quota sets one.
+    pub fn gpu_quota(&self, fleet_quotas: &[Option<Quota>], gpu_resources: &[Sym]) -> Option<i64> {
+        let mut total: Option<i64> = None;
+        for &q in &self.quotas {
+            if let Some(Some(q)) = fleet_quotas.get(q)
+                && gpu_resources.contains(&q.resource)
+            {
+                *total.get_or_insert(0) += q.hard.value();
+            }
+        }
+        total
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Pdb {
+    pub namespace: Sym,
+    pub name: Sym,
+    /// `matchLabels: {app: ...}`; the common case for GPU workloads.
+    pub selector_app: Sym,
+    pub disruptions_allowed: i32,
+    pub current_healthy: i32,
+    pub desired_healthy: i32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AlertKind {
+    Xid(u32),
+    EccUncorrected,
+    NotReady,
+    MigStuck,
+    MigFailed,
+    OverQuota,
+}
+
+impl AlertKind {
+    pub fn label(self) -> String {
+        match self {
+            Self::Xid(c) => format!("XID {c}"),
+            Self::EccUncorrected => "ECC".into(),
+            Self::NotReady => "NotReady".into(),
+            Self::MigStuck => "MIG stuck".into(),
+            Self::MigFailed => "MIG failed".into(),
+            Self::OverQuota => "over quota".into(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AlertTarget {
+    Node(NodeId),
+    Gpu(GpuId),
+    Tenant(TenantId),
+}
+
+#[derive(Clone, Debug)]
+pub struct Alert {
+    pub kind: AlertKind,
+    pub target: AlertTarget,
+    pub since: Ts,
+    pub message: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    Info,
+    Warning,
+    Error,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Info => "Normal",
+            Self::Warning => "Warning",
+            Self::Error => "Error",
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct Event {
+    pub ts: Ts,
+    pub severity: Severity,
+    pub reason: Sym,
+    pub object: String,
+    pub message: String,
+}
+
+/// Where a running or finished operation stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpState {
+    Running,
+    Blocked(String),
+    Succeeded,
+    Failed(String),
+    Cancelled,
+}
+
+impl OpState {
+    pub fn finished(&self) -> bool {
+        matches!(self, Self::Succeeded | Self::Failed(_) | Self::Cancelled)
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct OpStatus {
+    pub id: u64,
+    pub title: String,
+    pub target: String,
+    pub state: OpState,
+    pub step: String,
+    pub done: u32,
+    pub total: u32,
+    pub started: Ts,
+    pub updated: Ts,
+    pub log: Vec<String>,
+}
+
+/// Thresholds for derived facts; configurable, the defaults suit a demo and a real fleet.
+#[derive(Clone, Copy, Debug)]
+pub struct Thresholds {
+    /// Under this utilisation a device counts as idle.
+    pub idle_util_pct: u8,
+    /// For this long before an allocated device counts as idle-but-allocated.
+    pub idle_window_ms: u64,
+    /// At or above this utilisation a device counts as busy.
+    pub busy_util_pct: u8,
+    /// A `pending` MIG config older than this is flagged as stuck.
+    pub mig_stuck_ms: u64,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        Self { idle_util_pct: 5, idle_window_ms: 10 * 60 * 1000, busy_util_pct: 20, mig_stuck_ms: 5 * 60 * 1000 }
+    }
+}

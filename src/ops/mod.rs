@@ -1,0 +1,174 @@
+//! Operations on the cluster, as data: a request is planned from the current `Fleet`
+//! (pure, previewable), shown, confirmed, then handed to an executor (the simulator here;
+//! the Kubernetes executor arrives with the real-cluster issue), which reports progress
+//! back as `Delta::Op`.
+
+mod drain;
+mod quota;
+mod reslice;
+
+pub use drain::{DrainPlan, PodAction};
+pub use quota::{QuotaPlan, is_extended, source_spec};
+pub use reslice::{GpuReslice, ReslicePlan, capacity, describe_layout};
+
+use crate::mig::LayoutError;
+use crate::model::Fleet;
+use crate::quantity::QuantityError;
+
+/// What a person asked for, by name: the plan resolves it against the fleet.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpRequest {
+    Cordon {
+        node: String,
+    },
+    Uncordon {
+        node: String,
+    },
+    Drain {
+        node: String,
+        force: bool,
+    },
+    /// `gpus` empty means every GPU of the node.
+    Reslice {
+        node: String,
+        gpus: Vec<u8>,
+        layout: String,
+    },
+    SetQuota {
+        tenant: String,
+        quota: QuotaKey,
+        value: String,
+    },
+}
+
+/// Names one quota: its tenant's index into `Tenant::quotas` is not stable, so a quota is
+/// named by where it lives and what it limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaKey {
+    pub source: crate::model::QuotaSourceSpec,
+    pub resource: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    Cordon,
+    Uncordon,
+    Drain,
+    Reslice,
+    SetQuota,
+}
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Cordon => "cordon",
+            OpKind::Uncordon => "uncordon",
+            OpKind::Drain => "drain",
+            OpKind::Reslice => "reslice",
+            OpKind::SetQuota => "set-quota",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum PlanDetail {
+    Cordon { node: String, cordon: bool },
+    Drain(DrainPlan),
+    Reslice(ReslicePlan),
+    Quota(QuotaPlan),
+}
+
+/// A planned operation: everything the preview shows, and everything the executor needs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub request: OpRequest,
+    pub kind: OpKind,
+    /// "Drain node h100-007".
+    pub title: String,
+    /// The object the confirmation names.
+    pub target: String,
+    /// What will happen, line by line.
+    pub effects: Vec<String>,
+    /// What will slow it down or needs attention, but does not stop it.
+    pub warnings: Vec<String>,
+    /// What stops it: while non-empty the plan cannot be confirmed.
+    pub blockers: Vec<String>,
+    pub detail: PlanDetail,
+}
+
+impl Plan {
+    pub fn can_execute(&self) -> bool {
+        self.blockers.is_empty()
+    }
+}
+
+/// Why no plan could be made. Each message names what was wrong and how to fix it.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum PlanError {
+    #[error("node {0:?} is not in the fleet (it may have been removed); pick a node from the fleet view")]
+    NodeNotFound(String),
+    #[error("tenant {0:?} is not known; pick a tenant from the tenants view")]
+    TenantNotFound(String),
+    #[error("tenant {tenant:?} has no quota on {resource}; pick a quota from the quotas view")]
+    QuotaNotFound { tenant: String, resource: String },
+    #[error("{0}")]
+    BadQuantity(#[from] QuantityError),
+    #[error("{0}")]
+    BadLayout(#[from] LayoutError),
+    #[error("{node} has no MIG-capable GPU model recorded; MIG reslicing needs A100, H100, H200 or B200 GPUs")]
+    NotMigCapable { node: String },
+    #[error("{node} has no GPU with index {index}; it has GPUs 0-{max}")]
+    NoSuchGpu { node: String, index: u8, max: u8 },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Plans a request against the fleet as it is now. Pure: reads the fleet, changes nothing.
+pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
+    match req {
+        OpRequest::Cordon { node } | OpRequest::Uncordon { node } => {
+            let cordon = matches!(req, OpRequest::Cordon { .. });
+            plan_cordon(fleet, node, cordon, req.clone())
+        }
+        OpRequest::Drain { node, force } => drain::plan(fleet, node, *force, req.clone()),
+        OpRequest::Reslice { node, gpus, layout } => reslice::plan(fleet, node, gpus, layout, req.clone()),
+        OpRequest::SetQuota { tenant, quota, value } => quota::plan(fleet, tenant, quota, value, req.clone()),
+    }
+}
+
+fn plan_cordon(fleet: &Fleet, node: &str, cordon: bool, request: OpRequest) -> Result<Plan, PlanError> {
+    let id = fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+    let n = fleet.node(id).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+    let verb = if cordon { "Cordon" } else { "Uncordon" };
+    let mut warnings = Vec::new();
+    let effects = if cordon {
+        vec![
+            format!("set spec.unschedulable=true on {node}: no new pods are scheduled there"),
+            format!("running pods stay ({} GPU pods now); drain to move them", n.pods),
+        ]
+    } else {
+        vec![format!("set spec.unschedulable=false on {node}: pods can be scheduled there again")]
+    };
+    if cordon == n.cordoned {
+        warnings.push(format!(
+            "{node} is already {}; this changes nothing",
+            if cordon { "cordoned" } else { "schedulable" }
+        ));
+    }
+    if !cordon && !n.ready {
+        warnings.push(format!("{node} is NotReady: pods scheduled there will not start until it recovers"));
+    }
+    Ok(Plan {
+        request,
+        kind: if cordon { OpKind::Cordon } else { OpKind::Uncordon },
+        title: format!("{verb} node {node}"),
+        target: node.to_string(),
+        effects,
+        warnings,
+        blockers: Vec::new(),
+        detail: PlanDetail::Cordon { node: node.to_string(), cordon },
+    })
+}
+
+#[cfg(test)]
+mod tests;

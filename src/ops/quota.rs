@@ -1,0 +1,125 @@
+//! Quota planning: parse and validate the new value (a Quantity; whole devices for
+//! extended resources), compare it with what the tenant uses, and carry the version the
+//! change is conditional on, so a concurrent edit is a conflict and never overwritten.
+
+use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError, QuotaKey};
+use crate::model::{Fleet, QuotaSource, QuotaSourceSpec};
+use crate::quantity::{Quantity, QuantityError, parse_whole_count};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuotaPlan {
+    pub tenant: String,
+    pub key: QuotaKey,
+    pub old: Quantity,
+    pub new: Quantity,
+    /// The version the change is conditional on (resourceVersion on a cluster).
+    pub expected_version: String,
+}
+
+/// Extended resources (GPUs, MIG devices, DRA device counts) are whole devices.
+pub fn is_extended(resource: &str) -> bool {
+    let r = resource.trim_start_matches("requests.").trim_start_matches("limits.");
+    r.contains("nvidia.com/")
+        || r.ends_with(".deviceclass.resource.k8s.io/devices")
+        || (r.contains('/') && !r.starts_with("kubernetes.io/"))
+}
+
+pub(super) fn plan(
+    fleet: &Fleet,
+    tenant: &str,
+    key: &QuotaKey,
+    value: &str,
+    request: OpRequest,
+) -> Result<Plan, PlanError> {
+    let tid = fleet.tenant_by_name(tenant).ok_or_else(|| PlanError::TenantNotFound(tenant.to_string()))?;
+    let t = fleet.tenant(tid).ok_or_else(|| PlanError::TenantNotFound(tenant.to_string()))?;
+    let not_found = || PlanError::QuotaNotFound { tenant: tenant.to_string(), resource: key.resource.clone() };
+    let q = t
+        .quotas
+        .iter()
+        .filter_map(|&i| fleet.quotas.get(i).and_then(Option::as_ref))
+        .find(|q| fleet.s(q.resource) == key.resource && source_matches(fleet, &q.source, &key.source))
+        .ok_or_else(not_found)?;
+    let value = value.trim();
+    let new = if is_extended(&key.resource) {
+        parse_whole_count(value)?
+    } else {
+        let v = Quantity::parse(value)?;
+        if v.is_negative() {
+            return Err(PlanError::BadQuantity(QuantityError::Negative { input: value.to_string() }));
+        }
+        v
+    };
+    let mut warnings = Vec::new();
+    let gpu = fleet.is_gpu_resource(q.resource);
+    let requested = if gpu { Some(t.usage.requested_gpus as i64) } else { None };
+    let used = q.used.value().max(requested.unwrap_or(0));
+    if new == q.hard {
+        warnings.push(format!("{} is already {}: nothing would change", key.resource, q.hard));
+    }
+    if new.value() < used {
+        warnings.push(format!(
+            "{new} is below what {tenant} uses now ({used}): running pods keep running, but new pods are refused until usage falls under it"
+        ));
+    }
+    if gpu && new.value() > fleet.totals.gpus as i64 {
+        warnings.push(format!("{new} is more than the fleet's {} GPUs", fleet.totals.gpus));
+    }
+    let where_ = match &key.source {
+        QuotaSourceSpec::ResourceQuota { namespace, name } => format!("ResourceQuota {namespace}/{name}"),
+        QuotaSourceSpec::ClusterQueue { queue, flavor } => format!("ClusterQueue {queue} flavor {flavor} nominalQuota"),
+    };
+    let effects = vec![
+        format!("{where_}: {} {} → {new}", key.resource, q.hard),
+        format!(
+            "in use now: {} (cluster status), {} GPUs requested by the tenant's pods",
+            q.used, t.usage.requested_gpus
+        ),
+        format!(
+            "the change applies only if the quota is still at version {} — a concurrent edit is reported as a conflict",
+            fleet.s(q.version)
+        ),
+    ];
+    Ok(Plan {
+        request,
+        kind: OpKind::SetQuota,
+        title: format!("Set {} quota of {tenant} to {new}", key.resource),
+        target: format!("{tenant} {}", key.resource),
+        effects,
+        warnings,
+        blockers: Vec::new(),
+        detail: PlanDetail::Quota(QuotaPlan {
+            tenant: tenant.to_string(),
+            key: key.clone(),
+            old: q.hard,
+            new,
+            expected_version: fleet.s(q.version).to_string(),
+        }),
+    })
+}
+
+pub(crate) fn source_matches(fleet: &Fleet, a: &QuotaSource, b: &QuotaSourceSpec) -> bool {
+    match (a, b) {
+        (
+            QuotaSource::ResourceQuota { namespace, name },
+            QuotaSourceSpec::ResourceQuota { namespace: n2, name: m2 },
+        ) => fleet.s(*namespace) == n2 && fleet.s(*name) == m2,
+        (QuotaSource::ClusterQueue { queue, flavor }, QuotaSourceSpec::ClusterQueue { queue: q2, flavor: f2 }) => {
+            fleet.s(*queue) == q2 && fleet.s(*flavor) == f2
+        }
+        _ => false,
+    }
+}
+
+/// The spec form of a stored quota source, for building requests from the fleet.
+pub fn source_spec(fleet: &Fleet, s: &QuotaSource) -> QuotaSourceSpec {
+    match s {
+        QuotaSource::ResourceQuota { namespace, name } => QuotaSourceSpec::ResourceQuota {
+            namespace: fleet.s(*namespace).to_string(),
+            name: fleet.s(*name).to_string(),
+        },
+        QuotaSource::ClusterQueue { queue, flavor } => {
+            QuotaSourceSpec::ClusterQueue { queue: fleet.s(*queue).to_string(), flavor: fleet.s(*flavor).to_string() }
+        }
+    }
+}

@@ -1,0 +1,300 @@
+//! MIG reslice planning: validate the layout against the GPU model's catalog, find the
+//! pods that must leave the GPUs first, and say what capacity the node will advertise
+//! afterwards. Execution follows mig-manager's label protocol (protocols.md §1).
+
+use std::collections::BTreeMap;
+
+use super::drain::{DrainPod, select_pods};
+use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError};
+use crate::mig::{self, GpuModel, Layout, PlacedInstance};
+use crate::model::{Fleet, MigConfigState, PodId};
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct GpuReslice {
+    pub index: u8,
+    pub uuid: String,
+    pub before: Vec<PlacedInstance>,
+    pub before_mig: bool,
+    /// `None`: MIG disabled after the change.
+    pub after: Option<Vec<PlacedInstance>>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReslicePlan {
+    pub node: String,
+    pub model: GpuModel,
+    pub gpus: Vec<GpuReslice>,
+    /// The value `nvidia.com/mig.config` is set to.
+    pub config_name: String,
+    /// A mig-parted config entry to add first, for a layout that has no builtin name.
+    pub custom_config: Option<String>,
+    pub pods: Vec<DrainPod>,
+    pub was_cordoned: bool,
+    /// Extended resources the node advertises before and after.
+    pub capacity_before: Vec<(String, i64)>,
+    pub capacity_after: Vec<(String, i64)>,
+}
+
+pub(super) fn plan(
+    fleet: &Fleet,
+    node: &str,
+    gpus: &[u8],
+    layout_input: &str,
+    request: OpRequest,
+) -> Result<Plan, PlanError> {
+    let id = fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+    let n = fleet.node(id).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+    let model = n.gpu_model.ok_or_else(|| PlanError::NotMigCapable { node: node.to_string() })?;
+    if n.gpus.is_empty() {
+        return Err(PlanError::NotMigCapable { node: node.to_string() });
+    }
+    let layout_input = layout_input.trim();
+    if layout_input.is_empty() {
+        return Err(PlanError::Invalid(format!(
+            "no layout given: type a config name such as all-balanced or a list such as {}",
+            example_layout(model)
+        )));
+    }
+    let layout = mig::parse_layout(model, layout_input)?;
+    let after = match &layout {
+        Layout::Disabled => None,
+        Layout::Enabled(profiles) => Some(mig::plan(model, profiles)?),
+    };
+    let max = n.gpus.iter().filter_map(|g| fleet.gpu(*g)).map(|g| g.index).max().unwrap_or(0);
+    for &i in gpus {
+        if !n.gpus.iter().filter_map(|g| fleet.gpu(*g)).any(|g| g.index == i) {
+            return Err(PlanError::NoSuchGpu { node: node.to_string(), index: i, max });
+        }
+    }
+    let whole_node = gpus.is_empty() || n.gpus.iter().filter_map(|g| fleet.gpu(*g)).all(|g| gpus.contains(&g.index));
+    let mut targets = Vec::new();
+    let mut affected: Vec<PodId> = Vec::new();
+    for g in n.gpus.iter().filter_map(|g| fleet.gpu(*g)) {
+        if !whole_node && !gpus.contains(&g.index) {
+            continue;
+        }
+        affected.extend(g.pods.iter().copied());
+        affected.extend(g.instances.iter().filter_map(|i| i.pod));
+        targets.push(GpuReslice {
+            index: g.index,
+            uuid: fleet.s(g.uuid).to_string(),
+            before: g.instances.iter().map(|i| i.placement).collect(),
+            before_mig: g.mig_enabled,
+            after: after.clone(),
+        });
+    }
+    affected.sort();
+    affected.dedup();
+    // Pods the node runs that want MIG devices but whose binding we do not know also use
+    // the GPUs being resliced, when the whole node changes.
+    if whole_node {
+        for &pid in fleet.pods_on_node(id) {
+            if let Some(p) = fleet.pod(pid)
+                && p.phase.holds_devices()
+                && (p.gpus > 0 || !p.mig.is_empty())
+                && !affected.contains(&pid)
+            {
+                affected.push(pid);
+            }
+        }
+    }
+    let pods = select_pods(fleet, &affected, false);
+
+    let (config_name, custom_config) = if whole_node {
+        let name = mig::layout_config_name(model, &layout);
+        let custom = name.starts_with("custom-").then(|| mig::mig_parted_yaml_for(model, &name, &layout));
+        (name, custom)
+    } else {
+        let name = format!(
+            "custom-{}-gpu{}-{}",
+            node,
+            targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join("."),
+            mig::layout_config_name(model, &layout).trim_start_matches("custom-").trim_start_matches("all-")
+        );
+        let yaml = per_device_yaml(
+            fleet,
+            &name,
+            n.gpus.iter().filter_map(|g| fleet.gpu(*g)).map(|g| {
+                if targets.iter().any(|t| t.index == g.index) {
+                    (g.index, layout.clone())
+                } else if g.mig_enabled {
+                    (g.index, Layout::Enabled(g.instances.iter().map(|i| i.placement.profile).collect()))
+                } else {
+                    (g.index, Layout::Disabled)
+                }
+            }),
+            model,
+        );
+        (name, Some(yaml))
+    };
+
+    let before = capacity(
+        model,
+        n.gpus
+            .iter()
+            .filter_map(|g| fleet.gpu(*g))
+            .map(|g| (g.mig_enabled, g.instances.iter().map(|i| i.placement).collect::<Vec<_>>())),
+    );
+    let after_caps = capacity(
+        model,
+        n.gpus.iter().filter_map(|g| fleet.gpu(*g)).map(|g| match targets.iter().find(|t| t.index == g.index) {
+            Some(t) => (t.after.is_some(), t.after.clone().unwrap_or_default()),
+            None => (g.mig_enabled, g.instances.iter().map(|i| i.placement).collect()),
+        }),
+    );
+
+    let mut effects = Vec::new();
+    let mut warnings = Vec::new();
+    let mut blockers = Vec::new();
+    let scope = if whole_node {
+        format!("all {} GPUs", targets.len())
+    } else {
+        format!("GPU {}", targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join(", "))
+    };
+    let layout_text = describe_layout(model, &layout);
+    if !n.cordoned {
+        effects.push(format!("cordon {node}"));
+    }
+    let evict: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, super::PodAction::Evict)).collect();
+    effects.push(format!("evict {} pods that use {scope}", evict.len()));
+    for p in &evict {
+        effects.push(format!("  evict {}/{}", p.namespace, p.name));
+    }
+    if let Some(_yaml) = &custom_config {
+        effects.push(format!("add mig-parted config {config_name} to the mig-parted ConfigMap"));
+    }
+    effects.push(format!("set nvidia.com/mig.config={config_name} ({scope} → {layout_text})"));
+    effects.push("wait for nvidia.com/mig.config.state: pending → success (mig-manager pauses the device plugin, DCGM and GFD meanwhile)".to_string());
+    if !n.cordoned {
+        effects.push(format!("uncordon {node} once the new layout is in place"));
+    }
+    effects.push(format!("capacity: {} → {}", caps_text(&before), caps_text(&after_caps)));
+    for p in &pods {
+        if let super::PodAction::Refuse(why) = &p.action {
+            blockers.push(format!(
+                "{}/{} uses these GPUs and {why}; stop it first or drain the node with force",
+                p.namespace, p.name
+            ));
+        }
+    }
+    match n.mig_state {
+        MigConfigState::Pending | MigConfigState::Rebooting => warnings.push(format!(
+            "{node} is already {} for {}: the new label supersedes it",
+            n.mig_state.as_str(),
+            fleet.s(n.mig_config)
+        )),
+        MigConfigState::Failed => {
+            warnings.push(format!("the last MIG change on {node} ({}) failed", fleet.s(n.mig_config)))
+        }
+        _ => {}
+    }
+    let unchanged = targets
+        .iter()
+        .all(|t| t.before_mig == t.after.is_some() && same_layout(&t.before, t.after.as_deref().unwrap_or(&[])));
+    if unchanged {
+        warnings.push(format!("{scope} already have this layout: nothing would change"));
+    }
+    if !n.ready {
+        blockers.push(format!("{node} is NotReady: mig-manager cannot run there until it is back"));
+    }
+    if let Some(pdb_note) = pods.iter().find_map(|p| p.pdb.as_ref().filter(|(_, a)| *a == 0).map(|(n, _)| n.clone())) {
+        warnings.push(format!("PodDisruptionBudget {pdb_note} allows 0 disruptions now: evictions will wait"));
+    }
+    Ok(Plan {
+        request,
+        kind: OpKind::Reslice,
+        title: format!("Reslice {scope} on {node} to {layout_text}"),
+        target: node.to_string(),
+        effects,
+        warnings,
+        blockers,
+        detail: PlanDetail::Reslice(ReslicePlan {
+            node: node.to_string(),
+            model,
+            gpus: targets,
+            config_name,
+            custom_config,
+            pods,
+            was_cordoned: n.cordoned,
+            capacity_before: before,
+            capacity_after: after_caps,
+        }),
+    })
+}
+
+fn same_layout(a: &[PlacedInstance], b: &[PlacedInstance]) -> bool {
+    let mut a: Vec<_> = a.iter().map(|p| (p.profile, p.start)).collect();
+    let mut b: Vec<_> = b.iter().map(|p| (p.profile, p.start)).collect();
+    a.sort();
+    b.sort();
+    a == b
+}
+
+pub fn describe_layout(model: GpuModel, layout: &Layout) -> String {
+    match layout {
+        Layout::Disabled => "MIG disabled".to_string(),
+        Layout::Enabled(p) if p.is_empty() => "MIG enabled, no instances".to_string(),
+        Layout::Enabled(p) => {
+            let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+            for id in p {
+                *counts.entry(mig::profile(model, *id).name).or_default() += 1;
+            }
+            counts.iter().map(|(n, c)| format!("{c}×{n}")).collect::<Vec<_>>().join(" + ")
+        }
+    }
+}
+
+fn example_layout(model: GpuModel) -> String {
+    mig::config_names(model)
+        .into_iter()
+        .find(|n| n.starts_with("all-") && n != "all-disabled" && n != "all-enabled" && n != "all-balanced")
+        .unwrap_or_else(|| "all-balanced".into())
+}
+
+/// Device-plugin capacity (mixed strategy) the node advertises for a set of GPU layouts.
+pub fn capacity(model: GpuModel, gpus: impl Iterator<Item = (bool, Vec<PlacedInstance>)>) -> Vec<(String, i64)> {
+    let mut whole = 0i64;
+    let mut mig_caps: BTreeMap<String, i64> = BTreeMap::new();
+    for (mig_enabled, instances) in gpus {
+        if mig_enabled {
+            for i in instances {
+                *mig_caps.entry(mig::profile(model, i.profile).resource_name()).or_default() += 1;
+            }
+        } else {
+            whole += 1;
+        }
+    }
+    let mut v = vec![("nvidia.com/gpu".to_string(), whole)];
+    v.extend(mig_caps);
+    v
+}
+
+fn caps_text(c: &[(String, i64)]) -> String {
+    c.iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/")))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8, Layout)>, model: GpuModel) -> String {
+    let _ = fleet;
+    let mut out = format!("  {name}:\n");
+    for (index, layout) in layouts {
+        out.push_str(&format!("    - devices: [{index}]\n"));
+        match layout {
+            Layout::Disabled => out.push_str("      mig-enabled: false\n"),
+            Layout::Enabled(p) => {
+                out.push_str("      mig-enabled: true\n      mig-devices:\n");
+                let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+                for id in &p {
+                    *counts.entry(mig::profile(model, *id).name).or_default() += 1;
+                }
+                for (prof, c) in counts {
+                    out.push_str(&format!("        \"{prof}\": {c}\n"));
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,166 @@
+//! Planning tests on a simulated fleet: what a preview says, and what it refuses.
+
+use super::*;
+use crate::model::{Owner, Phase, QuotaSourceSpec};
+use crate::snapshot::demo_fleet;
+
+fn fleet() -> Fleet {
+    demo_fleet(42, 48, 3, Default::default()).1
+}
+
+fn node_with<F: Fn(&crate::model::Pod) -> bool>(f: &Fleet, pred: F) -> String {
+    f.node_ids()
+        .find(|n| f.pods_on_node(*n).iter().any(|p| f.pod(*p).is_some_and(&pred)))
+        .map(|n| f.s(f.node(n).unwrap().name).to_string())
+        .expect("the demo has such a node")
+}
+
+#[test]
+fn drain_evicts_managed_pods_skips_daemonsets_and_refuses_unmanaged() {
+    let f = fleet();
+    let name = node_with(&f, |p| p.owner == Owner::None && p.phase == Phase::Running);
+    let plan = plan(&f, &OpRequest::Drain { node: name.clone(), force: false }).unwrap();
+    let PlanDetail::Drain(d) = &plan.detail else { panic!("drain detail") };
+    assert!(
+        d.pods.iter().any(|p| p.namespace == "gpu-operator" && matches!(p.action, PodAction::Skip(_))),
+        "DaemonSet pod skipped"
+    );
+    let refused: Vec<_> = d.pods.iter().filter(|p| matches!(p.action, PodAction::Refuse(_))).collect();
+    assert!(!refused.is_empty());
+    assert!(!plan.can_execute(), "unmanaged pods block the drain until forced");
+    assert!(plan.blockers.iter().any(|b| b.contains("emptyDir") || b.contains("no controller")), "{:?}", plan.blockers);
+    assert_eq!(plan.target, name);
+    // Forcing turns refusals into deletions, named as such in the preview.
+    let forced = super::plan(&f, &OpRequest::Drain { node: name, force: true }).unwrap();
+    assert!(forced.can_execute());
+    assert!(forced.effects.iter().any(|e| e.contains("DELETE")));
+}
+
+#[test]
+fn drain_preview_names_blocking_pdbs() {
+    let f = fleet();
+    // A node with two or more pods of an app whose PDB allows one disruption.
+    let name = f
+        .node_ids()
+        .find(|n| {
+            f.pods_on_node(*n)
+                .iter()
+                .filter(|p| f.pod(**p).is_some_and(|p| &*p.name != "" && f.s(p.app) == "vllm-llama3-8b"))
+                .count()
+                >= 2
+        })
+        .map(|n| f.s(f.node(n).unwrap().name).to_string())
+        .expect("a node with two vllm replicas");
+    let plan = plan(&f, &OpRequest::Drain { node: name, force: false }).unwrap();
+    assert!(
+        plan.warnings.iter().any(|w| w.contains("PodDisruptionBudget inference-prod/vllm-llama3-8b-pdb")),
+        "{:?}",
+        plan.warnings
+    );
+}
+
+#[test]
+fn unknown_nodes_are_clear_errors() {
+    let f = fleet();
+    let e = plan(&f, &OpRequest::Cordon { node: "ghost".into() }).unwrap_err();
+    assert!(e.to_string().contains("\"ghost\" is not in the fleet"), "{e}");
+    let e = plan(&f, &OpRequest::Drain { node: "ghost".into(), force: false }).unwrap_err();
+    assert!(matches!(e, PlanError::NodeNotFound(_)));
+}
+
+fn gpu_quota(f: &Fleet, tenant: &str) -> QuotaKey {
+    let t = f.tenant(f.tenant_by_name(tenant).unwrap()).unwrap();
+    let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
+    QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string() }
+}
+
+#[test]
+fn quota_values_are_validated_with_messages() {
+    let f = fleet();
+    let key = gpu_quota(&f, "vision");
+    let set = |v: &str| plan(&f, &OpRequest::SetQuota { tenant: "vision".into(), quota: key.clone(), value: v.into() });
+    let cases = [
+        ("abc", "is not a quantity"),
+        ("-1", "is negative"),
+        ("1.5", "is not a whole number"),
+        ("", "quantity"),
+        ("10Gix", "unknown suffix"),
+    ];
+    for (input, want) in cases {
+        let e = set(input).expect_err(input).to_string();
+        assert!(e.to_lowercase().contains(want), "{input:?}: {e}");
+    }
+    let ok = set("40").unwrap();
+    let PlanDetail::Quota(q) = &ok.detail else { panic!() };
+    assert_eq!(q.new.value(), 40);
+    assert_eq!(q.expected_version, "1");
+    let low = set("0").unwrap();
+    assert!(low.warnings.iter().any(|w| w.contains("below what vision uses now")), "{:?}", low.warnings);
+    let e =
+        plan(&f, &OpRequest::SetQuota { tenant: "nobody".into(), quota: key.clone(), value: "1".into() }).unwrap_err();
+    assert!(matches!(e, PlanError::TenantNotFound(_)));
+    let e = plan(
+        &f,
+        &OpRequest::SetQuota {
+            tenant: "vision".into(),
+            quota: QuotaKey {
+                source: QuotaSourceSpec::ResourceQuota { namespace: "x".into(), name: "y".into() },
+                resource: key.resource.clone(),
+            },
+            value: "1".into(),
+        },
+    )
+    .unwrap_err();
+    assert!(matches!(e, PlanError::QuotaNotFound { .. }));
+}
+
+#[test]
+fn reslice_validates_layouts_against_the_gpu_model() {
+    let f = fleet();
+    let h100 = f
+        .node_ids()
+        .map(|n| f.node(n).unwrap())
+        .find(|n| n.gpu_model == Some(crate::mig::GpuModel::H100_80GB) && n.ready)
+        .map(|n| f.s(n.name).to_string())
+        .unwrap();
+    let r =
+        |layout: &str, gpus: Vec<u8>| plan(&f, &OpRequest::Reslice { node: h100.clone(), gpus, layout: layout.into() });
+    let e = r("3g.40gb,3g.40gb,1g.10gb", vec![0]).unwrap_err();
+    assert!(matches!(e, PlanError::BadLayout(_)), "{e}");
+    let e = r("1g.18gb", vec![0]).unwrap_err();
+    assert!(e.to_string().contains("1g.18gb"), "{e}");
+    let e = r("", vec![0]).unwrap_err();
+    assert!(e.to_string().contains("no layout given"), "{e}");
+    let e = r("all-balanced", vec![9]).unwrap_err();
+    assert!(matches!(e, PlanError::NoSuchGpu { index: 9, .. }), "{e}");
+    let ok = r("all-balanced", vec![]).unwrap();
+    let PlanDetail::Reslice(rp) = &ok.detail else { panic!() };
+    assert_eq!(rp.config_name, "all-balanced");
+    assert!(rp.custom_config.is_none());
+    assert_eq!(rp.gpus.len(), 8);
+    assert!(
+        rp.capacity_after.iter().any(|(res, n)| res == "nvidia.com/mig-3g.40gb" && *n == 8),
+        "{:?}",
+        rp.capacity_after
+    );
+    // One GPU: a generated per-device config, the others keep their layout.
+    let one = r("3g.40gb,2g.20gb,1g.10gb,1g.10gb", vec![2]).unwrap();
+    let PlanDetail::Reslice(rp) = &one.detail else { panic!() };
+    let yaml = rp.custom_config.as_deref().expect("per-GPU config");
+    assert!(
+        yaml.contains("devices: [2]") && yaml.contains("\"3g.40gb\": 1") && yaml.contains("devices: [0]"),
+        "{yaml}"
+    );
+    assert!(one.effects.iter().any(|e| e.contains("add mig-parted config")));
+}
+
+#[test]
+fn cordon_preview_says_what_changes() {
+    let f = fleet();
+    let name = f.s(f.node(f.node_ids().next().unwrap()).unwrap().name).to_string();
+    let p = plan(&f, &OpRequest::Cordon { node: name.clone() }).unwrap();
+    assert!(p.effects[0].contains("unschedulable=true"));
+    assert_eq!(p.title, format!("Cordon node {name}"));
+    let u = plan(&f, &OpRequest::Uncordon { node: name }).unwrap();
+    assert!(u.warnings.iter().any(|w| w.contains("already schedulable")));
+}

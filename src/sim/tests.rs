@@ -1,0 +1,224 @@
+//! Simulator tests: deterministic, a living factory, and operations that execute with the
+//! progress a real cluster shows.
+
+use super::*;
+use crate::model::tests::check_invariants;
+use crate::model::*;
+use crate::ops::{self, OpRequest, PlanDetail, QuotaKey};
+
+fn run(sim: &mut Sim, fleet: &mut Fleet, ticks: usize) {
+    for _ in 0..ticks {
+        for d in sim.step() {
+            fleet.apply(d);
+        }
+    }
+}
+
+fn start(seed: u64, nodes: usize) -> (Sim, Fleet) {
+    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true });
+    let mut f = Fleet::default();
+    for d in sim.initial_deltas() {
+        f.apply(d);
+    }
+    (sim, f)
+}
+
+#[test]
+fn same_seed_same_factory() {
+    let mut a = Sim::new(SimConfig::default());
+    let mut b = Sim::new(SimConfig::default());
+    assert_eq!(a.initial_deltas(), b.initial_deltas());
+    for _ in 0..30 {
+        assert_eq!(a.step(), b.step());
+    }
+    let mut c = Sim::new(SimConfig { seed: 7, ..SimConfig::default() });
+    assert_ne!(a.step(), c.step());
+}
+
+#[test]
+fn default_demo_is_a_living_factory_with_faults() {
+    let (mut sim, mut f) = start(42, 48);
+    assert!(f.totals.nodes >= 48 && f.totals.gpus >= 384, "{:?}", f.totals);
+    let models: std::collections::BTreeSet<_> = f.node_ids().filter_map(|n| f.node(n).unwrap().gpu_model).collect();
+    assert!(models.len() >= 3, "mixed H100/H200/A100: {models:?}");
+    assert!(f.totals.gpus_mig > 0 && f.totals.mig_allocated > 0, "some MIG-partitioned nodes in use");
+    assert!(f.tenant_ids().count() >= 6);
+    let alloc = f.totals.gpus_allocated * 100 / f.totals.gpus;
+    assert!((50..=98).contains(&alloc), "a busy factory: {alloc}% allocated");
+    assert!(f.totals.idle_allocated > 0, "some allocated GPUs sit idle");
+    assert!(f.alerts.keys().any(|(k, _)| *k == AlertKind::NotReady));
+    assert!(f.alerts.keys().any(|(k, _)| matches!(k, AlertKind::Xid(79))));
+    assert!(f.alerts.keys().any(|(k, _)| *k == AlertKind::MigStuck), "the wedged MIG config is flagged");
+    let over = f
+        .tenant_ids()
+        .filter_map(|t| f.tenant(t))
+        .filter(|t| f.tenant_gpu_quota(t).is_some_and(|q| t.usage.requested_gpus as i64 > q))
+        .count();
+    assert!(over >= 1, "a tenant over quota");
+    let dra = f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| p.dra.iter().any(|c| c.allocated.is_some())).count();
+    assert!(dra > 0, "DRA claims with allocated devices");
+    check_invariants(&f);
+    let busy_before = f.totals.gpus_busy;
+    run(&mut sim, &mut f, 120);
+    check_invariants(&f);
+    assert!(f.telemetry_gen > 100);
+    assert!(f.events.iter().any(|e| f.s(e.reason) == "XID 48"), "a fault appears live");
+    assert!(f.totals.gpus_busy > 0 && busy_before > 0);
+}
+
+fn drive(sim: &mut Sim, f: &mut Fleet, id: u64, plan: ops::Plan, max_ticks: usize) -> Vec<OpState> {
+    for d in sim.execute(id, plan) {
+        f.apply(d);
+    }
+    let mut seen = Vec::new();
+    for _ in 0..max_ticks {
+        for d in sim.step() {
+            f.apply(d);
+        }
+        let st = f.op(id).map(|o| o.state.clone()).unwrap_or(OpState::Running);
+        if seen.last() != Some(&st) {
+            seen.push(st.clone());
+        }
+        if st.finished() {
+            break;
+        }
+    }
+    seen
+}
+
+#[test]
+fn drain_evicts_one_by_one_and_waits_for_the_pdb() {
+    let (mut sim, mut f) = start(42, 48);
+    let vllm = |f: &Fleet, n: NodeId| {
+        f.pods_on_node(n)
+            .iter()
+            .filter(|p| f.pod(**p).is_some_and(|p| f.s(p.app) == "vllm-llama3-8b" && p.phase == Phase::Running))
+            .count()
+    };
+    let node = f.node_ids().filter(|n| f.node(*n).unwrap().ready).max_by_key(|n| vllm(&f, *n)).unwrap();
+    assert!(vllm(&f, node) >= 2, "need two replicas behind one PDB on a node");
+    let name = f.s(f.node(node).unwrap().name).to_string();
+    let plan = ops::plan(&f, &OpRequest::Drain { node: name.clone(), force: true }).unwrap();
+    let PlanDetail::Drain(d) = &plan.detail else { panic!() };
+    let expected: Vec<String> = d.to_evict().map(|p| p.name.clone()).collect();
+    let states = drive(&mut sim, &mut f, 1, plan, 400);
+    assert!(
+        states
+            .iter()
+            .any(|s| matches!(s, OpState::Blocked(r) if r.contains("429") && r.contains("vllm-llama3-8b-pdb"))),
+        "PDB blocked for a while: {states:?}"
+    );
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    let n = f.node(node).unwrap();
+    assert!(n.cordoned);
+    let left: Vec<&str> = f.pods_on_node(node).iter().filter_map(|p| f.pod(*p)).map(|p| &*p.name).collect();
+    assert!(expected.iter().all(|e| !left.contains(&e.as_str())), "evicted pods are gone: {left:?}");
+    assert!(left.iter().any(|p| p.starts_with("nvidia-device-plugin")), "the DaemonSet pod stays");
+    let op = f.op(1).unwrap();
+    assert!(
+        op.log.iter().filter(|l| l.starts_with("evicted") || l.starts_with("deleted")).count() == expected.len(),
+        "one step per eviction: {:?}",
+        op.log
+    );
+    assert!(f.events.iter().any(|e| f.s(e.reason) == "OperationSucceeded" && e.object == name));
+    check_invariants(&f);
+}
+
+#[test]
+fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
+    let (mut sim, mut f) = start(42, 48);
+    let node = f
+        .node_ids()
+        .find(|n| {
+            let n = f.node(*n).unwrap();
+            n.ready && n.mig_state == MigConfigState::Success && f.s(n.mig_config) == "all-1g.10gb"
+        })
+        .expect("an H100/A100 node with all-1g.10gb");
+    let name = f.s(f.node(node).unwrap().name).to_string();
+    let plan =
+        ops::plan(&f, &OpRequest::Reslice { node: name.clone(), gpus: vec![], layout: "all-balanced".into() }).unwrap();
+    assert!(plan.can_execute(), "{:?}", plan.blockers);
+    let mut saw_pending = false;
+    for d in sim.execute(2, plan) {
+        f.apply(d);
+    }
+    for _ in 0..200 {
+        for d in sim.step() {
+            f.apply(d);
+        }
+        saw_pending |= f.node(node).unwrap().mig_state == MigConfigState::Pending;
+        if f.op(2).is_some_and(|o| o.state.finished()) {
+            break;
+        }
+    }
+    assert!(saw_pending, "state went through pending");
+    assert_eq!(f.op(2).unwrap().state, OpState::Succeeded, "{:?}", f.op(2).unwrap().log);
+    let n = f.node(node).unwrap();
+    assert_eq!(n.mig_state, MigConfigState::Success);
+    assert_eq!(f.s(n.mig_config), "all-balanced");
+    assert!(!n.cordoned, "uncordoned after success");
+    let cap = |res: &str| n.allocatable.iter().find(|(r, _)| f.s(*r) == res).map(|(_, v)| *v);
+    assert_eq!(cap("nvidia.com/mig-3g.40gb"), Some(8));
+    assert_eq!(cap("nvidia.com/mig-1g.10gb"), Some(16));
+    for g in &n.gpus {
+        assert_eq!(f.gpu(*g).unwrap().instances.len(), 4);
+    }
+    check_invariants(&f);
+}
+
+#[test]
+fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
+    let (mut sim, mut f) = start(42, 48);
+    let t = f.tenant(f.tenant_by_name("vision").unwrap()).unwrap();
+    let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
+    let key = QuotaKey { source: ops::source_spec(&f, &q.source), resource: f.s(q.resource).to_string() };
+    let plan = ops::plan(&f, &OpRequest::SetQuota { tenant: "vision".into(), quota: key.clone(), value: "33".into() })
+        .unwrap();
+    let states = drive(&mut sim, &mut f, 3, plan, 5);
+    assert_eq!(states.last(), Some(&OpState::Succeeded));
+    let hard = |f: &Fleet| {
+        let t = f.tenant(f.tenant_by_name("vision").unwrap()).unwrap();
+        f.tenant_gpu_quota(t)
+    };
+    assert_eq!(hard(&f), Some(33));
+    // Plan against version 2, then someone else edits with kubectl: the plan must not win.
+    let plan = ops::plan(&f, &OpRequest::SetQuota { tenant: "vision".into(), quota: key, value: "50".into() }).unwrap();
+    for d in sim.edit_quota_externally("vision", "requests.nvidia.com/gpu", 20) {
+        f.apply(d);
+    }
+    let states = drive(&mut sim, &mut f, 4, plan, 5);
+    match states.last() {
+        Some(OpState::Failed(m)) => assert!(m.contains("conflict") && m.contains("20"), "{m}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    assert_eq!(hard(&f), Some(20), "the concurrent value stays");
+}
+
+#[test]
+fn cancel_stops_an_operation_and_says_so() {
+    let (mut sim, mut f) = start(42, 48);
+    let node = f.node_ids().find(|n| f.node(*n).unwrap().ready && f.node(*n).unwrap().pods > 2).unwrap();
+    let name = f.s(f.node(node).unwrap().name).to_string();
+    let plan = ops::plan(&f, &OpRequest::Drain { node: name, force: true }).unwrap();
+    for d in sim.execute(5, plan) {
+        f.apply(d);
+    }
+    run(&mut sim, &mut f, 2);
+    for d in sim.cancel(5) {
+        f.apply(d);
+    }
+    assert_eq!(f.op(5).unwrap().state, OpState::Cancelled);
+    assert!(f.node(node).unwrap().cordoned, "what was done stays done");
+    run(&mut sim, &mut f, 5);
+    assert_eq!(f.op(5).unwrap().state, OpState::Cancelled, "no progress after cancel");
+}
+
+#[test]
+fn scales_to_a_big_fleet() {
+    // Not a timing test: the shape must hold at 1,000 nodes.
+    let (mut sim, mut f) = start(1, 1000);
+    assert_eq!(f.totals.nodes, 1000);
+    assert_eq!(f.totals.gpus, 8000);
+    run(&mut sim, &mut f, 3);
+    check_invariants(&f);
+}

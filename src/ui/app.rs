@@ -1,0 +1,791 @@
+//! `App`: the one owner of state. Deltas and input come in; `update` changes `Fleet` and
+//! `Ui`; render reads them. Operations leave as `ExecRequest`s to the executor.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::layout::Rect;
+
+use super::command::{Command, Mode, ViewKind};
+use super::keymap::Keymap;
+use super::render::{self, areas, table_height};
+use super::state::{Dialog, EditKind, Input, InputKind, RowCache, Screen, Ui};
+use super::theme::Theme;
+use super::views::{detail, tables};
+use crate::mig;
+use crate::model::{Delta, Fleet, GpuId, NodeId, PodId};
+use crate::ops::{self, OpRequest, Plan, PlanDetail, QuotaKey};
+
+/// What the cockpit asks of an executor (the simulator, or the cluster).
+#[derive(Clone, Debug)]
+pub enum ExecRequest {
+    Execute { id: u64, plan: Box<Plan> },
+    Cancel { id: u64 },
+}
+
+pub trait Executor: Send {
+    fn send(&mut self, req: ExecRequest);
+}
+
+impl Executor for tokio::sync::mpsc::UnboundedSender<ExecRequest> {
+    fn send(&mut self, req: ExecRequest) {
+        // A closed executor means the feed has stopped; the op then never starts, and the
+        // missing progress shows it.
+        let _ = tokio::sync::mpsc::UnboundedSender::send(self, req);
+    }
+}
+
+/// Collects requests; for tests and for the headless paths.
+#[derive(Default)]
+pub struct Recorder(pub std::sync::Arc<std::sync::Mutex<Vec<ExecRequest>>>);
+
+impl Executor for Recorder {
+    fn send(&mut self, req: ExecRequest) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(req);
+        }
+    }
+}
+
+pub struct App {
+    pub fleet: Fleet,
+    pub ui: Ui,
+    pub theme: Theme,
+    pub keymap: Keymap,
+    exec: Box<dyn Executor>,
+}
+
+fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
+    match v {
+        ViewKind::Fleet => matches!(col, 5 | 6 | 7 | 9),
+        ViewKind::Gpus => matches!(col, 4..=7 | 10),
+        ViewKind::Tenants => matches!(col, 9..=11),
+        ViewKind::Pods => matches!(col, 7 | 8),
+        _ => false,
+    }
+}
+
+impl App {
+    pub fn new(fleet: Fleet, ui: Ui, theme: Theme, keymap: Keymap, exec: Box<dyn Executor>) -> Self {
+        let mut app = Self { fleet, ui, theme, keymap, exec };
+        app.prepare();
+        app
+    }
+
+    /// Applies a batch of deltas; returns whether a redraw is needed.
+    pub fn apply(&mut self, deltas: impl IntoIterator<Item = Delta>) -> bool {
+        let mut dirty = false;
+        for d in deltas {
+            dirty |= self.fleet.apply(d);
+        }
+        if dirty {
+            self.prepare();
+        }
+        dirty
+    }
+
+    pub fn resize(&mut self, w: u16, h: u16) {
+        self.ui.size = (w, h);
+        self.prepare();
+    }
+
+    fn body(&self) -> Rect {
+        areas(Rect::new(0, 0, self.ui.size.0, self.ui.size.1)).body
+    }
+
+    /// Rebuilds the current view's rows if their inputs changed, and keeps the selection
+    /// on the same object and inside the window.
+    pub fn prepare(&mut self) {
+        let Screen::Table(v) = self.ui.screen() else {
+            self.clamp_detail();
+            return;
+        };
+        let t = self.ui.table(v);
+        let data_gen = match v {
+            ViewKind::Events => self.fleet.events_gen,
+            ViewKind::Ops => self.fleet.structure_gen ^ (self.fleet.ops.len() as u64) << 40 ^ self.fleet.events_gen,
+            _ => self.fleet.structure_gen,
+        };
+        let tele = if sort_uses_telemetry(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
+        let key = (data_gen, tele, t.filter.clone(), t.sort_col, t.descending);
+        let stale = self.ui.caches.get(&v).is_none_or(|c| c.key != key);
+        if stale {
+            let old_id = self.ui.selected_id(v);
+            let ids = tables::rows(&self.fleet, v, &t.filter, t.sort_col, t.descending);
+            let sel = old_id.and_then(|id| ids.iter().position(|x| *x == id));
+            self.ui.caches.insert(v, RowCache { key, ids });
+            if let Some(s) = sel {
+                self.ui.table_mut(v).selected = s;
+            }
+        }
+        let n = self.ui.rows(v).len();
+        let h = table_height(self.body()).max(1);
+        let t = self.ui.table_mut(v);
+        t.selected = t.selected.min(n.saturating_sub(1));
+        if t.selected < t.offset {
+            t.offset = t.selected;
+        }
+        if t.selected >= t.offset + h {
+            t.offset = t.selected + 1 - h;
+        }
+        t.offset = t.offset.min(n.saturating_sub(h.min(n)));
+    }
+
+    fn clamp_detail(&mut self) {
+        match self.ui.screen() {
+            Screen::Node(n) => {
+                let len = detail::tree_rows(&self.fleet, n, &self.ui.node_closed).len();
+                self.ui.node_sel = self.ui.node_sel.min(len.saturating_sub(1));
+            }
+            Screen::Gpu(g) => {
+                let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
+                self.ui.gpu_row = self.ui.gpu_row.min(len.saturating_sub(1));
+            }
+            Screen::Table(_) => {}
+        }
+    }
+
+    pub fn draw(&self, frame: &mut ratatui::Frame) {
+        render::render(&self.fleet, &self.ui, &self.theme, &self.keymap, frame);
+    }
+
+    // ---------- input ----------
+
+    pub fn handle_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        if self.ui.input.is_some() {
+            self.key_input(key);
+        } else if self.ui.help {
+            self.key_help(key);
+        } else if matches!(self.ui.dialog, Some(Dialog::Edit { .. })) {
+            self.key_edit(key);
+        } else if self.ui.dialog.is_some() {
+            if let Some(c) = self.keymap.lookup(Mode::Dialog, &key) {
+                self.dialog_command(c);
+            }
+        } else if let Some(c) = self.keymap.lookup(Mode::Normal, &key) {
+            self.ui.message = None;
+            self.dispatch(c);
+        } else if let KeyCode::Char(ch) = key.code
+            && !key.modifiers.contains(KeyModifiers::CONTROL)
+        {
+            self.ui.warn(format!("{ch:?} is not bound in the {} keymap; press ? for the keys", self.keymap.name));
+        }
+        self.prepare();
+    }
+
+    pub fn handle_mouse(&mut self, m: MouseEvent) {
+        let a = areas(Rect::new(0, 0, self.ui.size.0, self.ui.size.1));
+        match m.kind {
+            MouseEventKind::ScrollDown => self.dispatch(Command::Down),
+            MouseEventKind::ScrollUp => self.dispatch(Command::Up),
+            MouseEventKind::Down(MouseButton::Left) => {
+                if self.ui.dialog.is_some() || self.ui.help {
+                    return;
+                }
+                if m.row == a.tabs.y {
+                    // Tabs are "N Title│": find which one the column falls in.
+                    let mut x = a.tabs.x + 1;
+                    for v in ViewKind::ALL {
+                        let w = format!("{} {}", 1, v.title()).len() as u16 + 2;
+                        if m.column >= x.saturating_sub(1) && m.column < x + w {
+                            self.open_view(v);
+                            break;
+                        }
+                        x += w + 1;
+                    }
+                } else if let Screen::Table(v) = self.ui.screen() {
+                    let first = a.body.y + 2;
+                    if m.row >= first && m.row < a.body.y + a.body.height.saturating_sub(1) {
+                        let t = self.ui.table(v);
+                        let idx = t.offset + (m.row - first) as usize;
+                        if idx < self.ui.rows(v).len() {
+                            if idx == t.selected {
+                                self.dispatch(Command::Open);
+                            } else {
+                                self.ui.table_mut(v).selected = idx;
+                            }
+                        }
+                    }
+                } else if let Screen::Node(_) = self.ui.screen() {
+                    let first = a.body.y + 1;
+                    if m.row >= first {
+                        self.ui.node_sel = (m.row - first) as usize;
+                    }
+                }
+            }
+            _ => {}
+        }
+        self.prepare();
+    }
+
+    fn key_help(&mut self, key: KeyEvent) {
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('?') | KeyCode::Enter => self.ui.help = false,
+            KeyCode::Down | KeyCode::Char('j') => self.ui.help_scroll = self.ui.help_scroll.saturating_add(1),
+            KeyCode::Up | KeyCode::Char('k') => self.ui.help_scroll = self.ui.help_scroll.saturating_sub(1),
+            KeyCode::PageDown => self.ui.help_scroll = self.ui.help_scroll.saturating_add(10),
+            KeyCode::PageUp => self.ui.help_scroll = self.ui.help_scroll.saturating_sub(10),
+            _ => {}
+        }
+    }
+
+    fn key_input(&mut self, key: KeyEvent) {
+        let Some(input) = self.ui.input.as_mut() else { return };
+        match key.code {
+            KeyCode::Esc => {
+                let input = self.ui.input.take();
+                if let (Some(i), Screen::Table(v)) = (input, self.ui.screen())
+                    && i.kind == InputKind::Filter
+                {
+                    self.ui.table_mut(v).filter = i.previous;
+                }
+            }
+            KeyCode::Enter => {
+                let Some(i) = self.ui.input.take() else { return };
+                match i.kind {
+                    InputKind::Command => self.run_command_line(&i.text),
+                    InputKind::Filter => {
+                        if let Screen::Table(v) = self.ui.screen() {
+                            let n = self.ui.rows(v).len();
+                            self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
+                        }
+                    }
+                }
+            }
+            KeyCode::Backspace => {
+                input.text.pop();
+                self.live_filter();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if input.text.chars().count() < 200 {
+                    input.text.push(c);
+                }
+                self.live_filter();
+            }
+            _ => {}
+        }
+    }
+
+    fn live_filter(&mut self) {
+        let Some(i) = &self.ui.input else { return };
+        if i.kind != InputKind::Filter {
+            return;
+        }
+        let text = i.text.clone();
+        if let Screen::Table(v) = self.ui.screen() {
+            let t = self.ui.table_mut(v);
+            t.filter = text;
+            t.selected = 0;
+            t.offset = 0;
+        }
+    }
+
+    fn key_edit(&mut self, key: KeyEvent) {
+        let Some(Dialog::Edit { text, choices, selected, error, .. }) = self.ui.dialog.as_mut() else { return };
+        match key.code {
+            KeyCode::Esc => {
+                self.ui.dialog = None;
+                self.ui.info("cancelled: nothing was changed");
+            }
+            KeyCode::Enter => self.submit_edit(),
+            KeyCode::Backspace => {
+                text.pop();
+                *error = None;
+                *selected = None;
+            }
+            KeyCode::Down | KeyCode::Tab if !choices.is_empty() => {
+                let i = selected.map(|s| (s + 1) % choices.len()).unwrap_or(0);
+                *selected = Some(i);
+                *text = choices[i].clone();
+                *error = None;
+            }
+            KeyCode::Up | KeyCode::BackTab if !choices.is_empty() => {
+                let i = selected.map(|s| (s + choices.len() - 1) % choices.len()).unwrap_or(choices.len() - 1);
+                *selected = Some(i);
+                *text = choices[i].clone();
+                *error = None;
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if text.chars().count() < 200 {
+                    text.push(c);
+                }
+                *error = None;
+                *selected = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn submit_edit(&mut self) {
+        let Some(Dialog::Edit { kind, text, .. }) = self.ui.dialog.clone() else { return };
+        let req = match &kind {
+            EditKind::Quota { tenant, key, .. } => {
+                OpRequest::SetQuota { tenant: tenant.clone(), quota: key.clone(), value: text.clone() }
+            }
+            EditKind::Reslice { node, gpus, .. } => {
+                OpRequest::Reslice { node: node.clone(), gpus: gpus.clone(), layout: text.clone() }
+            }
+        };
+        match ops::plan(&self.fleet, &req) {
+            Ok(plan) => {
+                self.ui.pending = Some(req);
+                self.ui.dialog = Some(Dialog::Preview { plan: Box::new(plan), scroll: 0, error: None });
+            }
+            Err(e) => {
+                if let Some(Dialog::Edit { error, .. }) = self.ui.dialog.as_mut() {
+                    *error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    fn dialog_command(&mut self, c: Command) {
+        let Some(Dialog::Preview { plan, scroll, error }) = self.ui.dialog.as_mut() else { return };
+        match c {
+            Command::Cancel | Command::Back | Command::Quit => {
+                self.ui.dialog = None;
+                self.ui.pending = None;
+                self.ui.info("cancelled: nothing was changed");
+            }
+            Command::Down | Command::PageDown => {
+                *scroll = scroll.saturating_add(if c == Command::Down { 1 } else { 10 })
+            }
+            Command::Up | Command::PageUp => *scroll = scroll.saturating_sub(if c == Command::Up { 1 } else { 10 }),
+            Command::ToggleForce => {
+                if let OpRequest::Drain { node, force } = &plan.request {
+                    let req = OpRequest::Drain { node: node.clone(), force: !force };
+                    match ops::plan(&self.fleet, &req) {
+                        Ok(p) => {
+                            **plan = p;
+                            *error = None;
+                        }
+                        Err(e) => *error = Some(e.to_string()),
+                    }
+                }
+            }
+            Command::Confirm => {
+                if self.ui.readonly {
+                    *error = Some("read-only mode (--readonly): nothing is sent to the cluster".into());
+                    return;
+                }
+                if !plan.can_execute() {
+                    *error = Some("this plan is blocked; resolve the blockers above (or cancel)".into());
+                    return;
+                }
+                let plan = plan.clone();
+                self.ui.dialog = None;
+                self.ui.pending = None;
+                let id = self.ui.next_op;
+                self.ui.next_op += 1;
+                self.ui.my_ops.push(id);
+                self.ui.info(format!("started: {} — progress below and in :ops", plan.title));
+                self.exec.send(ExecRequest::Execute { id, plan });
+            }
+            _ => {}
+        }
+    }
+
+    fn run_command_line(&mut self, text: &str) {
+        let text = text.trim();
+        let (cmd, arg) = match text.split_once(char::is_whitespace) {
+            Some((c, a)) => (c, a.trim()),
+            None => (text, ""),
+        };
+        match cmd {
+            "" => {}
+            "q" | "q!" | "quit" | "exit" => self.ui.quit = true,
+            "help" | "h" | "?" => self.ui.help = true,
+            "node" | "no" if !arg.is_empty() => match self.fleet.node_by_name(arg) {
+                Some(n) => self.push(Screen::Node(n)),
+                None => self.ui.error(format!("no node named {arg:?}; :fleet lists them")),
+            },
+            "gpu" if !arg.is_empty() => match self.find_gpu(arg) {
+                Some(g) => self.push(Screen::Gpu(g)),
+                None => self.ui.error(format!("no GPU {arg:?}: use NODE/INDEX (e.g. h100-0000/3) or a GPU uuid")),
+            },
+            "ctx" | "context" | "contexts" => self.ui.warn("this cockpit runs on the embedded demo; Kubernetes contexts come with the cluster connection"),
+            _ => match ViewKind::from_alias(cmd) {
+                Some(v) => {
+                    self.open_view(v);
+                    if !arg.is_empty() {
+                        self.ui.table_mut(v).filter = arg.to_string();
+                    }
+                }
+                None => self.ui.error(format!(
+                    "unknown command {cmd:?}: try :fleet :gpus :tenants :quotas :pods :events :ops, :node NAME, :gpu NODE/INDEX, :help or :q"
+                )),
+            },
+        }
+    }
+
+    fn find_gpu(&self, arg: &str) -> Option<GpuId> {
+        if let Some(g) = self.fleet.gpu_by_uuid(arg) {
+            return Some(g);
+        }
+        let (node, idx) = arg.rsplit_once('/')?;
+        let idx: u8 = idx.trim_start_matches("gpu").parse().ok()?;
+        let n = self.fleet.node(self.fleet.node_by_name(node)?)?;
+        n.gpus.iter().copied().find(|g| self.fleet.gpu(*g).is_some_and(|g| g.index == idx))
+    }
+
+    fn push(&mut self, s: Screen) {
+        if self.ui.screen() != s {
+            self.ui.stack.push(s);
+        }
+        self.ui.node_sel = 0;
+        self.ui.gpu_row = 0;
+    }
+
+    pub fn open_view(&mut self, v: ViewKind) {
+        self.ui.stack = vec![Screen::Table(v)];
+    }
+
+    fn move_sel(&mut self, delta: isize) {
+        match self.ui.screen() {
+            Screen::Table(v) => {
+                let n = self.ui.rows(v).len();
+                let t = self.ui.table_mut(v);
+                t.selected = if delta == isize::MIN {
+                    0
+                } else if delta == isize::MAX {
+                    n.saturating_sub(1)
+                } else {
+                    (t.selected as isize + delta).clamp(0, n.saturating_sub(1) as isize) as usize
+                };
+            }
+            Screen::Node(node) => {
+                let n = detail::tree_rows(&self.fleet, node, &self.ui.node_closed).len();
+                self.ui.node_sel = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => n.saturating_sub(1),
+                    d => (self.ui.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
+            Screen::Gpu(g) => {
+                let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
+                self.ui.gpu_row = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => n.saturating_sub(1),
+                    d => (self.ui.gpu_row as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
+        }
+    }
+
+    fn page(&self) -> isize {
+        table_height(self.body()).max(1) as isize
+    }
+
+    pub fn dispatch(&mut self, c: Command) {
+        match c {
+            Command::Quit => self.ui.quit = true,
+            Command::Help => {
+                self.ui.help = true;
+                self.ui.help_scroll = 0;
+            }
+            Command::CommandLine => {
+                self.ui.input = Some(Input { kind: InputKind::Command, text: String::new(), previous: String::new() })
+            }
+            Command::Filter => {
+                if let Screen::Table(v) = self.ui.screen() {
+                    let prev = self.ui.table(v).filter;
+                    self.ui.input = Some(Input { kind: InputKind::Filter, text: prev.clone(), previous: prev });
+                } else {
+                    self.ui.warn("filters work in the table views; Esc goes back to one");
+                }
+            }
+            Command::Back | Command::Cancel => {
+                if let (Command::Cancel, Screen::Table(ViewKind::Ops)) = (c, self.ui.screen()) {
+                    self.cancel_selected_op();
+                    return;
+                }
+                if let Screen::Table(v) = self.ui.screen()
+                    && !self.ui.table(v).filter.is_empty()
+                {
+                    self.ui.table_mut(v).filter.clear();
+                    return;
+                }
+                if self.ui.stack.len() > 1 {
+                    self.ui.stack.pop();
+                } else if self.ui.screen() != Screen::Table(ViewKind::Fleet) {
+                    self.open_view(ViewKind::Fleet);
+                }
+            }
+            Command::Up => self.move_sel(-1),
+            Command::Down => self.move_sel(1),
+            Command::PageUp => self.move_sel(-self.page()),
+            Command::PageDown => self.move_sel(self.page()),
+            Command::Top => self.move_sel(isize::MIN),
+            Command::Bottom => self.move_sel(isize::MAX),
+            Command::Open => self.open_selected(),
+            Command::Collapse | Command::Expand => self.tree_toggle(c == Command::Expand),
+            Command::SortNext | Command::SortPrev | Command::SortReverse => {
+                if let Screen::Table(v) = self.ui.screen() {
+                    let n = tables::columns(v).len();
+                    let t = self.ui.table_mut(v);
+                    match c {
+                        Command::SortNext => t.sort_col = (t.sort_col + 1) % n,
+                        Command::SortPrev => t.sort_col = (t.sort_col + n - 1) % n,
+                        _ => t.descending = !t.descending,
+                    }
+                    let (col, desc) = (t.sort_col, t.descending);
+                    self.ui.info(format!(
+                        "sorted by {} {}",
+                        tables::columns(v)[col].name,
+                        if desc { "descending" } else { "ascending" }
+                    ));
+                }
+            }
+            Command::NextView | Command::PrevView => {
+                let cur = match self.ui.screen() {
+                    Screen::Table(v) => v,
+                    _ => ViewKind::Fleet,
+                };
+                let i = ViewKind::ALL.iter().position(|v| *v == cur).unwrap_or(0);
+                let n = ViewKind::ALL.len();
+                let j = if c == Command::NextView { (i + 1) % n } else { (i + n - 1) % n };
+                self.open_view(ViewKind::ALL[j]);
+            }
+            Command::ViewFleet => self.open_view(ViewKind::Fleet),
+            Command::ViewGpus => self.open_view(ViewKind::Gpus),
+            Command::ViewTenants => self.open_view(ViewKind::Tenants),
+            Command::ViewQuotas => self.open_view(ViewKind::Quotas),
+            Command::ViewPods => self.open_view(ViewKind::Pods),
+            Command::ViewEvents => self.open_view(ViewKind::Events),
+            Command::ViewOps => self.open_view(ViewKind::Ops),
+            Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
+                self.start_op(c)
+            }
+            Command::Confirm | Command::ToggleForce => {}
+        }
+    }
+
+    fn tree_toggle(&mut self, expand: bool) {
+        let Screen::Node(n) = self.ui.screen() else {
+            if !expand {
+                self.dispatch(Command::Back);
+            }
+            return;
+        };
+        let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+        let Some(row) = rows.get(self.ui.node_sel) else { return };
+        let key = row.path.last().cloned().unwrap_or_default();
+        if expand {
+            self.ui.node_closed.remove(&key);
+        } else if !self.ui.node_closed.contains(&key)
+            && rows.get(self.ui.node_sel + 1).is_some_and(|r| r.depth > row.depth)
+        {
+            self.ui.node_closed.insert(key);
+        } else if row.depth > 0 {
+            // Already closed or a leaf: go to the parent, as file trees do.
+            let parent = &row.path[..row.path.len() - 1];
+            if let Some(p) = rows.iter().position(|r| r.path == parent) {
+                self.ui.node_sel = p;
+            }
+        }
+    }
+
+    fn open_selected(&mut self) {
+        match self.ui.screen() {
+            Screen::Table(v) => {
+                let Some(id) = self.ui.selected_id(v) else { return };
+                match v {
+                    ViewKind::Fleet => self.push(Screen::Node(NodeId(id))),
+                    ViewKind::Gpus => self.push(Screen::Gpu(GpuId(id >> 3))),
+                    ViewKind::Tenants => {
+                        if let Some(t) = self.fleet.tenant(crate::model::TenantId(id)) {
+                            let name = self.fleet.s(t.name).to_string();
+                            self.open_view(ViewKind::Pods);
+                            let t = self.ui.table_mut(ViewKind::Pods);
+                            t.filter = name.clone();
+                            t.selected = 0;
+                            self.ui.info(format!("pods of tenant {name}; Esc clears the filter"));
+                        }
+                    }
+                    ViewKind::Pods => {
+                        if let Some(n) = self.fleet.pod(PodId(id)).and_then(|p| p.node) {
+                            self.push(Screen::Node(n));
+                        } else {
+                            self.ui.warn("this pod is not scheduled on a node yet");
+                        }
+                    }
+                    ViewKind::Quotas => self.start_op(Command::EditQuota),
+                    ViewKind::Events => {
+                        if let Some(e) = tables::event_at(&self.fleet, id) {
+                            let obj = e.object.split('/').next().unwrap_or("").to_string();
+                            match self.fleet.node_by_name(&obj) {
+                                Some(n) => self.push(Screen::Node(n)),
+                                None => self.ui.info(e.message.clone()),
+                            }
+                        }
+                    }
+                    ViewKind::Ops => {
+                        if let Some(o) = tables::op_at(&self.fleet, id) {
+                            let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
+                            self.ui.info(format!(
+                                "#{}: {}",
+                                o.id,
+                                tail.into_iter().rev().collect::<Vec<_>>().join(" → ")
+                            ));
+                        }
+                    }
+                }
+            }
+            Screen::Node(n) => {
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+                if let Some(r) = rows.get(self.ui.node_sel) {
+                    match (r.gpu, r.depth) {
+                        (Some(g), _) => self.push(Screen::Gpu(g)),
+                        (None, _) => self.tree_toggle(true),
+                    }
+                }
+            }
+            Screen::Gpu(_) => {}
+        }
+    }
+
+    fn cancel_selected_op(&mut self) {
+        let Some(id) = self.ui.selected_id(ViewKind::Ops) else { return };
+        let Some(o) = tables::op_at(&self.fleet, id) else { return };
+        if o.state.finished() {
+            self.ui.warn(format!("operation #{} has already finished", o.id));
+            return;
+        }
+        let op = o.id;
+        self.exec.send(ExecRequest::Cancel { id: op });
+        self.ui.info(format!("cancelling operation #{op}; what was done stays done"));
+    }
+
+    /// The node and GPU the person is pointing at, wherever they are.
+    fn target(&self) -> (Option<NodeId>, Option<GpuId>) {
+        match self.ui.screen() {
+            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).map(NodeId), None),
+            Screen::Table(ViewKind::Gpus) => {
+                let g = self.ui.selected_id(ViewKind::Gpus).map(|id| GpuId(id >> 3));
+                (g.and_then(|g| self.fleet.gpu(g)).map(|g| g.node), g)
+            }
+            Screen::Table(ViewKind::Pods) => {
+                (self.ui.selected_id(ViewKind::Pods).and_then(|p| self.fleet.pod(PodId(p))).and_then(|p| p.node), None)
+            }
+            Screen::Node(n) => {
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+                (Some(n), rows.get(self.ui.node_sel).and_then(|r| r.gpu))
+            }
+            Screen::Gpu(g) => (self.fleet.gpu(g).map(|g| g.node), Some(g)),
+            _ => (None, None),
+        }
+    }
+
+    fn start_op(&mut self, c: Command) {
+        if self.ui.readonly {
+            self.ui.error(format!("read-only mode (--readonly): {} is disabled", c.name().replace('_', " ")));
+            return;
+        }
+        if c == Command::EditQuota {
+            self.start_quota_edit();
+            return;
+        }
+        let (node, gpu) = self.target();
+        let Some(node) = node.and_then(|n| self.fleet.node(n)) else {
+            self.ui.warn(format!("select a node (or a GPU) first to {}", c.name().replace('_', " ")));
+            return;
+        };
+        let name = self.fleet.s(node.name).to_string();
+        if c == Command::Reslice {
+            let Some(model) = node.gpu_model else {
+                self.ui.error(format!("{name} has no MIG-capable GPU model recorded"));
+                return;
+            };
+            let (gpus, current) = match gpu.and_then(|g| self.fleet.gpu(g)) {
+                Some(g) => (vec![g.index], describe_gpu(&self.fleet, g)),
+                None => (Vec::new(), self.fleet.s(node.mig_config).to_string()),
+            };
+            let choices = mig::config_names(model);
+            self.ui.dialog = Some(Dialog::Edit {
+                kind: EditKind::Reslice { node: name, gpus, model, current },
+                text: String::new(),
+                choices,
+                selected: None,
+                error: None,
+            });
+            return;
+        }
+        let req = match c {
+            Command::Cordon => OpRequest::Cordon { node: name },
+            Command::Uncordon => OpRequest::Uncordon { node: name },
+            _ => OpRequest::Drain { node: name, force: false },
+        };
+        self.preview(req);
+    }
+
+    fn preview(&mut self, req: OpRequest) {
+        match ops::plan(&self.fleet, &req) {
+            Ok(plan) => {
+                self.ui.pending = Some(req);
+                self.ui.dialog = Some(Dialog::Preview { plan: Box::new(plan), scroll: 0, error: None });
+            }
+            Err(e) => self.ui.error(e.to_string()),
+        }
+    }
+
+    fn start_quota_edit(&mut self) {
+        let quota = match self.ui.screen() {
+            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(|q| q as usize),
+            Screen::Table(ViewKind::Tenants) => self
+                .ui
+                .selected_id(ViewKind::Tenants)
+                .and_then(|t| self.fleet.tenant(crate::model::TenantId(t)))
+                .and_then(|t| {
+                    t.quotas
+                        .iter()
+                        .copied()
+                        .find(|q| {
+                            self.fleet
+                                .quotas
+                                .get(*q)
+                                .and_then(Option::as_ref)
+                                .is_some_and(|q| self.fleet.is_gpu_resource(q.resource))
+                        })
+                        .or(t.quotas.first().copied())
+                }),
+            _ => None,
+        };
+        let Some(q) = quota.and_then(|q| self.fleet.quotas.get(q)).and_then(Option::as_ref) else {
+            self.ui.warn("select a quota (in :quotas) or a tenant with a quota (in :tenants) to edit it");
+            return;
+        };
+        let Some(t) = self.fleet.tenant(q.tenant) else { return };
+        let key = QuotaKey {
+            source: ops::source_spec(&self.fleet, &q.source),
+            resource: self.fleet.s(q.resource).to_string(),
+        };
+        let current = q.hard.to_string();
+        self.ui.dialog = Some(Dialog::Edit {
+            kind: EditKind::Quota { tenant: self.fleet.s(t.name).to_string(), key, current: current.clone() },
+            text: current,
+            choices: Vec::new(),
+            selected: None,
+            error: None,
+        });
+    }
+}
+
+fn describe_gpu(f: &Fleet, g: &crate::model::Gpu) -> String {
+    if !g.mig_enabled {
+        return format!("gpu{}: MIG disabled", g.index);
+    }
+    let layout = mig::Layout::Enabled(g.instances.iter().map(|i| i.placement.profile).collect());
+    let _ = f;
+    format!("gpu{}: {}", g.index, ops::describe_layout(g.model, &layout))
+}
+
+/// Whether an executed plan's detail names this node (used by tests and the status bar).
+pub fn plan_node(plan: &Plan) -> Option<&str> {
+    match &plan.detail {
+        PlanDetail::Cordon { node, .. } => Some(node),
+        PlanDetail::Drain(d) => Some(&d.node),
+        PlanDetail::Reslice(r) => Some(&r.node),
+        PlanDetail::Quota(_) => None,
+    }
+}

@@ -1,0 +1,15 @@
+//! The interactive cockpit: state (`Ui`), the update loop (`App`), views, render, themes,
+//! keymaps and the terminal driver.
+
+pub mod app;
+pub mod command;
+pub mod export;
+pub mod keymap;
+pub mod render;
+pub mod run;
+pub mod state;
+pub mod theme;
+pub mod views;
+
+pub use app::{App, ExecRequest, Executor, Recorder};
+pub use state::Ui;

@@ -1,0 +1,471 @@
+//! Drawing: `render(&Fleet, &Ui, &Theme, &Keymap, &mut Frame)` is a pure read of state.
+//! Only the visible rows are formatted, so a frame costs the same at 48 nodes or 65,000.
+
+use ratatui::Frame;
+use ratatui::layout::{Alignment, Constraint, Layout, Rect};
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, Tabs, Wrap};
+
+use super::command::{Command, Mode, ViewKind};
+use super::keymap::Keymap;
+use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
+use super::theme::Theme;
+use super::views::{detail, tables};
+use crate::model::{FeedState, Fleet, OpState, Severity};
+
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 15;
+
+/// Where each part of the screen is; shared by render and mouse handling.
+#[derive(Clone, Copy, Debug)]
+pub struct Areas {
+    pub header: Rect,
+    pub tabs: Rect,
+    pub body: Rect,
+    pub status: Rect,
+    pub footer: Rect,
+}
+
+pub fn areas(size: Rect) -> Areas {
+    let [header, tabs, body, status, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(1),
+        Constraint::Min(3),
+        Constraint::Length(1),
+        Constraint::Length(1),
+    ])
+    .areas(size);
+    Areas { header, tabs, body, status, footer }
+}
+
+/// Rows of a table that fit in the body (borders and header row excluded).
+pub fn table_height(body: Rect) -> usize {
+    body.height.saturating_sub(3) as usize
+}
+
+pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame) {
+    let size = frame.area();
+    if size.width < MIN_WIDTH || size.height < MIN_HEIGHT {
+        let msg = format!(
+            "terminal too small: {}×{}\nfabrik needs at least {MIN_WIDTH}×{MIN_HEIGHT}\nenlarge the window, or press q to quit",
+            size.width, size.height
+        );
+        frame.render_widget(
+            Paragraph::new(msg).style(theme.style("ui.warning")).alignment(Alignment::Center).wrap(Wrap { trim: true }),
+            size,
+        );
+        return;
+    }
+    frame.render_widget(Block::default().style(theme.style("ui.text")), size);
+    let a = areas(size);
+    render_header(f, ui, theme, frame, a.header);
+    render_tabs(ui, theme, frame, a.tabs);
+    match ui.screen() {
+        Screen::Table(v) => render_table(f, ui, v, theme, frame, a.body),
+        Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.node_sel, &ui.node_closed, theme),
+        Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.gpu_row, theme),
+    }
+    render_status(f, ui, theme, frame, a.status);
+    render_footer(ui, theme, keymap, frame, a.footer);
+    if let Some(d) = &ui.dialog {
+        render_dialog(d, ui, theme, keymap, frame, size);
+    }
+    if ui.help {
+        render_help(ui, theme, keymap, frame, size);
+    }
+}
+
+fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
+    let t = &f.totals;
+    let alloc = tables::pct(t.gpus_allocated, t.gpus);
+    let busy = tables::pct(t.gpus_busy, t.gpus);
+    let (feed, feed_tok) = feed_state(f);
+    let mut spans = vec![
+        Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
+        Span::styled(format!("{} ", ui.source), theme.style("ui.text.muted")),
+        Span::styled(format!("[{feed}]"), theme.style(feed_tok)),
+        Span::styled(if ui.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
+        Span::styled(" │ ", theme.style("ui.border")),
+        Span::styled(format!("GPUs {} ", t.gpus), theme.style("ui.text")),
+        Span::styled(format!("alloc {alloc}% "), theme.style(tables::util_token(alloc as u8))),
+        Span::styled(format!("busy {busy}% "), theme.style(tables::util_token(busy as u8))),
+        Span::styled(
+            format!("idle-alloc {} ", t.idle_allocated),
+            theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" }),
+        ),
+        Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
+        Span::styled(" │ ", theme.style("ui.border")),
+        Span::styled(
+            format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),
+            theme.style(if t.nodes_ready < t.nodes { "status.notready" } else { "status.ready" }),
+        ),
+        Span::styled(format!("pods {} ({} pending) ", t.pods, t.pods_pending), theme.style("ui.text")),
+    ];
+    if !f.alerts.is_empty() {
+        spans.push(Span::styled(
+            format!(" ⚠ {} alerts ", f.alerts.len()),
+            theme.style("severity.error").add_modifier(Modifier::BOLD),
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
+}
+
+fn feed_state(f: &Fleet) -> (String, &'static str) {
+    if !f.synced {
+        return ("loading".into(), "ui.stale");
+    }
+    for (src, st) in &f.feeds {
+        match st {
+            FeedState::Live => {}
+            FeedState::Reconnecting { since, .. } => {
+                return (format!("{src} reconnecting since {}", tables::age(f.now, *since)), "ui.stale");
+            }
+            FeedState::Stale { since, .. } => {
+                return (format!("{src} stale since {}", tables::age(f.now, *since)), "ui.stale");
+            }
+        }
+    }
+    ("live".into(), "status.ready")
+}
+
+fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
+    let current = match ui.screen() {
+        Screen::Table(v) => Some(v),
+        _ => ui.stack.iter().rev().find_map(|s| if let Screen::Table(v) = s { Some(*v) } else { None }),
+    };
+    let titles: Vec<Line> =
+        ViewKind::ALL.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+    let idx = current.and_then(|c| ViewKind::ALL.iter().position(|v| *v == c)).unwrap_or(0);
+    let mut tabs = Tabs::new(titles)
+        .select(idx)
+        .style(theme.style("ui.tab"))
+        .highlight_style(theme.style("ui.tab.active"))
+        .divider("│");
+    if !matches!(ui.screen(), Screen::Table(_)) {
+        tabs = tabs.highlight_style(theme.style("ui.tab"));
+    }
+    frame.render_widget(tabs, area);
+}
+
+fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Frame, area: Rect) {
+    let cols = tables::columns(v);
+    let t = ui.table(v);
+    let ids = ui.rows(v);
+    let h = table_height(area);
+    let start = t.offset.min(ids.len());
+    let end = (start + h).min(ids.len());
+    let header = Row::new(cols.iter().enumerate().map(|(i, c)| {
+        let mark = if i == t.sort_col { if t.descending { "↓" } else { "↑" } } else { "" };
+        Line::from(format!("{}{mark}", c.name)).alignment(if c.right { Alignment::Right } else { Alignment::Left })
+    }))
+    .style(theme.style("ui.header"));
+    let rows = ids[start..end].iter().enumerate().map(|(i, id)| {
+        let row = Row::new(cols.iter().enumerate().map(|(ci, c)| {
+            let (s, tok) = tables::cell(f, v, *id, ci);
+            Line::from(Span::styled(s, theme.style(tok))).alignment(if c.right {
+                Alignment::Right
+            } else {
+                Alignment::Left
+            })
+        }));
+        if start + i == t.selected { row.style(theme.style("ui.selection")) } else { row }
+    });
+    let widths: Vec<Constraint> = cols
+        .iter()
+        .enumerate()
+        .map(|(i, c)| if i + 1 == cols.len() { Constraint::Min(c.width) } else { Constraint::Length(c.width) })
+        .collect();
+    let total = tables::ids(f, v).len();
+    let filter = if t.filter.is_empty() { String::new() } else { format!(" /{} ", t.filter) };
+    let title = Line::from(vec![
+        Span::styled(format!(" {} ", v.title()), theme.style("ui.title")),
+        Span::styled(
+            format!("[{}/{}]", ids.len().min(if v == ViewKind::Gpus { usize::MAX } else { total }), total),
+            theme.style("ui.text.muted"),
+        ),
+        Span::styled(filter, theme.style("ui.input")),
+    ]);
+    let mut block = Block::default().borders(Borders::ALL).border_style(theme.style("ui.border.focus")).title(title);
+    if ids.is_empty() {
+        let msg = if t.filter.is_empty() {
+            "nothing here yet".to_string()
+        } else {
+            format!("no rows match /{} — Esc clears the filter", t.filter)
+        };
+        block = block.title_bottom(Span::styled(format!(" {msg} "), theme.style("ui.text.muted")));
+    } else if ids.len() > h {
+        block = block.title_bottom(
+            Line::from(Span::styled(format!(" {}-{} of {} ", start + 1, end, ids.len()), theme.style("ui.text.muted")))
+                .alignment(Alignment::Right),
+        );
+    }
+    let table = Table::new(rows, widths).header(header).block(block).column_spacing(1);
+    frame.render_widget(table, area);
+}
+
+fn render_status(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
+    let line = if let Some(input) = &ui.input {
+        let prefix = match input.kind {
+            InputKind::Command => ":",
+            InputKind::Filter => "/",
+        };
+        Line::from(vec![
+            Span::styled(format!("{prefix}{}", input.text), theme.style("ui.input")),
+            Span::styled("█", theme.style("ui.input").add_modifier(Modifier::SLOW_BLINK)),
+        ])
+    } else if let Some((sev, msg)) = &ui.message {
+        let tok = match sev {
+            Severity::Info => "ui.info",
+            Severity::Warning => "ui.warning",
+            Severity::Error => "ui.error",
+        };
+        Line::from(Span::styled(msg.clone(), theme.style(tok)))
+    } else if let Some(op) = f.ops.iter().rev().find(|o| !o.state.finished()) {
+        let (state, tok) = tables::op_state(op);
+        let detail = match &op.state {
+            OpState::Blocked(r) => r.clone(),
+            _ => op.step.clone(),
+        };
+        Line::from(vec![
+            Span::styled(format!("{} ", op.title), theme.style("ui.text")),
+            Span::styled(format!("[{state} {}/{}] ", op.done, op.total), theme.style(tok)),
+            Span::styled(detail, theme.style("ui.text.muted")),
+        ])
+    } else {
+        Line::from(Span::styled(
+            format!("theme {} · keymap {} · {}", ui.theme_name, ui.keymap_name, ui.source),
+            theme.style("ui.text.muted"),
+        ))
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+/// Key hints for what can be done here, from the keymap.
+fn hints(ui: &Ui) -> Vec<Command> {
+    let mut v = vec![Command::Help, Command::CommandLine];
+    match ui.screen() {
+        Screen::Table(ViewKind::Fleet) => v.extend([
+            Command::Filter,
+            Command::SortNext,
+            Command::Open,
+            Command::Cordon,
+            Command::Uncordon,
+            Command::Drain,
+            Command::Reslice,
+        ]),
+        Screen::Table(ViewKind::Gpus) => {
+            v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Reslice])
+        }
+        Screen::Table(ViewKind::Quotas) => v.extend([Command::Filter, Command::SortNext, Command::EditQuota]),
+        Screen::Table(ViewKind::Tenants) => {
+            v.extend([Command::Filter, Command::SortNext, Command::Open, Command::EditQuota])
+        }
+        Screen::Table(_) => v.extend([Command::Filter, Command::SortNext, Command::Open]),
+        Screen::Node(_) => v.extend([
+            Command::Open,
+            Command::Collapse,
+            Command::Expand,
+            Command::Cordon,
+            Command::Drain,
+            Command::Reslice,
+            Command::Back,
+        ]),
+        Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
+    }
+    v.extend([Command::NextView, Command::Quit]);
+    v
+}
+
+fn render_footer(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, area: Rect) {
+    let mode = if ui.dialog.is_some() { Mode::Dialog } else { Mode::Normal };
+    let cmds =
+        if ui.dialog.is_some() { vec![Command::Confirm, Command::Cancel, Command::ToggleForce] } else { hints(ui) };
+    let mut spans = Vec::new();
+    for c in cmds {
+        if let Some(k) = keymap.hint(mode, c) {
+            spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
+            let label = c.name().replace('_', " ");
+            let disabled = ui.readonly
+                && matches!(
+                    c,
+                    Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota
+                );
+            spans.push(Span::styled(
+                format!("{label}{} ", if disabled { " (read-only)" } else { "" }),
+                theme.style(if disabled { "ui.text.muted" } else { "ui.footer.text" }),
+            ));
+        }
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
+
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width.saturating_sub(2));
+    let h = h.min(area.height.saturating_sub(2));
+    Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
+}
+
+fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size: Rect) {
+    let key = |c: Command| keymap.hint(Mode::Dialog, c).unwrap_or_else(|| c.name().to_string());
+    match d {
+        Dialog::Preview { plan, scroll, error } => {
+            let area =
+                centered(size, 100, (plan.effects.len() + plan.warnings.len() + plan.blockers.len() + 10) as u16);
+            frame.render_widget(Clear, area);
+            let mut lines: Vec<Line> = Vec::new();
+            lines.push(Line::from(Span::styled("What will happen:", theme.style("ui.header"))));
+            for e in &plan.effects {
+                lines.push(Line::from(format!("  {e}")));
+            }
+            if !plan.warnings.is_empty() {
+                lines.push(Line::from(""));
+                lines.push(Line::from(Span::styled(
+                    "Watch out:",
+                    theme.style("ui.warning").add_modifier(Modifier::BOLD),
+                )));
+                for w in &plan.warnings {
+                    lines.push(Line::from(Span::styled(format!("  ! {w}"), theme.style("ui.warning"))));
+                }
+            }
+            if !plan.blockers.is_empty() {
+                lines.push(Line::from(""));
+                lines.push(Line::from(Span::styled(
+                    "Blocked — this cannot run as planned:",
+                    theme.style("ui.error").add_modifier(Modifier::BOLD),
+                )));
+                for b in &plan.blockers {
+                    lines.push(Line::from(Span::styled(format!("  ✗ {b}"), theme.style("ui.error"))));
+                }
+            }
+            if let Some(e) = error {
+                lines.push(Line::from(Span::styled(e.clone(), theme.style("ui.error"))));
+            }
+            lines.push(Line::from(""));
+            let prompt = if ui.readonly {
+                Line::from(Span::styled(
+                    format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),
+                    theme.style("ui.warning"),
+                ))
+            } else if plan.can_execute() {
+                Line::from(vec![
+                    Span::styled(
+                        format!("{}? ", plan.title),
+                        theme.style("ui.dialog.danger").add_modifier(Modifier::BOLD),
+                    ),
+                    Span::styled(
+                        format!(
+                            "{} confirm on {} · {} cancel",
+                            key(Command::Confirm),
+                            plan.target,
+                            key(Command::Cancel)
+                        ),
+                        theme.style("ui.text"),
+                    ),
+                ])
+            } else {
+                let force = if matches!(plan.kind, crate::ops::OpKind::Drain) {
+                    format!(" · {} force", key(Command::ToggleForce))
+                } else {
+                    String::new()
+                };
+                Line::from(Span::styled(
+                    format!("cannot confirm while blocked{force} · {} cancel", key(Command::Cancel)),
+                    theme.style("ui.error"),
+                ))
+            };
+            lines.push(prompt);
+            let block = Block::default()
+                .borders(Borders::ALL)
+                .border_style(theme.style("ui.dialog.border"))
+                .title(Span::styled(format!(" Preview: {} ", plan.title), theme.style("ui.title")))
+                .style(theme.style("ui.dialog"));
+            frame.render_widget(
+                Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((*scroll, 0)),
+                area,
+            );
+        }
+        Dialog::Edit { kind, text, choices, selected, error } => {
+            let (title, what) = match kind {
+                EditKind::Quota { tenant, key, current } => (
+                    format!(" Edit quota: {tenant} {} ", key.resource),
+                    format!(
+                        "current hard limit {current}; type the new value (a whole number of devices), Enter to preview"
+                    ),
+                ),
+                EditKind::Reslice { node, gpus, model, current } => {
+                    let scope = if gpus.is_empty() {
+                        "all GPUs".to_string()
+                    } else {
+                        format!("gpu{}", gpus.iter().map(|g| g.to_string()).collect::<Vec<_>>().join(","))
+                    };
+                    (
+                        format!(" Reslice {node} {scope} ({}) ", model.name()),
+                        format!(
+                            "now {current}; pick a layout with ↑/↓ or type one (e.g. 3g.40gb,2g.20gb,1g.10gb), Enter to preview"
+                        ),
+                    )
+                }
+            };
+            let h = (choices.len().min(14) + 8) as u16;
+            let area = centered(size, 90, h);
+            frame.render_widget(Clear, area);
+            let mut lines = vec![Line::from(Span::styled(what, theme.style("ui.text.muted"))), Line::from("")];
+            lines.push(Line::from(vec![
+                Span::styled("> ", theme.style("ui.input")),
+                Span::styled(text.clone(), theme.style("ui.input")),
+                Span::styled("█", theme.style("ui.input")),
+            ]));
+            if let Some(e) = error {
+                lines.push(Line::from(Span::styled(format!("✗ {e}"), theme.style("ui.error"))));
+            } else {
+                lines.push(Line::from(""));
+            }
+            let skip = selected.unwrap_or(0).saturating_sub(13);
+            for (i, c) in choices.iter().enumerate().skip(skip).take(14) {
+                let st = if Some(i) == *selected { theme.style("ui.selection") } else { theme.style("ui.text") };
+                lines.push(Line::from(Span::styled(format!("  {c}"), st)));
+            }
+            let block = Block::default()
+                .borders(Borders::ALL)
+                .border_style(theme.style("ui.dialog.border"))
+                .title(Span::styled(title, theme.style("ui.title")))
+                .style(theme.style("ui.dialog"));
+            frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
+        }
+    }
+}
+
+fn render_help(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size: Rect) {
+    let area = centered(size, 96, size.height.saturating_sub(4));
+    frame.render_widget(Clear, area);
+    let mut lines = Vec::new();
+    for mode in Mode::ALL {
+        lines.push(Line::from(Span::styled(format!("{} keys", mode.name()), theme.style("ui.header"))));
+        for (keys, cmd) in keymap.help(mode) {
+            lines.push(Line::from(vec![
+                Span::styled(format!("  {keys:<22}"), theme.style("ui.footer.key")),
+                Span::styled(format!("{:<14} ", cmd.name()), theme.style("ui.text.muted")),
+                Span::raw(cmd.doc()),
+            ]));
+        }
+        lines.push(Line::from(""));
+    }
+    lines.push(Line::from(Span::styled("command line (:)", theme.style("ui.header"))));
+    for v in ViewKind::ALL {
+        lines.push(Line::from(format!("  :{:<22} {}", v.aliases().join(" :"), v.title())));
+    }
+    lines.push(Line::from("  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name"));
+    lines.push(Line::from("  :q  :quit                      quit"));
+    lines.push(Line::from(""));
+    lines.push(Line::from(Span::styled(
+        "filter (/): substring of any column, case-insensitive; /!text inverts",
+        theme.style("ui.text.muted"),
+    )));
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.style("ui.dialog.border"))
+        .title(Span::styled(format!(" Help — keymap {} (Esc closes) ", keymap.name), theme.style("ui.title")))
+        .style(theme.style("ui.dialog"));
+    frame.render_widget(Paragraph::new(lines).block(block).scroll((ui.help_scroll, 0)), area);
+}

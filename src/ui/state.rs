@@ -1,0 +1,150 @@
+//! `Ui`: what the person is looking at — the screen stack, per-view selection, sort and
+//! filter, the open dialog, the command line. Changed only by `App::update`; read by render.
+
+use std::collections::HashMap;
+
+use super::command::ViewKind;
+use crate::model::{GpuId, NodeId, Severity};
+use crate::ops::{OpRequest, Plan};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Screen {
+    Table(ViewKind),
+    /// Node topology: tree and history charts.
+    Node(NodeId),
+    /// One GPU: MIG slice map, what fits, charts.
+    Gpu(GpuId),
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TableState {
+    pub selected: usize,
+    pub offset: usize,
+    pub sort_col: usize,
+    pub descending: bool,
+    pub filter: String,
+}
+
+/// Rows of a table view, filtered and sorted; rebuilt only when its inputs change.
+#[derive(Clone, Debug, Default)]
+pub struct RowCache {
+    pub key: (u64, u64, String, usize, bool),
+    pub ids: Vec<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum InputKind {
+    Command,
+    Filter,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Input {
+    pub kind: InputKind,
+    pub text: String,
+    /// The filter before this edit, restored by Esc.
+    pub previous: String,
+}
+
+/// What an edit dialog edits.
+#[derive(Clone, Debug, PartialEq)]
+pub enum EditKind {
+    Quota { tenant: String, key: crate::ops::QuotaKey, current: String },
+    Reslice { node: String, gpus: Vec<u8>, model: crate::mig::GpuModel, current: String },
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dialog {
+    /// Type a value (quota) or pick/type a layout (reslice); errors show in place.
+    Edit { kind: EditKind, text: String, choices: Vec<String>, selected: Option<usize>, error: Option<String> },
+    /// What the plan will do; y confirms (naming the target), n cancels.
+    Preview { plan: Box<Plan>, scroll: u16, error: Option<String> },
+}
+
+#[derive(Clone, Debug)]
+pub struct Ui {
+    pub stack: Vec<Screen>,
+    pub tables: HashMap<ViewKind, TableState>,
+    pub caches: HashMap<ViewKind, RowCache>,
+    pub input: Option<Input>,
+    pub dialog: Option<Dialog>,
+    pub help: bool,
+    pub help_scroll: u16,
+    pub message: Option<(Severity, String)>,
+    /// Node screen: selected row of the flattened topology tree, and collapsed items.
+    pub node_sel: usize,
+    pub node_closed: std::collections::HashSet<String>,
+    /// GPU screen: selected MIG instance row.
+    pub gpu_row: usize,
+    pub size: (u16, u16),
+    pub readonly: bool,
+    /// "demo · seed 42" or the kube context.
+    pub source: String,
+    pub quit: bool,
+    /// Ops this cockpit started, newest last.
+    pub my_ops: Vec<u64>,
+    pub next_op: u64,
+    /// The request behind the open preview, to re-plan (e.g. drain with force).
+    pub pending: Option<OpRequest>,
+    pub theme_name: String,
+    pub keymap_name: String,
+}
+
+impl Ui {
+    pub fn new(source: String) -> Self {
+        Self {
+            stack: vec![Screen::Table(ViewKind::Fleet)],
+            tables: HashMap::new(),
+            caches: HashMap::new(),
+            input: None,
+            dialog: None,
+            help: false,
+            help_scroll: 0,
+            message: None,
+            node_sel: 0,
+            node_closed: std::collections::HashSet::new(),
+            gpu_row: 0,
+            size: (120, 40),
+            readonly: false,
+            source,
+            quit: false,
+            my_ops: Vec::new(),
+            next_op: 1,
+            pending: None,
+            theme_name: "dark".into(),
+            keymap_name: "default".into(),
+        }
+    }
+
+    pub fn screen(&self) -> Screen {
+        self.stack.last().copied().unwrap_or(Screen::Table(ViewKind::Fleet))
+    }
+
+    pub fn table(&self, v: ViewKind) -> TableState {
+        self.tables.get(&v).cloned().unwrap_or_default()
+    }
+
+    pub fn table_mut(&mut self, v: ViewKind) -> &mut TableState {
+        self.tables.entry(v).or_default()
+    }
+
+    pub fn rows(&self, v: ViewKind) -> &[u32] {
+        self.caches.get(&v).map(|c| c.ids.as_slice()).unwrap_or(&[])
+    }
+
+    /// The id under the selection of a table view.
+    pub fn selected_id(&self, v: ViewKind) -> Option<u32> {
+        let t = self.table(v);
+        self.rows(v).get(t.selected).copied()
+    }
+
+    pub fn info(&mut self, s: impl Into<String>) {
+        self.message = Some((Severity::Info, s.into()));
+    }
+    pub fn warn(&mut self, s: impl Into<String>) {
+        self.message = Some((Severity::Warning, s.into()));
+    }
+    pub fn error(&mut self, s: impl Into<String>) {
+        self.message = Some((Severity::Error, s.into()));
+    }
+}
