@@ -359,6 +359,10 @@ fn tolerance(word: &str) -> usize {
 
 /// Candidates within typo distance of `word`, closest first.
 pub(crate) fn nearby<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>, limit: usize) -> Vec<&'a str> {
+    // The distance table is quadratic; nobody mistypes a 64-character name.
+    if word.chars().count() > 64 {
+        return Vec::new();
+    }
     let lower = word.to_lowercase();
     let mut scored: Vec<(usize, &'a str)> = candidates
         .into_iter()
@@ -811,6 +815,7 @@ mod tests {
         assert_eq!(edit_distance("", "abc"), 3);
         assert_eq!(closest("quitt", ["quit", "help"]), Some("quit"));
         assert_eq!(closest("zzzz", ["quit", "help"]), None);
+        assert_eq!(closest(&"q".repeat(100_000), ["quit"]), None);
         assert_eq!(
             nearby("gpu.util.hihg", ["gpu.util.high", "gpu.util.mid", "ui.text"], 3),
             ["gpu.util.high", "gpu.util.mid"]

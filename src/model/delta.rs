@@ -18,6 +18,9 @@ pub struct NodeSpec {
     pub allocatable: Vec<(String, i64)>,
     pub mig_config: String,
     pub mig_state: MigConfigState,
+    /// When the state label last changed, if the source knows (managedFields time on a
+    /// cluster); otherwise the fleet counts from when it first saw the state.
+    pub mig_state_since: Option<Ts>,
     pub created: Ts,
 }
 

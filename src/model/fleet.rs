@@ -467,7 +467,7 @@ impl Fleet {
                 }
                 let Some(n) = self.nodes[id.0 as usize].as_mut() else { return id };
                 if n.mig_state != spec.mig_state {
-                    n.mig_state_since = now;
+                    n.mig_state_since = spec.mig_state_since.unwrap_or(now);
                 }
                 if n.ready && !spec.ready {
                     n.not_ready_since = Some(now);
@@ -495,7 +495,7 @@ impl Fleet {
                     allocatable,
                     mig_config,
                     mig_state: spec.mig_state,
-                    mig_state_since: now,
+                    mig_state_since: spec.mig_state_since.unwrap_or(now),
                     not_ready_since: (!spec.ready).then_some(now),
                     created: spec.created,
                     gpus: Vec::new(),

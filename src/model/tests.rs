@@ -16,6 +16,7 @@ fn node(name: &str) -> NodeSpec {
         allocatable: vec![("nvidia.com/gpu".into(), 2)],
         mig_config: "all-disabled".into(),
         mig_state: MigConfigState::Success,
+        mig_state_since: None,
         created: 0,
     }
 }

@@ -238,6 +238,7 @@ impl Sim {
                 let node = &mut self.nodes[ni];
                 node.spec.mig_config = r.config_name.clone();
                 node.spec.mig_state = MigConfigState::Pending;
+                node.spec.mig_state_since = Some(self.now);
                 // A label change re-runs mig-manager; a wedged one recovers on it.
                 node.mig_wedged = false;
                 let layouts: Vec<(u8, Layout)> = r

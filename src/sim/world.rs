@@ -231,6 +231,7 @@ impl Sim {
                     allocatable: Vec::new(),
                     mig_config: layout.to_string(),
                     mig_state: MigConfigState::Success,
+                    mig_state_since: None,
                     created,
                 },
                 gpus,
@@ -370,6 +371,7 @@ impl Sim {
             let node = &mut self.nodes[i];
             node.mig_wedged = true;
             node.spec.mig_state = MigConfigState::Pending;
+            node.spec.mig_state_since = Some(SIM_EPOCH_MS - 12 * 60_000);
             let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
             node.spec.mig_config =
                 if matches!(model, GpuModel::H200_141GB) { "all-3g.71gb".into() } else { "all-balanced".into() };
@@ -981,6 +983,7 @@ impl Sim {
             }
             self.rng = rng;
             node.spec.mig_state = MigConfigState::Success;
+            node.spec.mig_state_since = None;
             node.refresh_labels(ni);
             let name = node.spec.name.clone();
             let cfg = node.spec.mig_config.clone();

@@ -542,7 +542,9 @@ mod tests {
             let theme = Theme::builtin(name).expect("builtin");
             for (token, _) in TOKENS {
                 let s = theme.style(token);
-                let (Some(fg), Some(bg)) = (s.fg, s.bg) else { continue };
+                let (Some(fg), Some(bg)) = (s.fg, s.bg) else {
+                    continue;
+                };
                 let (fg, bg) = if s.add_modifier.contains(Modifier::REVERSED) { (bg, fg) } else { (fg, bg) };
                 // Borders are not text; WCAG asks 3:1 of interface parts and 4.5:1 of text.
                 let need = if token.starts_with("ui.border") { 3.0 } else { 4.5 };
