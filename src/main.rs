@@ -1,21 +1,11 @@
 //! fabrik: a terminal cockpit for GPU clusters on Kubernetes.
 
-pub mod cli;
-pub mod config;
-pub mod feed;
-pub mod mig;
-pub mod model;
-pub mod ops;
-pub mod quantity;
-pub mod sim;
-pub mod snapshot;
-pub mod ui;
-
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use cli::{Cli, Cmd, MigCmd};
+use fabrik::cli::{Cli, Cmd, MigCmd};
+use fabrik::{mig, snapshot};
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {

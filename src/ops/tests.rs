@@ -43,10 +43,7 @@ fn drain_preview_names_blocking_pdbs() {
     let name = f
         .node_ids()
         .find(|n| {
-            f.pods_on_node(*n)
-                .iter()
-                .filter(|p| f.pod(**p).is_some_and(|p| &*p.name != "" && f.s(p.app) == "vllm-llama3-8b"))
-                .count()
+            f.pods_on_node(*n).iter().filter(|p| f.pod(**p).is_some_and(|p| f.s(p.app) == "vllm-llama3-8b")).count()
                 >= 2
         })
         .map(|n| f.s(f.node(n).unwrap().name).to_string())

@@ -930,7 +930,7 @@ impl Sim {
     }
 
     fn refresh_quota_usage(&mut self) {
-        if self.tick % 5 != 0 {
+        if !self.tick.is_multiple_of(5) {
             return;
         }
         for qi in 0..self.quotas.len() {

@@ -167,7 +167,10 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
 }
 
 /// History of one GPU (or the node's average when none is selected), as chart points.
-fn series(f: &Fleet, gpus: &[GpuId]) -> (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>, f64) {
+/// Chart points: utilisation, memory, power, and the power axis maximum.
+type Series = (Vec<(f64, f64)>, Vec<(f64, f64)>, Vec<(f64, f64)>, f64);
+
+fn series(f: &Fleet, gpus: &[GpuId]) -> Series {
     let hist: Vec<Vec<Sample>> = gpus.iter().filter_map(|g| f.gpu(*g)).map(|g| g.history.iter().collect()).collect();
     let len = hist.iter().map(Vec::len).max().unwrap_or(0);
     let mut u = Vec::with_capacity(len);

@@ -180,7 +180,7 @@ pub fn age(now: Ts, then: Ts) -> String {
 }
 
 pub fn pct(n: u32, d: u32) -> u32 {
-    if d == 0 { 0 } else { n * 100 / d }
+    (n * 100).checked_div(d).unwrap_or(0)
 }
 
 /// A cell: text and the theme token it is drawn with.
