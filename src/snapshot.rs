@@ -60,7 +60,7 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre:
     let (tx, rx) = mpsc::channel(64);
     let (exec_tx, exec_rx) = mpsc::unbounded_channel();
     let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx);
-    let mut ui = Ui::new(format!("demo · seed {} · {} nodes", sim.seed, sim.nodes));
+    let mut ui = Ui::new(format!("demo seed {} ({} nodes)", sim.seed, sim.nodes));
     ui.readonly = readonly;
     ui.theme_name = setup.theme.name.clone();
     ui.keymap_name = setup.keymap.name.clone();
@@ -190,7 +190,7 @@ pub fn render_app(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
 
 pub fn demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
     let (sim, fleet) = demo_fleet(seed, 48, ticks, Thresholds::default());
-    let ui = Ui::new(format!("demo · seed {seed} · 48 nodes"));
+    let ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let app = App::new(fleet, ui, theme, keymap, Box::new(Recorder::default()));
     (sim, app)
@@ -203,20 +203,8 @@ pub fn screenshots(out: &Path, seed: u64) -> color_eyre::Result<ExitCode> {
     let bg = color_hex(theme.style("ui.text").bg, "#1a1b26");
     let shots: Vec<(&str, Vec<Command>, Option<&str>)> = vec![
         ("fleet", vec![], None),
-        (
-            "node-topology",
-            vec![
-                Command::Down,
-                Command::Down,
-                Command::Down,
-                Command::Down,
-                Command::Down,
-                Command::Open,
-                Command::Down,
-            ],
-            None,
-        ),
-        ("mig-map", vec![], Some("gpu h100-0005/0")),
+        ("node-topology", vec![Command::Down, Command::Down], Some("node h200-0005")),
+        ("mig-map", vec![], Some("gpu h200-0005/1")),
         ("tenants", vec![Command::ViewTenants], None),
         ("gpus", vec![Command::ViewGpus], None),
         ("drain-preview", vec![Command::Down, Command::Down, Command::Drain], None),

@@ -51,6 +51,15 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     let forced: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, PodAction::ForceDelete(_))).collect();
     let gpus: u32 = evict.iter().chain(forced.iter()).map(|p| p.gpus).sum();
     effects.push(format!("evict {} pods ({} GPUs) one by one through the Eviction API", evict.len(), gpus));
+    if evict.len() > 3 {
+        let mut by_app: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+        for p in &evict {
+            let app = p.name.rsplitn(3, '-').last().unwrap_or(&p.name).to_string();
+            *by_app.entry(format!("{}/{app}", p.namespace)).or_default() += 1;
+        }
+        let parts: Vec<String> = by_app.iter().map(|(a, n)| format!("{n}× {a}")).collect();
+        effects.push(format!("  by workload: {}", parts.join(", ")));
+    }
     for p in &evict {
         effects.push(format!("  evict {}/{}{}", p.namespace, p.name, gpu_note(p.gpus)));
     }

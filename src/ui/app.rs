@@ -111,7 +111,8 @@ impl App {
             let old_id = self.ui.selected_id(v);
             let ids = tables::rows(&self.fleet, v, &t.filter, t.sort_col, t.descending);
             let sel = old_id.and_then(|id| ids.iter().position(|x| *x == id));
-            self.ui.caches.insert(v, RowCache { key, ids });
+            let total = tables::ids(&self.fleet, v).len();
+            self.ui.caches.insert(v, RowCache { key, ids, total });
             if let Some(s) = sel {
                 self.ui.table_mut(v).selected = s;
             }

@@ -13,3 +13,6 @@ pub mod views;
 
 pub use app::{App, ExecRequest, Executor, Recorder};
 pub use state::Ui;
+
+#[cfg(test)]
+mod tests;

@@ -81,11 +81,15 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
     let alloc = tables::pct(t.gpus_allocated, t.gpus);
     let busy = tables::pct(t.gpus_busy, t.gpus);
     let (feed, feed_tok) = feed_state(f);
-    let mut spans = vec![
+    let spans = vec![
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
         Span::styled(format!("{} ", ui.source), theme.style("ui.text.muted")),
         Span::styled(format!("[{feed}]"), theme.style(feed_tok)),
         Span::styled(if ui.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
+        Span::styled(
+            if f.alerts.is_empty() { String::new() } else { format!(" ⚠ {} alerts", f.alerts.len()) },
+            theme.style("severity.error").add_modifier(Modifier::BOLD),
+        ),
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(format!("GPUs {} ", t.gpus), theme.style("ui.text")),
         Span::styled(format!("alloc {alloc}% "), theme.style(tables::util_token(alloc as u8))),
@@ -100,14 +104,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),
             theme.style(if t.nodes_ready < t.nodes { "status.notready" } else { "status.ready" }),
         ),
-        Span::styled(format!("pods {} ({} pending) ", t.pods, t.pods_pending), theme.style("ui.text")),
+        Span::styled(
+            if t.pods_pending > 0 { format!("pods {} ({} pending)", t.pods, t.pods_pending) } else { format!("pods {}", t.pods) },
+            theme.style("ui.text"),
+        ),
     ];
-    if !f.alerts.is_empty() {
-        spans.push(Span::styled(
-            format!(" ⚠ {} alerts ", f.alerts.len()),
-            theme.style("severity.error").add_modifier(Modifier::BOLD),
-        ));
-    }
     frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
 }
 
@@ -171,17 +172,18 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
         }));
         if start + i == t.selected { row.style(theme.style("ui.selection")) } else { row }
     });
-    let widths: Vec<Constraint> = cols
-        .iter()
-        .enumerate()
-        .map(|(i, c)| if i + 1 == cols.len() { Constraint::Min(c.width) } else { Constraint::Length(c.width) })
-        .collect();
-    let total = tables::ids(f, v).len();
+    let widths: Vec<Constraint> = cols.iter().map(|c| Constraint::Length(c.width)).collect();
+    let total = ui.caches.get(&v).map(|c| c.total).unwrap_or(0);
     let filter = if t.filter.is_empty() { String::new() } else { format!(" /{} ", t.filter) };
     let title = Line::from(vec![
         Span::styled(format!(" {} ", v.title()), theme.style("ui.title")),
         Span::styled(
-            format!("[{}/{}]", ids.len().min(if v == ViewKind::Gpus { usize::MAX } else { total }), total),
+            if v == ViewKind::Gpus {
+                let gpus = ids.iter().filter(|i| *i & 7 == 0).count();
+                format!("[{gpus}/{total} GPUs, {} MIG instances]", f.totals.mig_instances)
+            } else {
+                format!("[{}/{total}]", ids.len())
+            },
             theme.style("ui.text.muted"),
         ),
         Span::styled(filter, theme.style("ui.input")),
@@ -200,7 +202,7 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
                 .alignment(Alignment::Right),
         );
     }
-    let table = Table::new(rows, widths).header(header).block(block).column_spacing(1);
+    let table = Table::new(rows, widths).header(header).block(block).column_spacing(1).flex(ratatui::layout::Flex::Start);
     frame.render_widget(table, area);
 }
 
@@ -341,7 +343,6 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
             if let Some(e) = error {
                 lines.push(Line::from(Span::styled(e.clone(), theme.style("ui.error"))));
             }
-            lines.push(Line::from(""));
             let prompt = if ui.readonly {
                 Line::from(Span::styled(
                     format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),
@@ -374,16 +375,26 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
                     theme.style("ui.error"),
                 ))
             };
-            lines.push(prompt);
             let block = Block::default()
                 .borders(Borders::ALL)
                 .border_style(theme.style("ui.dialog.border"))
                 .title(Span::styled(format!(" Preview: {} ", plan.title), theme.style("ui.title")))
                 .style(theme.style("ui.dialog"));
-            frame.render_widget(
-                Paragraph::new(lines).block(block).wrap(Wrap { trim: false }).scroll((*scroll, 0)),
-                area,
-            );
+            let inner = block.inner(area);
+            frame.render_widget(block, area);
+            // The prompt stays put below the scrolling body, so the confirmation is always seen.
+            let [body, gap, bottom] =
+                Layout::vertical([Constraint::Min(1), Constraint::Length(1), Constraint::Length(1)]).areas(inner);
+            let overflow = lines.len() > body.height as usize;
+            frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((*scroll, 0)), body);
+            if overflow {
+                frame.render_widget(
+                    Paragraph::new(Span::styled("↓/↑ scroll the preview", theme.style("ui.text.muted")))
+                        .alignment(Alignment::Right),
+                    gap,
+                );
+            }
+            frame.render_widget(Paragraph::new(prompt), bottom);
         }
         Dialog::Edit { kind, text, choices, selected, error } => {
             let (title, what) = match kind {

@@ -30,6 +30,8 @@ pub struct TableState {
 pub struct RowCache {
     pub key: (u64, u64, String, usize, bool),
     pub ids: Vec<u32>,
+    /// Rows before filtering, for the "[shown/total]" title.
+    pub total: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]

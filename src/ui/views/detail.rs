@@ -93,12 +93,10 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
         ),
     ];
     if g.mig_enabled {
+        let used = g.instances.iter().filter(|i| i.pod.is_some()).count();
+        let room = fits_text(f, f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0)));
         spans.push(Span::styled(
-            format!(
-                "MIG {} instances, fits {}",
-                g.instances.len(),
-                fits_text(f, f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0)))
-            ),
+            if room == "no room" { format!("MIG {used}/{} in use, no free slices", g.instances.len()) } else { format!("MIG {used}/{} in use, room for {room}", g.instances.len()) },
             theme.style("gpu.mig.used"),
         ));
     } else if g.pods.is_empty() {

@@ -44,19 +44,19 @@ pub fn columns(v: ViewKind) -> &'static [Col] {
         ViewKind::Gpus => {
             const {
                 &[
-                    c("NODE", 12),
-                    c("GPU", 12),
+                    c("NODE", 10),
+                    c("GPU", 16),
                     c("MODEL", 10),
-                    c("MODE", 5),
-                    r("UTIL", 5),
-                    r("MEM", 11),
+                    c("MODE", 4),
+                    r("UTIL", 4),
+                    r("MEM", 8),
                     r("POWER", 5),
                     r("TEMP", 4),
                     c("TENANT", 14),
-                    c("POD", 28),
+                    c("POD", 26),
                     c("IDLE", 8),
-                    c("FITS", 18),
-                    c("HEALTH", 8),
+                    c("FITS", 14),
+                    c("HEALTH", 7),
                 ]
             }
         }
@@ -337,7 +337,7 @@ pub fn fits_text(f: &Fleet, g: GpuId) -> String {
         .map(|(p, n)| format!("{}×{n}", crate::mig::profile(gpu.model, *p).name.split('.').next().unwrap_or("")))
         .collect();
     v.dedup();
-    if v.is_empty() { "full".into() } else { v.join(" ") }
+    if v.is_empty() { "no room".into() } else { v.join(" ") }
 }
 
 fn tenant_status(f: &Fleet, t: &Tenant) -> Cell {
@@ -444,7 +444,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     }
                     5 => text(format!("{}/{}G", i.mem_used_mib / 1024, p.memory_mib / 1024)),
                     8 => pod.and_then(|p| f.tenant(p.tenant)).map(|t| text(f.s(t.name))).unwrap_or_else(|| muted("")),
-                    9 => pod.map(|p| text(f.pod_display(p))).unwrap_or_else(|| ("free".into(), "gpu.free")),
+                    9 => pod.map(|p| text(&*p.name)).unwrap_or_else(|| ("free".into(), "gpu.free")),
                     10 => idle_for(f, i.low_since, i.idle_allocated),
                     _ => muted(""),
                 };
@@ -471,12 +471,12 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 9 => {
                     if gpu.mig_enabled {
                         let used = gpu.instances.iter().filter(|i| i.pod.is_some()).count();
-                        text(format!("{used}/{} instances in use", gpu.instances.len()))
+                        text(format!("{used}/{} MIG in use", gpu.instances.len()))
                     } else {
                         gpu.pods
                             .first()
                             .and_then(|p| f.pod(*p))
-                            .map(|p| text(f.pod_display(p)))
+                            .map(|p| text(&*p.name))
                             .unwrap_or_else(|| ("free".into(), "gpu.free"))
                     }
                 }
