@@ -59,6 +59,16 @@ pub enum Cmd {
     /// The MIG planner, without a cluster.
     #[command(subcommand)]
     Mig(MigCmd),
+    /// The scale harness: build a simulated factory and measure start-up, ticks, sorting,
+    /// frames and memory (run it with --release).
+    Bench {
+        #[arg(long, default_value_t = 48)]
+        nodes: u32,
+        #[arg(long, default_value_t = 200)]
+        frames: usize,
+        #[arg(long, default_value_t = 20)]
+        ticks: usize,
+    },
     /// Regenerate the README screenshots from the demo at a fixed seed.
     Screenshots {
         #[arg(long, default_value = "screenshots")]

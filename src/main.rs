@@ -38,6 +38,10 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Snapshot(args)) => snapshot::snapshot(args),
+        Some(Cmd::Bench { nodes, frames, ticks }) => {
+            fabrik::bench::run(nodes as usize, frames, ticks);
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Cmd::Screenshots { out, seed }) => snapshot::screenshots(&out, seed),
         Some(Cmd::Mig(MigCmd::Profiles { model })) => {
             let Some(m) = mig::GpuModel::parse(&model) else {

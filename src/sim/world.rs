@@ -113,6 +113,20 @@ pub struct Sim {
     telemetry_cursor: usize,
     sched_cursor: usize,
     pod_seq: u64,
+    sts_hint: std::collections::HashMap<usize, u32>,
+    app_of: std::collections::HashMap<String, usize>,
+}
+
+/// One pass over the pods per tick gives everything the controllers need.
+#[derive(Default)]
+struct Census {
+    /// Unfinished, not terminating pods per app.
+    live: Vec<u32>,
+    /// Running pods per app.
+    running: Vec<u32>,
+    /// Pods with a timer running (starting, terminating, a job's duration).
+    timed: Vec<String>,
+    pending: Vec<String>,
 }
 
 const TENANTS: &[(&str, &[&str], &str)] = &[
@@ -168,6 +182,8 @@ impl Sim {
             telemetry_cursor: 0,
             sched_cursor: 0,
             pod_seq: 0,
+            sts_hint: Default::default(),
+            app_of: Default::default(),
         };
         let n = cfg.nodes.max(1);
         for i in 0..n {
@@ -342,6 +358,7 @@ impl Sim {
                 ..app(7, "eval", "eval-mig", Owner::Job, 0)
             },
         ];
+        self.app_of = self.apps.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
         for a in &self.apps {
             if let Some(mu) = a.pdb_max_unavailable {
                 self.pdbs.push(PdbSpec {
@@ -453,10 +470,12 @@ impl Sim {
         self.pod_seq += 1;
         let name = match a.owner {
             Owner::StatefulSet => {
-                let mut i = 0;
+                // Ordinals are reused like a StatefulSet does; the hint keeps this linear.
+                let mut i = self.sts_hint.get(&app).copied().unwrap_or(0);
                 while self.pods.contains_key(&format!("{}/{}-{i}", a.namespace, a.name)) {
                     i += 1;
                 }
+                self.sts_hint.insert(app, i + 1);
                 format!("{}-{i}", a.name)
             }
             Owner::None => format!(
@@ -519,12 +538,7 @@ impl Sim {
 
     /// Binds pending pods to free devices on ready, schedulable nodes.
     pub(super) fn schedule(&mut self, budget: usize, instant: bool) {
-        let pending: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.spec.node.is_none() && p.spec.phase == Phase::Pending)
-            .map(|(k, _)| k.clone())
-            .collect();
+        let pending = self.census().pending;
         let n = self.nodes.len();
         for key in pending.into_iter().take(budget) {
             let Some(pod) = self.pods.get(&key) else { continue };
@@ -692,9 +706,10 @@ impl Sim {
         self.tick += 1;
         self.now += self.cfg.tick_ms;
         self.out.push(Delta::Clock(self.now));
-        self.advance_pods();
+        let census = self.census();
+        self.advance_pods(census.timed);
         if self.cfg.churn {
-            self.churn();
+            self.churn(&census.live);
         }
         self.schedule(64, false);
         self.advance_ops();
@@ -742,9 +757,32 @@ impl Sim {
         }
     }
 
-    fn advance_pods(&mut self) {
-        let keys: Vec<String> = self.pods.keys().cloned().collect();
-        for key in keys {
+    fn census(&self) -> Census {
+        let mut c = Census { live: vec![0; self.apps.len()], running: vec![0; self.apps.len()], ..Default::default() };
+        for (k, p) in &self.pods {
+            if let Some(&a) = self.app_of.get(&p.spec.app) {
+                if !p.spec.phase.finished() && p.terminating.is_none() {
+                    c.live[a] += 1;
+                }
+                if p.spec.phase == Phase::Running {
+                    c.running[a] += 1;
+                }
+            }
+            if p.terminating.is_some()
+                || p.starting.is_some()
+                || (p.ticks_left.is_some() && p.spec.phase == Phase::Running)
+            {
+                c.timed.push(k.clone());
+            }
+            if p.spec.node.is_none() && p.spec.phase == Phase::Pending {
+                c.pending.push(k.clone());
+            }
+        }
+        c
+    }
+
+    fn advance_pods(&mut self, timed: Vec<String>) {
+        for key in timed {
             let Some(p) = self.pods.get_mut(&key) else { continue };
             if let Some(t) = p.terminating.as_mut() {
                 if *t <= 1 {
@@ -781,20 +819,11 @@ impl Sim {
         }
     }
 
-    fn churn(&mut self) {
+    fn churn(&mut self, live: &[u32]) {
         // Jobs arrive to replace finished ones; controllers keep their replica counts.
         for a in 0..self.apps.len() {
             let app = &self.apps[a];
-            let live = self
-                .pods
-                .values()
-                .filter(|p| {
-                    p.spec.app == app.name
-                        && p.spec.namespace == app.namespace
-                        && !p.spec.phase.finished()
-                        && p.terminating.is_none()
-                })
-                .count() as u32;
+            let live = live.get(a).copied().unwrap_or(0);
             let want = app.replicas;
             if live < want {
                 let is_job = app.job_ticks.is_some();
@@ -828,6 +857,11 @@ impl Sim {
     pub(super) fn delete_pod(&mut self, key: &str) {
         self.release(key);
         if let Some(p) = self.pods.remove(key) {
+            if p.spec.owner == Owner::StatefulSet
+                && let Some(&a) = self.app_of.get(&p.spec.app)
+            {
+                self.sts_hint.insert(a, 0);
+            }
             self.out.push(Delta::PodRemove { namespace: p.spec.namespace, name: p.spec.name });
         }
     }
@@ -902,17 +936,10 @@ impl Sim {
 
     /// PDB status as the disruption controller computes it.
     fn update_pdbs(&mut self) -> Vec<usize> {
+        let running = self.census().running;
         let mut changed = Vec::new();
         for (i, pdb) in self.pdbs.iter_mut().enumerate() {
-            let healthy = self
-                .pods
-                .values()
-                .filter(|p| {
-                    p.spec.namespace == pdb.namespace
-                        && p.spec.app == pdb.selector_app
-                        && p.spec.phase == Phase::Running
-                })
-                .count() as i32;
+            let healthy = self.app_of.get(&pdb.selector_app).and_then(|a| running.get(*a)).copied().unwrap_or(0) as i32;
             let allowed = (healthy - pdb.desired_healthy).max(0);
             if healthy != pdb.current_healthy || allowed != pdb.disruptions_allowed {
                 pdb.current_healthy = healthy;
@@ -933,22 +960,21 @@ impl Sim {
         if !self.tick.is_multiple_of(5) {
             return;
         }
+        // One pass: usage per (tenant, resource) for every quota.
+        let mut usage: std::collections::HashMap<(usize, String), i64> = Default::default();
+        for p in self.pods.values().filter(|p| !p.spec.phase.finished()) {
+            let Some(t) = self.tenant_of_ns(&p.spec.namespace) else { continue };
+            let whole = p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>();
+            *usage.entry((t, "nvidia.com/gpu".to_string())).or_default() += whole;
+            for (r, c) in &p.spec.mig {
+                *usage.entry((t, r.clone())).or_default() += *c as i64;
+            }
+        }
         for qi in 0..self.quotas.len() {
             let q = &self.quotas[qi];
             let Some(t) = self.tenants.iter().position(|t| t.name == q.tenant) else { continue };
             let res = q.resource.trim_start_matches("requests.").to_string();
-            let used: i64 = self
-                .pods
-                .values()
-                .filter(|p| self.tenants[t].namespaces.contains(&p.spec.namespace) && !p.spec.phase.finished())
-                .map(|p| {
-                    if res == "nvidia.com/gpu" {
-                        p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>()
-                    } else {
-                        p.spec.mig.iter().filter(|(r, _)| *r == res).map(|(_, c)| *c as i64).sum()
-                    }
-                })
-                .sum();
+            let used = usage.get(&(t, res)).copied().unwrap_or(0);
             if used != q.used.value() {
                 let q = &mut self.quotas[qi];
                 q.used = Quantity::from_int(used, Format::DecimalSI);

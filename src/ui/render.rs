@@ -105,7 +105,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             theme.style(if t.nodes_ready < t.nodes { "status.notready" } else { "status.ready" }),
         ),
         Span::styled(
-            if t.pods_pending > 0 { format!("pods {} ({} pending)", t.pods, t.pods_pending) } else { format!("pods {}", t.pods) },
+            if t.pods_pending > 0 {
+                format!("pods {} ({} pending)", t.pods, t.pods_pending)
+            } else {
+                format!("pods {}", t.pods)
+            },
             theme.style("ui.text"),
         ),
     ];
@@ -202,7 +206,8 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
                 .alignment(Alignment::Right),
         );
     }
-    let table = Table::new(rows, widths).header(header).block(block).column_spacing(1).flex(ratatui::layout::Flex::Start);
+    let table =
+        Table::new(rows, widths).header(header).block(block).column_spacing(1).flex(ratatui::layout::Flex::Start);
     frame.render_widget(table, area);
 }
 

@@ -1,42 +1,1160 @@
-use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+//! View, flow and no-panic tests of the cockpit (ARCHITECTURE "Tests, in layers" 2 and 3).
+//!
+//! Views: `insta` snapshots of the rendered screen as text, on the simulator at seed 42
+//! and a fixed size. Flows: key sequences through `App::handle_key` (helix's
+//! `test_key_sequence` style), asserting on `app.ui`, on what reached the executor and on
+//! the screen. Fuzz: random keys and resizes must never panic.
 
-use crate::snapshot::{demo_app, render_app};
+use std::sync::{Arc, Mutex};
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
+use ratatui::buffer::Buffer;
+use ratatui::style::Color;
+
+use crate::model::{Fleet, OpState, Thresholds};
+use crate::ops::{Plan, PlanDetail};
+use crate::sim::Sim;
+use crate::snapshot::{demo_app, demo_fleet, render_app};
+use crate::ui::app::plan_node;
+use crate::ui::command::{Command, Mode, ViewKind};
 use crate::ui::export::to_text;
+use crate::ui::keymap::Keymap;
+use crate::ui::state::{Dialog, InputKind, Screen};
 use crate::ui::theme::Theme;
-use crate::ui::App;
+use crate::ui::views::tables;
+use crate::ui::{App, ExecRequest, Recorder, Ui};
 
-fn keys(app: &mut App, s: &str) {
-    let mut chars = s.chars().peekable();
+const SEED: u64 = 42;
+const W: u16 = 140;
+const H: u16 = 40;
+
+fn dark() -> Theme {
+    Theme::builtin("dark").expect("the dark theme is builtin")
+}
+
+/// Parses a key sequence: plain characters, and `<Esc>` `<Enter>` `<Tab>` `<BackTab>`
+/// `<Down>` `<Up>` `<Left>` `<Right>` `<BS>` `<Space>` `<C-c>` `<lt>` for the named keys.
+fn parse_keys(s: &str) -> Vec<KeyEvent> {
+    let mut out = Vec::new();
+    let mut chars = s.chars();
     while let Some(c) = chars.next() {
-        let ev = if c == '<' {
-            let mut name = String::new();
-            for c in chars.by_ref() {
-                if c == '>' { break; }
-                name.push(c);
-            }
-            match name.as_str() {
-                "Esc" => KeyEvent::from(KeyCode::Esc),
-                "Enter" => KeyEvent::from(KeyCode::Enter),
-                "Tab" => KeyEvent::from(KeyCode::Tab),
-                "Down" => KeyEvent::from(KeyCode::Down),
-                "Up" => KeyEvent::from(KeyCode::Up),
-                "BS" => KeyEvent::from(KeyCode::Backspace),
-                _ => panic!("{name}"),
-            }
-        } else {
-            let m = if c.is_ascii_uppercase() { KeyModifiers::SHIFT } else { KeyModifiers::NONE };
-            KeyEvent::new(KeyCode::Char(c), m)
+        if c != '<' {
+            let mods = if c.is_ascii_uppercase() { KeyModifiers::SHIFT } else { KeyModifiers::NONE };
+            out.push(KeyEvent::new(KeyCode::Char(c), mods));
+            continue;
+        }
+        let name: String = chars.by_ref().take_while(|c| *c != '>').collect();
+        let ev = match name.as_str() {
+            "Esc" => KeyEvent::from(KeyCode::Esc),
+            "Enter" => KeyEvent::from(KeyCode::Enter),
+            "Tab" => KeyEvent::from(KeyCode::Tab),
+            "BackTab" => KeyEvent::new(KeyCode::BackTab, KeyModifiers::SHIFT),
+            "Down" => KeyEvent::from(KeyCode::Down),
+            "Up" => KeyEvent::from(KeyCode::Up),
+            "Left" => KeyEvent::from(KeyCode::Left),
+            "Right" => KeyEvent::from(KeyCode::Right),
+            "BS" => KeyEvent::from(KeyCode::Backspace),
+            "Space" => KeyEvent::from(KeyCode::Char(' ')),
+            "C-c" => KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL),
+            "lt" => KeyEvent::from(KeyCode::Char('<')),
+            other => panic!("unknown key <{other}> in test key sequence {s:?}"),
         };
-        app.handle_key(ev);
+        out.push(ev);
+    }
+    out
+}
+
+/// Sends a key sequence (see `parse_keys`) to the app.
+fn send(app: &mut App, s: &str) {
+    for k in parse_keys(s) {
+        app.handle_key(k);
+    }
+}
+
+fn render(app: &mut App) -> Buffer {
+    render_app(app, W, H)
+}
+
+fn screen(app: &mut App) -> String {
+    to_text(&render(app))
+}
+
+/// A fresh demo app at 140×40.
+fn app_at(ticks: u32) -> App {
+    let (_, mut app) = demo_app(SEED, ticks, dark());
+    app.resize(W, H);
+    app
+}
+
+/// The screen after a key sequence, for snapshots.
+fn shot(keys: &str) -> String {
+    let mut app = app_at(20);
+    send(&mut app, keys);
+    screen(&mut app)
+}
+
+/// Column `col` of the current rows of view `v`, in display order.
+fn column(app: &App, v: ViewKind, col: usize) -> Vec<String> {
+    app.ui.rows(v).iter().map(|id| tables::cell(&app.fleet, v, *id, col).0).collect()
+}
+
+/// The first text line of a screen that contains `needle`, if any.
+fn line_with<'a>(screen: &'a str, needle: &str) -> Option<&'a str> {
+    screen.lines().find(|l| l.contains(needle))
+}
+
+/// The status line (second line from the bottom).
+fn status_line(screen: &str) -> String {
+    let lines: Vec<&str> = screen.lines().collect();
+    lines[lines.len() - 2].to_string()
+}
+
+fn message(app: &App) -> String {
+    app.ui.message.as_ref().map(|(_, m)| m.clone()).unwrap_or_default()
+}
+
+/// An app whose executor is a `Recorder` we can read, with the simulator behind it.
+struct Rig {
+    app: App,
+    sim: Sim,
+    reqs: Arc<Mutex<Vec<ExecRequest>>>,
+}
+
+impl Rig {
+    fn new(ticks: u32) -> Rig {
+        let (sim, fleet) = demo_fleet(SEED, 48, ticks, Thresholds::default());
+        Rig::with(sim, fleet)
+    }
+
+    fn with(sim: Sim, fleet: Fleet) -> Rig {
+        let reqs = Arc::new(Mutex::new(Vec::new()));
+        let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
+        let ui = Ui::new(format!("demo seed {SEED} (48 nodes)"));
+        let mut app = App::new(fleet, ui, dark(), keymap, Box::new(Recorder(reqs.clone())));
+        app.resize(W, H);
+        Rig { app, sim, reqs }
+    }
+
+    fn requests(&self) -> Vec<ExecRequest> {
+        self.reqs.lock().expect("recorder lock").clone()
+    }
+
+    fn executes(&self) -> Vec<(u64, Plan)> {
+        self.requests()
+            .into_iter()
+            .filter_map(|r| match r {
+                ExecRequest::Execute { id, plan } => Some((id, *plan)),
+                ExecRequest::Cancel { .. } => None,
+            })
+            .collect()
+    }
+
+    /// Hands every recorded request to the simulator, as the demo's feed does.
+    fn forward(&mut self) {
+        let reqs: Vec<ExecRequest> = std::mem::take(&mut *self.reqs.lock().expect("recorder lock"));
+        for r in reqs {
+            let deltas = match r {
+                ExecRequest::Execute { id, plan } => self.sim.execute(id, *plan),
+                ExecRequest::Cancel { id } => self.sim.cancel(id),
+            };
+            self.app.apply(deltas);
+        }
+    }
+
+    fn step(&mut self) {
+        let d = self.sim.step();
+        self.app.apply(d);
+    }
+
+    /// Steps the simulator until operation `id` has finished (bounded).
+    fn run_until_finished(&mut self, id: u64) -> OpState {
+        for _ in 0..400 {
+            self.step();
+            if let Some(o) = self.app.fleet.ops.iter().find(|o| o.id == id)
+                && o.state.finished()
+            {
+                return o.state.clone();
+            }
+        }
+        panic!("operation #{id} did not finish in 400 simulated seconds");
+    }
+}
+
+// ---------------------------------------------------------------- view snapshots
+
+#[test]
+fn snapshot_fleet() {
+    insta::assert_snapshot!("fleet", shot(""));
+}
+
+#[test]
+fn snapshot_gpus() {
+    insta::assert_snapshot!("gpus", shot(":gpus<Enter>"));
+}
+
+#[test]
+fn snapshot_tenants() {
+    insta::assert_snapshot!("tenants", shot(":tenants<Enter>"));
+}
+
+#[test]
+fn snapshot_quotas() {
+    insta::assert_snapshot!("quotas", shot(":quotas<Enter>"));
+}
+
+#[test]
+fn snapshot_pods() {
+    insta::assert_snapshot!("pods", shot(":pods<Enter>"));
+}
+
+#[test]
+fn snapshot_events() {
+    insta::assert_snapshot!("events", shot(":events<Enter>"));
+}
+
+#[test]
+fn snapshot_ops_after_a_cordon() {
+    let mut rig = Rig::new(20);
+    send(&mut rig.app, "/h100-0004<Enter>cy");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1, "one cordon sent");
+    let id = ex[0].0;
+    rig.forward();
+    assert_eq!(rig.run_until_finished(id), OpState::Succeeded);
+    send(&mut rig.app, "<Esc>:ops<Enter>");
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "Cordon node h100-0004").is_some_and(|l| l.contains("succeeded")), "{s}");
+    insta::assert_snapshot!("ops", s);
+}
+
+#[test]
+fn snapshot_node_topology() {
+    // Open a MIG node from the fleet view, then move onto its first GPU.
+    let s = shot("/h200-0005<Enter><Enter>j");
+    assert!(s.contains("Topology: node → GPU → MIG instance → pod"), "{s}");
+    insta::assert_snapshot!("node_topology", s);
+}
+
+#[test]
+fn snapshot_gpu_mig_map() {
+    let s = shot(":gpu h200-0005/0<Enter>");
+    assert!(s.contains("MIG slice map · h200-0005 gpu0 · H200-141GB"), "{s}");
+    insta::assert_snapshot!("gpu_mig_map", s);
+}
+
+#[test]
+fn snapshot_help_overlay() {
+    let s = shot("?");
+    assert!(s.contains("Help — keymap default"), "{s}");
+    insta::assert_snapshot!("help", s);
+}
+
+#[test]
+fn snapshot_drain_preview_blocked() {
+    let s = shot("/h100-0038<Enter>D");
+    assert!(s.contains("Preview: Drain node h100-0038"), "{s}");
+    insta::assert_snapshot!("drain_preview_blocked", s);
+}
+
+#[test]
+fn snapshot_drain_preview_forced() {
+    let s = shot("/h100-0038<Enter>Df");
+    assert!(s.contains("y confirm on h100-0038"), "{s}");
+    insta::assert_snapshot!("drain_preview_forced", s);
+}
+
+#[test]
+fn snapshot_quota_edit_error() {
+    let s = shot(":quotas<Enter>/llm-pretrain<Enter>e<BS><BS><BS>1.5<Enter>");
+    assert!(s.contains("Edit quota: llm-pretrain requests.nvidia.com/gpu"), "{s}");
+    assert!(s.contains("\"1.5\" is not a whole number"), "{s}");
+    insta::assert_snapshot!("quota_edit_error", s);
+}
+
+#[test]
+fn snapshot_reslice_does_not_fit() {
+    let s = shot("/h100-0000<Enter>m3g.40gb,3g.40gb,1g.10gb<Enter>");
+    assert!(s.contains("Reslice h100-0000 all GPUs (H100-80GB)"), "{s}");
+    insta::assert_snapshot!("reslice_does_not_fit", s);
+}
+
+#[test]
+fn snapshot_reslice_picker_on_a_mig_gpu() {
+    let s = shot(":gpu h200-0005/0<Enter>m<Down><Down><Down>");
+    assert!(s.contains("Reslice h200-0005 gpu0 (H200-141GB)"), "{s}");
+    insta::assert_snapshot!("reslice_picker", s);
+}
+
+#[test]
+fn snapshot_terminal_too_small() {
+    let mut app = app_at(20);
+    let s = to_text(&render_app(&mut app, 50, 10));
+    assert!(s.contains("terminal too small: 50×10"), "{s}");
+    assert!(s.contains("at least 60×15"), "{s}");
+    insta::assert_snapshot!("too_small", s);
+}
+
+#[test]
+fn no_color_renders_the_same_text_without_colour() {
+    let screens = [
+        "",
+        ":gpus<Enter>",
+        ":tenants<Enter>",
+        "/h200-0005<Enter><Enter>j",
+        ":gpu h200-0005/0<Enter>",
+        "/h100-0038<Enter>D",
+        "?",
+    ];
+    for keys in screens {
+        let (_, mut coloured) = demo_app(SEED, 20, dark());
+        let (_, mut plain) = demo_app(SEED, 20, Theme::no_color());
+        send(&mut coloured, keys);
+        send(&mut plain, keys);
+        let a = render(&mut coloured);
+        let b = render(&mut plain);
+        assert_eq!(to_text(&a), to_text(&b), "NO_COLOR changes the text of {keys:?}");
+        let coloured_cells = a.content.iter().filter(|c| c.fg != Color::Reset || c.bg != Color::Reset).count();
+        assert!(coloured_cells > 0, "the dark theme draws colours for {keys:?}");
+        let stray = b.content.iter().find(|c| c.fg != Color::Reset || c.bg != Color::Reset);
+        assert!(stray.is_none(), "NO_COLOR drew a colour for {keys:?}: {stray:?}");
     }
 }
 
 #[test]
-fn explore() {
-    let seq = std::env::var("SEQ").unwrap_or_default();
-    let (_, mut app) = demo_app(42, 20, Theme::builtin("dark").unwrap());
-    app.resize(140, 40);
-    keys(&mut app, &seq);
-    println!("{}", to_text(&render_app(&mut app, 140, 40)));
-    println!("{:?} {:?}", app.ui.stack, app.ui.message);
+fn snapshots_are_stable_across_fresh_apps() {
+    // The sim is deterministic and time is simulated: two apps, same keys, same screen.
+    for keys in ["", ":pods<Enter>", ":events<Enter>", ":gpu h200-0005/0<Enter>"] {
+        assert_eq!(shot(keys), shot(keys), "screen for {keys:?} differs between runs");
+    }
+}
+
+// ---------------------------------------------------------------- flows: navigation
+
+#[test]
+fn colon_opens_views_by_name_and_alias() {
+    let mut app = app_at(5);
+    send(&mut app, ":tenants<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Tenants));
+    assert!(app.ui.input.is_none());
+    let s = screen(&mut app);
+    assert!(s.contains(" Tenants [8/8]"), "{s}");
+    assert!(line_with(&s, "llm-pretrain").is_some(), "{s}");
+
+    send(&mut app, ":po<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Pods));
+    let s = screen(&mut app);
+    assert!(s.contains(" Pods ["), "{s}");
+    assert!(s.contains("NAMESPACE"), "{s}");
+
+    send(&mut app, ":no<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
+    assert!(screen(&mut app).contains(" Fleet [48/48]"));
+
+    // A view name with an argument opens it filtered.
+    send(&mut app, ":gpus h200-0005<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Gpus));
+    assert_eq!(app.ui.table(ViewKind::Gpus).filter, "h200-0005");
+    let nodes = column(&app, ViewKind::Gpus, 0);
+    assert!(!nodes.is_empty());
+    assert!(nodes.iter().all(|n| n == "h200-0005" || n.is_empty()), "{nodes:?}");
+
+    // The command line echoes while typing.
+    send(&mut app, ":ev");
+    assert_eq!(app.ui.input.as_ref().map(|i| i.kind.clone()), Some(InputKind::Command));
+    assert!(status_line(&screen(&mut app)).starts_with(":ev"));
+    send(&mut app, "<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Events));
+}
+
+#[test]
+fn unknown_command_names_it_and_changes_nothing() {
+    let mut app = app_at(5);
+    send(&mut app, "jj");
+    let before = (app.ui.stack.clone(), app.ui.table(ViewKind::Fleet));
+    send(&mut app, ":bogus<Enter>");
+    assert!(app.ui.input.is_none());
+    assert_eq!((app.ui.stack.clone(), app.ui.table(ViewKind::Fleet)), before);
+    let (sev, msg) = app.ui.message.clone().expect("an error message");
+    assert_eq!(sev, crate::model::Severity::Error);
+    assert!(msg.contains("unknown command \"bogus\""), "{msg}");
+    assert!(status_line(&screen(&mut app)).contains("unknown command \"bogus\""));
+
+    send(&mut app, ":node nope-0000<Enter>");
+    assert_eq!(app.ui.stack, before.0);
+    assert!(message(&app).contains("no node named \"nope-0000\""), "{}", message(&app));
+
+    send(&mut app, ":gpu h100-0000/9<Enter>");
+    assert_eq!(app.ui.stack, before.0);
+    assert!(message(&app).contains("no GPU \"h100-0000/9\""), "{}", message(&app));
+}
+
+#[test]
+fn esc_on_the_command_line_runs_nothing() {
+    let mut app = app_at(5);
+    send(&mut app, ":tenants<Esc>");
+    assert!(app.ui.input.is_none());
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
+    send(&mut app, ":q<Enter>");
+    assert!(app.ui.quit);
+}
+
+#[test]
+fn filter_narrows_live_esc_restores_and_bang_inverts() {
+    let mut app = app_at(5);
+    let all = app.ui.rows(ViewKind::Fleet).len();
+    assert_eq!(all, 48);
+
+    send(&mut app, "/h20");
+    assert_eq!(app.ui.input.as_ref().map(|i| i.kind.clone()), Some(InputKind::Filter));
+    let names = column(&app, ViewKind::Fleet, 0);
+    assert!(!names.is_empty() && names.len() < all, "{names:?}");
+    assert!(names.iter().all(|n| n.starts_with("h200-")), "{names:?}");
+    let h200 = names.len();
+    let s = screen(&mut app);
+    assert!(s.contains(&format!(" Fleet [{h200}/48] /h20 ")), "{s}");
+    assert!(status_line(&s).starts_with("/h20"), "{s}");
+
+    // Narrower while typing, wider again with backspace.
+    send(&mut app, "0-0005");
+    assert_eq!(column(&app, ViewKind::Fleet, 0), vec!["h200-0005".to_string()]);
+    send(&mut app, "<BS><BS><BS><BS><BS><BS>");
+    assert_eq!(app.ui.rows(ViewKind::Fleet).len(), h200);
+
+    // Esc while typing restores the filter from before (none).
+    send(&mut app, "<Esc>");
+    assert!(app.ui.input.is_none());
+    assert_eq!(app.ui.table(ViewKind::Fleet).filter, "");
+    assert_eq!(app.ui.rows(ViewKind::Fleet).len(), all);
+    assert!(screen(&mut app).contains(" Fleet [48/48]"));
+
+    // `!` inverts: no h200 node remains.
+    send(&mut app, "/!h200<Enter>");
+    let names = column(&app, ViewKind::Fleet, 0);
+    assert_eq!(names.len(), all - h200);
+    assert!(names.iter().all(|n| !n.starts_with("h200-")), "{names:?}");
+    assert!(message(&app).contains(&format!("{} rows", all - h200)), "{}", message(&app));
+
+    // A committed filter survives a second `/` cancelled with Esc, and Esc in the view
+    // clears it.
+    send(&mut app, "/xyz<Esc>");
+    assert_eq!(app.ui.table(ViewKind::Fleet).filter, "!h200");
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.table(ViewKind::Fleet).filter, "");
+    assert_eq!(app.ui.rows(ViewKind::Fleet).len(), all);
+
+    // Nothing matches: the view says so.
+    send(&mut app, "/zzzz-nothing<Enter>");
+    assert!(app.ui.rows(ViewKind::Fleet).is_empty());
+    assert!(screen(&mut app).contains("no rows match /zzzz-nothing — Esc clears the filter"));
+}
+
+fn sorted_nums(v: &[String]) -> Vec<i64> {
+    v.iter().map(|s| s.trim().trim_end_matches('%').parse::<i64>().expect("a number")).collect()
+}
+
+#[test]
+fn sort_keys_change_row_order_by_the_column() {
+    let mut app = app_at(5);
+    // Default: by NAME, ascending.
+    let names = column(&app, ViewKind::Fleet, 0);
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted);
+    let s = screen(&mut app);
+    assert!(s.contains("NAME↑"), "{s}");
+    assert!(line_with(&s, "│a100-0003").is_some(), "first row is the first name: {s}");
+
+    // r reverses.
+    send(&mut app, "r");
+    let rev = column(&app, ViewKind::Fleet, 0);
+    let mut expect = sorted.clone();
+    expect.reverse();
+    assert_eq!(rev, expect);
+    let s = screen(&mut app);
+    assert!(s.contains("NAME↓"), "{s}");
+    assert_eq!(message(&app), "sorted by NAME descending");
+    // The selection stays on a100-0003, now the last row; g goes to the new first row.
+    assert_eq!(app.ui.table(ViewKind::Fleet).selected, 47);
+    send(&mut app, "g");
+    let s = screen(&mut app);
+    let first_row = s.lines().nth(4).expect("a first data row");
+    assert!(first_row.starts_with(&format!("│{}", expect[0])), "{first_row}");
+    send(&mut app, "r");
+
+    // s moves to the next column: STATUS, then on to PODS (column 10), numerically.
+    send(&mut app, "s");
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 1);
+    assert_eq!(message(&app), "sorted by STATUS ascending");
+    let status = column(&app, ViewKind::Fleet, 1);
+    let mut st = status.clone();
+    st.sort_by_key(|s| s.to_lowercase());
+    assert_eq!(status, st);
+    send(&mut app, "sssssssss");
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 10);
+    assert_eq!(message(&app), "sorted by PODS ascending");
+    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 10));
+    assert!(pods.windows(2).all(|w| w[0] <= w[1]), "{pods:?}");
+    assert!(pods.first() < pods.last(), "the demo has nodes with different pod counts");
+    send(&mut app, "r");
+    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 10));
+    assert!(pods.windows(2).all(|w| w[0] >= w[1]), "{pods:?}");
+    let s = screen(&mut app);
+    let header = s.lines().nth(3).expect("the header row");
+    assert!(header.contains("↓") && !header.contains("NAME↓"), "{header}");
+    // S goes back one column.
+    send(&mut app, "S");
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 9);
+
+    // The selection stays on the same node when the order changes.
+    send(&mut app, "<Esc>gjjj");
+    let picked = app.ui.selected_id(ViewKind::Fleet);
+    send(&mut app, "r");
+    assert_eq!(app.ui.selected_id(ViewKind::Fleet), picked);
+}
+
+#[test]
+#[ignore = "bug: render_table appends the sort mark to the column name without room for it, so right-aligned 4-wide columns lose their first letter (PODS↓ shows as ODS↓)"]
+fn sort_mark_does_not_clip_the_column_name() {
+    let mut app = app_at(5);
+    let mut clipped = Vec::new();
+    for v in ViewKind::ALL {
+        app.open_view(v);
+        for (i, c) in tables::columns(v).iter().enumerate() {
+            app.ui.table_mut(v).sort_col = i;
+            app.prepare();
+            let s = screen(&mut app);
+            let header = s.lines().nth(3).unwrap_or("");
+            if !header.contains(&format!("{}↑", c.name)) {
+                clipped.push(format!("{}:{}", v.name(), c.name));
+            }
+        }
+    }
+    assert!(clipped.is_empty(), "sorted column names clipped at 140 columns: {clipped:?}");
+}
+
+#[test]
+fn tab_cycles_the_views_and_backtab_goes_back() {
+    let mut app = app_at(5);
+    let mut seen = Vec::new();
+    for _ in 0..ViewKind::ALL.len() {
+        send(&mut app, "<Tab>");
+        let Screen::Table(v) = app.ui.screen() else { panic!("tab left the table views") };
+        seen.push(v);
+    }
+    let mut expect: Vec<ViewKind> = ViewKind::ALL[1..].to_vec();
+    expect.push(ViewKind::Fleet);
+    assert_eq!(seen, expect);
+    send(&mut app, "<BackTab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Ops));
+    assert!(screen(&mut app).contains(" Operations [0/0]"));
+    // Number keys jump.
+    send(&mut app, "3");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Tenants));
+}
+
+#[test]
+fn node_screen_opens_from_the_fleet_and_esc_goes_back() {
+    let mut app = app_at(5);
+    send(&mut app, "jjjjj");
+    let id = app.ui.selected_id(ViewKind::Fleet).expect("a selected node");
+    let name = column(&app, ViewKind::Fleet, 0)[5].clone();
+    send(&mut app, "<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+    let s = screen(&mut app);
+    assert!(s.contains("Topology: node → GPU → MIG instance → pod"), "{s}");
+    assert!(s.contains(&format!("▶ ▼ {name} · ")), "{s}");
+    // Down then Enter on a GPU row opens the GPU screen; Esc twice returns to the fleet.
+    send(&mut app, "j<Enter>");
+    assert!(matches!(app.ui.screen(), Screen::Gpu(_)));
+    assert!(screen(&mut app).contains(&format!("MIG slice map · {name} gpu0")));
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
+    assert_eq!(app.ui.selected_id(ViewKind::Fleet), Some(id), "the selection is kept");
+    assert!(screen(&mut app).contains(" Fleet [48/48]"));
+
+    // `/` on the node screen explains itself.
+    send(&mut app, "<Enter>/");
+    assert!(app.ui.input.is_none());
+    assert!(message(&app).contains("filters work in the table views"), "{}", message(&app));
+
+    // A node opened by name: Esc goes to the fleet too.
+    send(&mut app, "<Esc>:node h100-0002<Enter>");
+    assert_eq!(app.ui.stack.len(), 2);
+    assert!(screen(&mut app).contains("h100-0002"));
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
+}
+
+#[test]
+fn node_tree_collapses_and_expands() {
+    let mut app = app_at(5);
+    send(&mut app, ":node h200-0005<Enter>j");
+    let Screen::Node(n) = app.ui.screen() else { panic!("not on the node screen") };
+    let rows = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len();
+    send(&mut app, "h");
+    let closed = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len();
+    assert!(closed < rows, "collapsing gpu0 hides its instances ({closed} vs {rows})");
+    assert!(screen(&mut app).contains("▶ gpu0"));
+    send(&mut app, "<Space>");
+    assert_eq!(crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len(), rows);
+}
+
+#[test]
+fn help_opens_and_closes() {
+    let mut app = app_at(5);
+    send(&mut app, "?");
+    assert!(app.ui.help);
+    let s = screen(&mut app);
+    assert!(s.contains("Help — keymap default (Esc closes)"), "{s}");
+    assert!(line_with(&s, "drain").is_some_and(|l| l.contains("D ")), "{s}");
+    // Keys in help scroll it rather than acting on the view.
+    send(&mut app, "jjj");
+    assert_eq!(app.ui.help_scroll, 3);
+    assert_eq!(app.ui.table(ViewKind::Fleet).selected, 0);
+    send(&mut app, "?");
+    assert!(!app.ui.help);
+    assert!(!screen(&mut app).contains("Help — keymap"));
+    send(&mut app, "?<Esc>");
+    assert!(!app.ui.help);
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
+    send(&mut app, ":help<Enter>");
+    assert!(app.ui.help);
+}
+
+#[test]
+fn unbound_key_shows_a_hint() {
+    let mut app = app_at(5);
+    send(&mut app, "x");
+    let (sev, msg) = app.ui.message.clone().expect("a hint");
+    assert_eq!(sev, crate::model::Severity::Warning);
+    assert_eq!(msg, "'x' is not bound in the default keymap; press ? for the keys");
+    assert!(status_line(&screen(&mut app)).contains("'x' is not bound"));
+    // The next bound key clears it.
+    send(&mut app, "j");
+    assert!(app.ui.message.is_none());
+}
+
+#[test]
+fn mouse_click_selects_a_row_and_a_second_click_opens_it() {
+    let mut app = app_at(5);
+    let click = |column: u16, row: u16| MouseEvent {
+        kind: MouseEventKind::Down(MouseButton::Left),
+        column,
+        row,
+        modifiers: KeyModifiers::NONE,
+    };
+    // Rows start under the tabs, the table border and the header: screen row 4 is row 0.
+    app.handle_mouse(click(5, 7));
+    assert_eq!(app.ui.table(ViewKind::Fleet).selected, 3);
+    let name = column(&app, ViewKind::Fleet, 0)[3].clone();
+    assert!(screen(&mut app).lines().nth(7).is_some_and(|l| l.starts_with(&format!("│{name}"))));
+    // A click outside the rows (the header row) changes nothing.
+    app.handle_mouse(click(5, 3));
+    assert_eq!(app.ui.table(ViewKind::Fleet).selected, 3);
+    let id = app.ui.selected_id(ViewKind::Fleet).expect("a node");
+    app.handle_mouse(click(5, 7));
+    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+
+    // A click on a tab opens that view.
+    let s = screen(&mut app);
+    let tabs = s.lines().nth(1).expect("the tab line");
+    let col = tabs.find("3 Tenants").map(|b| tabs[..b].chars().count()).expect("the Tenants tab") as u16;
+    app.handle_mouse(click(col + 2, 1));
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Tenants));
+
+    // Scrolling moves the selection.
+    app.handle_mouse(MouseEvent {
+        kind: MouseEventKind::ScrollDown,
+        column: 5,
+        row: 10,
+        modifiers: KeyModifiers::NONE,
+    });
+    assert_eq!(app.ui.table(ViewKind::Tenants).selected, 1);
+}
+
+/// Which cells of screen row `y` (inside the table borders) are drawn with the selection.
+fn selection_cells(app: &mut App, y: u16) -> (usize, usize) {
+    let buf = render(app);
+    let sel = app.theme.style("ui.selection");
+    let cells: Vec<bool> = (1..W - 1)
+        .map(|x| {
+            let c = &buf[(x, y)];
+            match sel.bg {
+                Some(bg) => c.bg == bg,
+                None => c.modifier.contains(ratatui::style::Modifier::REVERSED),
+            }
+        })
+        .collect();
+    (cells.iter().filter(|b| **b).count(), cells.len())
+}
+
+#[test]
+fn selected_row_is_highlighted_with_no_color() {
+    let (_, mut app) = demo_app(SEED, 5, Theme::no_color());
+    send(&mut app, "jjj");
+    let (hit, all) = selection_cells(&mut app, 7);
+    assert_eq!(hit, all, "the whole selected row is reversed");
+    let (above, _) = selection_cells(&mut app, 6);
+    assert!(above < all / 2, "the row above is not selected ({above} of {all} reversed)");
+}
+
+#[test]
+#[ignore = "bug: render_table styles each cell's span with its token, which inherits ui.text's bg, so the dark theme's selection colour shows only in the gaps between columns"]
+fn selected_row_text_is_drawn_with_the_selection_colour() {
+    let mut app = app_at(5);
+    send(&mut app, "jjj");
+    let (hit, all) = selection_cells(&mut app, 7);
+    assert_eq!(hit, all, "only {hit} of {all} cells of the selected row have the selection colour");
+    assert_eq!(selection_cells(&mut app, 6).0, 0, "the row above is not selected");
+}
+
+// ---------------------------------------------------------------- flows: operations
+
+#[test]
+fn drain_with_unmanaged_pods_is_blocked_until_forced() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, "/h100-0038<Enter>");
+    assert_eq!(column(&rig.app, ViewKind::Fleet, 0), vec!["h100-0038".to_string()]);
+    send(&mut rig.app, "D");
+    let Some(Dialog::Preview { plan, .. }) = &rig.app.ui.dialog else { panic!("no drain preview") };
+    assert_eq!(plan.title, "Drain node h100-0038");
+    assert!(!plan.can_execute());
+    assert!(plan.blockers.iter().any(|b| b.contains("vc-research/jupyter-")), "{:?}", plan.blockers);
+    let s = screen(&mut rig.app);
+    assert!(s.contains("Blocked — this cannot run as planned:"), "{s}");
+    assert!(s.contains("emptyDir"), "{s}");
+    assert!(s.contains("cannot confirm while blocked · f force · n cancel"), "{s}");
+
+    // y does not execute a blocked plan: it says why, in the dialog.
+    send(&mut rig.app, "y");
+    assert!(rig.requests().is_empty(), "a blocked drain reached the executor");
+    assert!(matches!(rig.app.ui.dialog, Some(Dialog::Preview { .. })), "the preview stays open");
+    assert!(screen(&mut rig.app).contains("this plan is blocked; resolve the blockers above (or cancel)"));
+
+    // f re-plans with force: confirmable, and the prompt names the node.
+    send(&mut rig.app, "f");
+    let Some(Dialog::Preview { plan, error, .. }) = &rig.app.ui.dialog else { panic!("the preview closed") };
+    assert!(plan.can_execute(), "{:?}", plan.blockers);
+    assert!(error.is_none());
+    assert!(matches!(&plan.detail, PlanDetail::Drain(d) if d.force));
+    let s = screen(&mut rig.app);
+    assert!(s.contains("Drain node h100-0038? y confirm on h100-0038 · n cancel"), "{s}");
+    assert!(s.contains("DELETE vc-research/jupyter-"), "{s}");
+    assert!(rig.requests().is_empty());
+
+    // f again turns force off: blocked again.
+    send(&mut rig.app, "ff");
+    send(&mut rig.app, "y");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1, "exactly one Execute: {:?}", rig.requests());
+    assert_eq!(rig.requests().len(), 1);
+    let (id, plan) = &ex[0];
+    assert_eq!(*id, 1);
+    assert_eq!(plan_node(plan), Some("h100-0038"));
+    assert_eq!(plan.target, "h100-0038");
+    assert!(matches!(&plan.detail, PlanDetail::Drain(d) if d.force && d.node == "h100-0038"));
+    assert!(rig.app.ui.dialog.is_none());
+    assert_eq!(rig.app.ui.my_ops, vec![1]);
+    assert!(message(&rig.app).starts_with("started: Drain node h100-0038"), "{}", message(&rig.app));
+}
+
+#[test]
+fn drain_preview_n_and_esc_cancel_and_send_nothing() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, "/h100-0000<Enter>D");
+    let Some(Dialog::Preview { plan, .. }) = &rig.app.ui.dialog else { panic!("no drain preview") };
+    assert!(plan.can_execute(), "h100-0000 runs only managed pods: {:?}", plan.blockers);
+    assert!(screen(&mut rig.app).contains("Drain node h100-0000? y confirm on h100-0000"));
+    send(&mut rig.app, "n");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(rig.app.ui.pending.is_none());
+    assert_eq!(message(&rig.app), "cancelled: nothing was changed");
+    assert!(status_line(&screen(&mut rig.app)).contains("cancelled: nothing was changed"));
+    send(&mut rig.app, "D<Esc>");
+    assert!(rig.app.ui.dialog.is_none());
+    // The dialog swallows normal keys: `q` cancels the preview, it does not quit.
+    send(&mut rig.app, "Dq");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(!rig.app.ui.quit);
+    assert!(rig.requests().is_empty(), "{:?}", rig.requests());
+    assert!(!rig.app.fleet.node(rig.app.fleet.node_by_name("h100-0000").unwrap()).unwrap().cordoned);
+}
+
+#[test]
+fn forced_drain_runs_to_the_end_through_the_simulator() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, "/h100-0038<Enter>Dfy");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1);
+    let id = ex[0].0;
+    rig.forward();
+    rig.step();
+    rig.step();
+    // Any bound key clears the "started" message; the status line then shows progress.
+    send(&mut rig.app, "7");
+    let s = screen(&mut rig.app);
+    let status = status_line(&s);
+    assert!(status.starts_with("Drain node h100-0038 [running "), "{status}");
+    let row = line_with(&s, "Drain node h100-0038").expect("an ops row");
+    assert!(row.contains("running"), "{row}");
+
+    assert_eq!(rig.run_until_finished(id), OpState::Succeeded);
+    let s = screen(&mut rig.app);
+    let row = line_with(&s, "Drain node h100-0038").expect("an ops row");
+    assert!(row.contains("succeeded"), "{row}");
+    assert!(!status_line(&s).contains("[running"), "{s}");
+    let n = rig.app.fleet.node_by_name("h100-0038").unwrap();
+    assert!(rig.app.fleet.node(n).unwrap().cordoned);
+    assert_eq!(
+        rig.app
+            .fleet
+            .pods_on_node(n)
+            .iter()
+            .filter(|p| rig.app.fleet.pod(**p).is_some_and(|p| p.requests_devices()))
+            .count(),
+        0
+    );
+
+    send(&mut rig.app, ":events<Enter>");
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "OperationSucceeded").is_some_and(|l| l.contains("h100-0038")), "{s}");
+    assert!(line_with(&s, "OperationStarted").is_some_and(|l| l.contains("h100-0038")), "{s}");
+    send(&mut rig.app, ":fleet h100-0038<Enter>");
+    assert!(line_with(&screen(&mut rig.app), "│h100-0038").is_some_and(|l| l.contains("Ready,Cordoned")));
+}
+
+/// Starts a forced drain of h100-0038, runs it a step, and opens the ops view on it.
+fn running_drain() -> Rig {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, "/h100-0038<Enter>Dfy");
+    rig.forward();
+    rig.step();
+    send(&mut rig.app, ":ops<Enter>");
+    assert_eq!(rig.app.ui.rows(ViewKind::Ops).len(), 1);
+    rig
+}
+
+fn assert_cancelled(mut rig: Rig) {
+    let reqs = rig.requests();
+    assert!(matches!(reqs.as_slice(), [ExecRequest::Cancel { id: 1 }]), "{reqs:?}");
+    assert_eq!(message(&rig.app), "cancelling operation #1; what was done stays done");
+    rig.forward();
+    rig.step();
+    let o = rig.app.fleet.ops.iter().find(|o| o.id == 1).expect("op #1");
+    assert_eq!(o.state, OpState::Cancelled);
+    assert!(line_with(&screen(&mut rig.app), "Drain node h100-0038").is_some_and(|l| l.contains("cancelled")));
+    // Cancelling a finished op says so and sends nothing.
+    rig.app.dispatch(Command::Cancel);
+    assert!(rig.requests().is_empty());
+    assert_eq!(message(&rig.app), "operation #1 has already finished");
+}
+
+#[test]
+fn cancel_command_in_the_ops_view_cancels_the_selected_op() {
+    let mut rig = running_drain();
+    rig.app.dispatch(Command::Cancel);
+    assert_cancelled(rig);
+}
+
+#[test]
+#[ignore = "bug: no key runs `cancel` in normal mode (keymaps/default.toml binds it only in [dialog]), so a running op cannot be cancelled from the keyboard"]
+fn a_key_in_the_ops_view_cancels_the_selected_op() {
+    let mut rig = running_drain();
+    let keys = rig.app.keymap.keys_for(Mode::Normal, Command::Cancel).to_vec();
+    assert!(!keys.is_empty(), "the default keymap binds no key to `cancel` in normal mode");
+    rig.app.handle_key(KeyEvent::new(keys[0].code, keys[0].mods));
+    assert_cancelled(rig);
+}
+
+fn quota_hard(f: &Fleet, tenant: &str, resource: &str) -> String {
+    f.quota_ids()
+        .filter_map(|i| f.quotas.get(i).and_then(Option::as_ref))
+        .find(|q| f.tenant(q.tenant).is_some_and(|t| f.s(t.name) == tenant) && f.s(q.resource) == resource)
+        .map(|q| q.hard.to_string())
+        .expect("the quota exists")
+}
+
+#[test]
+fn quota_edit_rejects_bad_input_in_place_then_previews_and_confirms() {
+    let mut rig = Rig::new(5);
+    const RES: &str = "requests.nvidia.com/gpu";
+    let before = quota_hard(&rig.app.fleet, "llm-pretrain", RES);
+    send(&mut rig.app, ":quotas<Enter>/llm-pretrain<Enter>e");
+    let Some(Dialog::Edit { text, .. }) = &rig.app.ui.dialog else { panic!("no edit dialog") };
+    assert_eq!(*text, before, "the dialog starts at the current value");
+    let s = screen(&mut rig.app);
+    assert!(s.contains("Edit quota: llm-pretrain requests.nvidia.com/gpu"), "{s}");
+    assert!(s.contains(&format!("> {before}█")), "{s}");
+
+    let clear = "<BS>".repeat(before.len() + 2);
+    for (bad, why) in
+        [("abc", "\"abc\" is not a quantity"), ("-1", "\"-1\" is negative"), ("1.5", "\"1.5\" is not a whole number")]
+    {
+        send(&mut rig.app, &format!("{clear}{bad}<Enter>"));
+        let Some(Dialog::Edit { error, text, .. }) = &rig.app.ui.dialog else {
+            panic!("the edit dialog closed on {bad:?}")
+        };
+        assert_eq!(text, bad);
+        let e = error.clone().unwrap_or_else(|| panic!("no error for {bad:?}"));
+        assert!(e.contains(why), "{bad:?}: {e}");
+        assert!(screen(&mut rig.app).contains(&format!("✗ {why}")), "{bad:?} not shown");
+        assert_eq!(quota_hard(&rig.app.fleet, "llm-pretrain", RES), before);
+        assert!(rig.requests().is_empty());
+    }
+    // Typing clears the error.
+    send(&mut rig.app, &format!("{clear}1"));
+    assert!(matches!(&rig.app.ui.dialog, Some(Dialog::Edit { error: None, .. })));
+
+    send(&mut rig.app, "30<Enter>");
+    let Some(Dialog::Preview { plan, .. }) = &rig.app.ui.dialog else { panic!("no preview for 130") };
+    assert!(plan.can_execute());
+    let s = screen(&mut rig.app);
+    assert!(
+        s.contains(&format!("ResourceQuota llm-pretrain/gpu-quota: requests.nvidia.com/gpu {before} → 130")),
+        "{s}"
+    );
+    assert!(rig.requests().is_empty(), "a preview sends nothing");
+    send(&mut rig.app, "y");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1);
+    assert_eq!(rig.requests().len(), 1);
+    let PlanDetail::Quota(q) = &ex[0].1.detail else { panic!("not a quota plan: {:?}", ex[0].1.detail) };
+    assert_eq!(q.tenant, "llm-pretrain");
+    assert_eq!(q.key.resource, RES);
+    assert_eq!(q.new.to_string(), "130");
+    assert_eq!(q.old.to_string(), before);
+    // Nothing changes until the executor reports back.
+    assert_eq!(quota_hard(&rig.app.fleet, "llm-pretrain", RES), before);
+
+    let id = ex[0].0;
+    rig.forward();
+    assert_eq!(rig.run_until_finished(id), OpState::Succeeded);
+    assert_eq!(quota_hard(&rig.app.fleet, "llm-pretrain", RES), "130");
+    send(&mut rig.app, "<Esc>");
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "│llm-pretrain").is_some_and(|l| l.contains(" 130 ")), "{s}");
+}
+
+#[test]
+fn quota_edit_esc_cancels() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, ":quotas<Enter>e<BS>7<Esc>");
+    assert!(rig.app.ui.dialog.is_none());
+    assert_eq!(message(&rig.app), "cancelled: nothing was changed");
+    assert!(rig.requests().is_empty());
+    // e on the tenants view edits that tenant's GPU quota.
+    send(&mut rig.app, ":tenants<Enter>/llm-pretrain<Enter>e");
+    assert!(screen(&mut rig.app).contains("Edit quota: llm-pretrain requests.nvidia.com/gpu"));
+    // e elsewhere explains where it works.
+    send(&mut rig.app, "<Esc>:events<Enter>e");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(message(&rig.app).contains("select a quota"), "{}", message(&rig.app));
+}
+
+#[test]
+fn reslice_that_does_not_fit_shows_the_planners_reason() {
+    let mut rig = Rig::new(5);
+    // H100-80GB and A100-80GB have 8 memory slices: 3g+3g+1g needs 9.
+    for node in ["h100-0000", "a100-0003"] {
+        send(&mut rig.app, &format!("<Esc><Esc>/{node}<Enter>m"));
+        let Some(Dialog::Edit { .. }) = &rig.app.ui.dialog else { panic!("no reslice dialog on {node}") };
+        send(&mut rig.app, "3g.40gb,3g.40gb,1g.10gb<Enter>");
+        let Some(Dialog::Edit { error, .. }) = &rig.app.ui.dialog else { panic!("the dialog closed on {node}") };
+        let e = error.clone().expect("a planner error");
+        assert!(e.contains("no non-overlapping placement for 3g.40gb, 3g.40gb, 1g.10gb"), "{node}: {e}");
+        assert!(e.contains("it fits without one 1g.10gb"), "{node}: {e}");
+        let s = screen(&mut rig.app);
+        assert!(s.contains("✗ no non-overlapping placement"), "{s}");
+        assert!(rig.requests().is_empty());
+        send(&mut rig.app, "<Esc>");
+    }
+    // A layout that fits gives a preview.
+    send(&mut rig.app, "<Esc>/h100-0004<Enter>m3g.40gb,2g.20gb,1g.10gb,1g.10gb<Enter>");
+    let Some(Dialog::Preview { plan, .. }) = &rig.app.ui.dialog else { panic!("no reslice preview") };
+    assert_eq!(plan_node(plan), Some("h100-0004"));
+    assert!(screen(&mut rig.app).contains("Preview: "));
+    send(&mut rig.app, "n");
+    assert!(rig.requests().is_empty());
+}
+
+#[test]
+fn reslice_picker_cycles_the_named_layouts() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, ":gpu h200-0005/0<Enter>m");
+    let Some(Dialog::Edit { choices, .. }) = &rig.app.ui.dialog else { panic!("no reslice dialog") };
+    let choices = choices.clone();
+    assert!(choices.len() > 2);
+    send(&mut rig.app, "<Down><Down>");
+    let Some(Dialog::Edit { text, selected, .. }) = &rig.app.ui.dialog else { panic!() };
+    assert_eq!((text.clone(), *selected), (choices[1].clone(), Some(1)));
+    send(&mut rig.app, "<Up><Up>");
+    let Some(Dialog::Edit { text, .. }) = &rig.app.ui.dialog else { panic!() };
+    assert_eq!(*text, choices[choices.len() - 1]);
+    send(&mut rig.app, "<Esc>");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(rig.requests().is_empty());
+}
+
+#[test]
+fn readonly_refuses_operations_and_sends_nothing() {
+    let mut rig = Rig::new(5);
+    rig.app.ui.readonly = true;
+    send(&mut rig.app, "/h100-0000<Enter>");
+    let s = screen(&mut rig.app);
+    assert!(s.lines().next().unwrap().contains("[read-only]"), "{s}");
+    assert!(s.contains("D drain (read-only)"), "{s}");
+    for (k, name) in [("D", "drain"), ("c", "cordon"), ("u", "uncordon"), ("m", "reslice")] {
+        send(&mut rig.app, k);
+        assert!(rig.app.ui.dialog.is_none(), "{k} opened a dialog in read-only mode");
+        let (sev, msg) = rig.app.ui.message.clone().expect("a refusal");
+        assert_eq!(sev, crate::model::Severity::Error);
+        assert_eq!(msg, format!("read-only mode (--readonly): {name} is disabled"));
+        assert!(status_line(&screen(&mut rig.app)).contains("read-only mode"));
+    }
+    send(&mut rig.app, ":quotas<Enter>e");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(message(&rig.app).contains("edit quota is disabled"), "{}", message(&rig.app));
+    assert!(rig.requests().is_empty());
+
+    // A preview opened before read-only was switched on still cannot be confirmed.
+    rig.app.ui.readonly = false;
+    send(&mut rig.app, ":fleet h100-0000<Enter>c");
+    rig.app.ui.readonly = true;
+    send(&mut rig.app, "y");
+    assert!(rig.requests().is_empty());
+    assert!(screen(&mut rig.app).contains("read-only mode (--readonly): nothing is sent to the cluster"));
+}
+
+#[test]
+fn ops_need_a_target() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, ":events<Enter>D");
+    assert!(rig.app.ui.dialog.is_none());
+    assert_eq!(message(&rig.app), "select a node (or a GPU) first to drain");
+    send(&mut rig.app, ":fleet<Enter>/zzzz<Enter>D");
+    assert!(rig.app.ui.dialog.is_none());
+    assert!(rig.requests().is_empty());
+}
+
+#[test]
+fn resize_keeps_the_selection_visible() {
+    let mut app = app_at(5);
+    send(&mut app, "G");
+    assert_eq!(app.ui.table(ViewKind::Fleet).selected, 47);
+    let last = column(&app, ViewKind::Fleet, 0)[47].clone();
+    for (w, h) in [(80, 20), (60, 15), (200, 60), (140, 40)] {
+        let s = to_text(&render_app(&mut app, w, h));
+        let t = app.ui.table(ViewKind::Fleet);
+        let visible =
+            crate::ui::render::table_height(crate::ui::render::areas(ratatui::layout::Rect::new(0, 0, w, h)).body);
+        assert!(t.offset <= 47 && 47 < t.offset + visible, "{w}×{h}: offset {} hides row 47", t.offset);
+        if visible < 48 {
+            assert!(s.contains("-48 of 48 "), "{w}×{h}: the last row is not shown\n{s}");
+        }
+        if w >= 80 {
+            assert!(s.contains(&last), "{w}×{h}: the selected last node is off screen\n{s}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------- fuzz: never panic
+
+mod fuzz {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Action {
+        Key(KeyEvent),
+        Resize(u16, u16),
+        Click(u16, u16),
+        Scroll(bool),
+        Tick,
+    }
+
+    fn key() -> impl Strategy<Value = KeyEvent> {
+        prop_oneof![
+            4 => prop::sample::select(":/?!jkhlgGsSrcuDmefynq1234567 -.,0123456789abcdefghx".chars().collect::<Vec<_>>())
+                .prop_map(|c| KeyEvent::new(
+                    KeyCode::Char(c),
+                    if c.is_ascii_uppercase() { KeyModifiers::SHIFT } else { KeyModifiers::NONE }
+                )),
+            1 => any::<char>().prop_map(|c| KeyEvent::from(KeyCode::Char(c))),
+            2 => prop::sample::select(vec![
+                KeyCode::Enter,
+                KeyCode::Esc,
+                KeyCode::Tab,
+                KeyCode::BackTab,
+                KeyCode::Up,
+                KeyCode::Down,
+                KeyCode::Left,
+                KeyCode::Right,
+                KeyCode::Backspace,
+                KeyCode::PageUp,
+                KeyCode::PageDown,
+                KeyCode::Home,
+                KeyCode::End,
+            ])
+            .prop_map(KeyEvent::from),
+            1 => Just(KeyEvent::new(KeyCode::Char('d'), KeyModifiers::CONTROL)),
+        ]
+    }
+
+    fn action() -> impl Strategy<Value = Action> {
+        prop_oneof![
+            12 => key().prop_map(Action::Key),
+            1 => prop_oneof![
+                Just((1u16, 1u16)),
+                Just((2, 2)),
+                Just((0, 0)),
+                Just((59, 14)),
+                Just((60, 15)),
+                (0u16..=220, 0u16..=70),
+            ]
+            .prop_map(|(w, h)| Action::Resize(w, h)),
+            1 => (0u16..=220, 0u16..=70).prop_map(|(x, y)| Action::Click(x, y)),
+            1 => any::<bool>().prop_map(Action::Scroll),
+            1 => Just(Action::Tick),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+        #[test]
+        fn random_keys_and_resizes_never_panic(
+            start in prop::sample::select(vec!["", ":gpus<Enter>", ":node h200-0005<Enter>", ":gpu h200-0005/0<Enter>", ":quotas<Enter>", "/h100-0038<Enter>D"]),
+            actions in prop::collection::vec(action(), 1..40),
+        ) {
+            let mut rig = Rig::new(2);
+            send(&mut rig.app, start);
+            let (mut w, mut h) = (W, H);
+            for a in actions {
+                match a {
+                    Action::Key(k) => rig.app.handle_key(k),
+                    Action::Resize(nw, nh) => (w, h) = (nw, nh),
+                    Action::Click(x, y) => rig.app.handle_mouse(MouseEvent {
+                        kind: MouseEventKind::Down(MouseButton::Left),
+                        column: x,
+                        row: y,
+                        modifiers: KeyModifiers::NONE,
+                    }),
+                    Action::Scroll(down) => rig.app.handle_mouse(MouseEvent {
+                        kind: if down { MouseEventKind::ScrollDown } else { MouseEventKind::ScrollUp },
+                        column: 10,
+                        row: 10,
+                        modifiers: KeyModifiers::NONE,
+                    }),
+                    Action::Tick => {
+                        rig.forward();
+                        rig.step();
+                    }
+                }
+                let _ = render_app(&mut rig.app, w, h);
+            }
+        }
+    }
 }

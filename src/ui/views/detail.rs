@@ -96,7 +96,11 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
         let used = g.instances.iter().filter(|i| i.pod.is_some()).count();
         let room = fits_text(f, f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0)));
         spans.push(Span::styled(
-            if room == "no room" { format!("MIG {used}/{} in use, no free slices", g.instances.len()) } else { format!("MIG {used}/{} in use, room for {room}", g.instances.len()) },
+            if room == "no room" {
+                format!("MIG {used}/{} in use, no free slices", g.instances.len())
+            } else {
+                format!("MIG {used}/{} in use, room for {room}", g.instances.len())
+            },
             theme.style("gpu.mig.used"),
         ));
     } else if g.pods.is_empty() {

@@ -1,0 +1,290 @@
+//! Terminal tests (ARCHITECTURE "Tests, in layers" 5): the real binary in a real terminal.
+//!
+//! `fabrik demo` runs under `sh` in a detached tmux session of a fixed size on its own
+//! socket; the test types into it with `send-keys`, reads the screen with `capture-pane`,
+//! and after `q` checks that the terminal is as fabrik found it (primary screen, no mouse
+//! reporting, cursor shown, cooked mode: the shell's `read` echoes and ends on Enter), and
+//! that fabrik's exit status, passed on by the shell, is 0 on the dead pane. tmux is
+//! required: without it the test fails and says to install it (CI installs it).
+//!
+//! Also the one-shot subcommands: exit codes and output of `snapshot`, `mig` and bare
+//! `fabrik`.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_fabrik");
+const WAIT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(50);
+
+static SERVERS: AtomicUsize = AtomicUsize::new(0);
+
+/// A tmux server on a private socket, killed on drop (also when the test fails).
+struct Tmux {
+    socket: String,
+    home: PathBuf,
+}
+
+impl Tmux {
+    fn start() -> Tmux {
+        match Command::new("tmux").arg("-V").output() {
+            Ok(o) if o.status.success() => {}
+            Ok(o) => panic!("`tmux -V` failed ({}): install a working tmux to run the terminal tests", o.status),
+            Err(e) => panic!(
+                "tmux is not installed ({e}): the terminal tests drive the real binary through tmux. \
+                 Install it (apt-get install tmux / brew install tmux); CI installs it."
+            ),
+        }
+        let n = SERVERS.fetch_add(1, Ordering::SeqCst);
+        let socket = format!("fabrik-test-{}-{n}", std::process::id());
+        // A home of its own: no user config, theme or keymap changes what the test sees.
+        let home = std::env::temp_dir().join(&socket);
+        std::fs::create_dir_all(home.join("config")).expect("create a temporary HOME");
+        Tmux { socket, home }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("tmux {args:?}: {e}"))
+    }
+
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(
+            o.status.success(),
+            "tmux {args:?} failed: {}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+
+    fn capture(&self) -> String {
+        self.ok(&["capture-pane", "-p", "-t", "fabrik"])
+    }
+
+    fn display(&self, format: &str) -> String {
+        self.ok(&["display-message", "-p", "-t", "fabrik", format]).trim().to_string()
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", "fabrik"];
+        args.extend_from_slice(keys);
+        self.ok(&args);
+    }
+
+    fn literal(&self, text: &str) {
+        self.ok(&["send-keys", "-t", "fabrik", "-l", text]);
+    }
+
+    /// Polls the screen until `pred` holds; fails with the last screen after `WAIT`.
+    fn wait_screen(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let s = self.capture();
+            if pred(&s) {
+                return s;
+            }
+            if Instant::now() > deadline {
+                panic!("timed out after {WAIT:?} waiting for {what}; the screen:\n{s}");
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Polls a `display-message` format until it reads `want`.
+    fn wait_format(&self, format: &str, want: &str) {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let got = self.display(format);
+            if got == want {
+                return;
+            }
+            if Instant::now() > deadline {
+                panic!(
+                    "timed out after {WAIT:?} waiting for {format} = {want} (it is {got}); the screen:\n{}",
+                    self.capture()
+                );
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        // kill-server leaves the socket file behind.
+        let socket = self.run(&["display-message", "-p", "#{socket_path}"]);
+        let _ = self.run(&["kill-server"]);
+        let path = String::from_utf8_lossy(&socket.stdout).trim().to_string();
+        if path.ends_with(&self.socket) {
+            let _ = std::fs::remove_file(path);
+        }
+        let _ = std::fs::remove_dir_all(&self.home);
+    }
+}
+
+/// The status line: the second line from the bottom of a 40-line screen.
+fn status_line(screen: &str) -> &str {
+    screen.lines().nth(38).unwrap_or("")
+}
+
+#[test]
+fn demo_starts_navigates_quits_and_restores_the_terminal() {
+    let t = Tmux::start();
+    let home = t.home.to_string_lossy().into_owned();
+    let config = t.home.join("config").to_string_lossy().into_owned();
+    let env_home = format!("HOME={home}");
+    let env_config = format!("XDG_CONFIG_HOME={config}");
+    // One tmux invocation, so remain-on-exit is set before anything can exit: the pane
+    // stays (dead) after the shell ends, with fabrik's exit status.
+    let script = "\"$0\" demo; s=$?; printf '\\nfabrik exited with status %s\\n' \"$s\"; \
+                  read line; printf 'read %s\\n' \"$line\"; exit \"$s\"";
+    t.ok(&[
+        "start-server",
+        ";",
+        "set-option",
+        "-g",
+        "remain-on-exit",
+        "on",
+        ";",
+        "new-session",
+        "-d",
+        "-s",
+        "fabrik",
+        "-x",
+        "140",
+        "-y",
+        "40",
+        "-e",
+        &env_home,
+        "-e",
+        &env_config,
+        "sh",
+        "-c",
+        script,
+        BIN,
+    ]);
+    assert_eq!(t.display("#{window_width}x#{window_height}"), "140x40");
+
+    let s = t.wait_screen("the fleet view", |s| s.contains("Fleet [48/48]"));
+    assert!(s.contains("1 Fleet │ 2 GPUs │ 3 Tenants"), "{s}");
+    assert!(s.contains("h100-0000"), "{s}");
+    assert_eq!(t.display("#{pane_dead}"), "0");
+    assert_eq!(t.display("#{alternate_on}"), "1", "the cockpit runs on the alternate screen");
+    assert_eq!(t.display("#{mouse_any_flag}"), "1", "the cockpit captures the mouse");
+
+    // :tenants opens the tenants view.
+    t.literal(":tenants");
+    t.wait_screen("the typed command line", |s| status_line(s).starts_with(":tenants"));
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("the tenants view", |s| s.contains("Tenants [") && s.contains("llm-pretrain"));
+    assert!(s.contains("TENANT"), "{s}");
+
+    // Tab moves on to the quotas view.
+    t.keys(&["Tab"]);
+    let s = t.wait_screen("the quotas view", |s| s.contains("Quotas ["));
+    assert!(s.contains("requests.nvidia.com/gpu"), "{s}");
+
+    // / filters live; the count in the title drops, Esc restores every row.
+    let all = s.lines().find(|l| l.contains("Quotas [")).map(str::to_string).unwrap_or_default();
+    t.keys(&["/"]);
+    t.literal("speech");
+    let s = t.wait_screen("the filtered quotas", |s| s.contains("Quotas [2/") && status_line(s).starts_with("/speech"));
+    assert!(!s.contains("llm-pretrain"), "{s}");
+    t.keys(&["Escape"]);
+    let s = t.wait_screen("the unfiltered quotas", |s| s.contains("llm-pretrain") && !status_line(s).starts_with('/'));
+    assert!(s.contains(all.trim_end_matches('─').trim()), "the row count is back: {all}\n{s}");
+
+    // q quits: the shell is back, on a restored terminal.
+    t.keys(&["q"]);
+    let s = t.wait_screen("the shell after fabrik", |s| s.contains("fabrik exited with status"));
+    assert!(s.contains("fabrik exited with status 0"), "{s}");
+    assert!(!s.contains("Fleet [") && !s.contains("Quotas ["), "the cockpit is still on the screen:\n{s}");
+    assert_eq!(t.display("#{alternate_on}"), "0", "the alternate screen was left on");
+    assert_eq!(t.display("#{mouse_any_flag}"), "0", "mouse reporting was left on");
+    assert_eq!(t.display("#{cursor_flag}"), "1", "the cursor was left hidden");
+    // Cooked mode again: what is typed echoes, and Enter ends the shell's `read`.
+    t.literal("typed-after-quit");
+    t.wait_screen("the echo of typed text", |s| s.contains("typed-after-quit"));
+    t.keys(&["Enter"]);
+    t.wait_screen("the shell's read to finish", |s| s.contains("read typed-after-quit"));
+    t.wait_format("#{pane_dead}", "1");
+    assert_eq!(t.display("#{pane_dead_status}"), "0", "fabrik's exit status:\n{}", t.capture());
+    assert_eq!(t.display("#{alternate_on}"), "0");
+}
+
+fn fabrik(args: &[&str]) -> Output {
+    let home = std::env::temp_dir().join(format!("fabrik-cli-test-{}", std::process::id()));
+    Command::new(BIN)
+        .args(args)
+        .env("HOME", &home)
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .output()
+        .unwrap_or_else(|e| panic!("run fabrik {args:?}: {e}"))
+}
+
+fn text(o: &Output) -> (String, String) {
+    (String::from_utf8_lossy(&o.stdout).into_owned(), String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn one_shot_subcommands_exit_codes_and_output() {
+    // snapshot as JSON: parses, names the view, and has the tenants as rows.
+    let o = fabrik(&["snapshot", "--demo", "--view", "tenants", "--format", "json"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}):\n{out}"));
+    assert_eq!(doc["view"], "tenants");
+    let rows = doc["rows"].as_array().expect("rows is an array");
+    assert!(rows.len() >= 5, "{rows:?}");
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["tenant"].as_str()).collect();
+    assert!(names.contains(&"llm-pretrain"), "{names:?}");
+    assert!(rows.iter().all(|r| r["quota"].is_string() && r["status"].is_string()), "{rows:?}");
+
+    // A layout that fits: exit 0 with one line per placement.
+    let o = fabrik(&["mig", "plan", "--model", "H100-80GB", "3g.40gb,2g.20gb,1g.10gb,1g.10gb"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}{err}");
+    assert!(out.contains("H100-80GB: 4 MIG instances"), "{out}");
+    let placements: Vec<&str> = out.lines().filter(|l| l.contains("placement")).collect();
+    assert_eq!(placements.len(), 4, "{out}");
+    for p in ["3g.40gb", "2g.20gb", "1g.10gb"] {
+        assert!(placements.iter().any(|l| l.trim_start().starts_with(p)), "no placement for {p}:\n{out}");
+    }
+
+    // A layout that does not fit: exit 1 with the planner's reason.
+    let o = fabrik(&["mig", "plan", "--model", "H100-80GB", "3g.40gb,3g.40gb,1g.10gb"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    let all = format!("{out}{err}");
+    assert!(all.contains("does not fit a H100-80GB"), "{all}");
+    assert!(all.contains("9 memory slices asked for, 8 exist"), "{all}");
+
+    // An unknown model: exit 1 naming the valid ones.
+    let o = fabrik(&["mig", "profiles", "--model", "bogus"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{out}{err}");
+    assert!(err.contains("unknown GPU model \"bogus\""), "{err}");
+    for m in ["A100-40GB", "A100-80GB", "H100-80GB", "H200-141GB", "B200"] {
+        assert!(err.contains(m), "{m} not named: {err}");
+    }
+
+    // Known model: the profiles table.
+    let o = fabrik(&["mig", "profiles", "--model", "H100-80GB"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(out.contains("1g.10gb") && out.contains("7g.80gb"), "{out}");
+
+    // No subcommand: exit 2, pointing at the demo.
+    let o = fabrik(&[]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{out}{err}");
+    assert!(err.contains("fabrik demo"), "{err}");
+    assert!(out.is_empty(), "{out}");
+}
