@@ -207,7 +207,7 @@ pub fn screenshots(out: &Path, seed: u64) -> color_eyre::Result<ExitCode> {
         ("mig-map", vec![], Some("gpu h200-0005/1")),
         ("tenants", vec![Command::ViewTenants], None),
         ("gpus", vec![Command::ViewGpus], None),
-        ("drain-preview", vec![Command::Down, Command::Down, Command::Drain], None),
+        ("drain-preview", vec![Command::Drain], Some("fleet h100-0008")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = demo_app(seed, 20, theme.clone());

@@ -49,8 +49,15 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     }
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| p.action == PodAction::Evict).collect();
     let forced: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, PodAction::ForceDelete(_))).collect();
-    let gpus: u32 = evict.iter().chain(forced.iter()).map(|p| p.gpus).sum();
+    let gpus: u32 = evict.iter().map(|p| p.gpus).sum();
     effects.push(format!("evict {} pods ({} GPUs) one by one through the Eviction API", evict.len(), gpus));
+    if !forced.is_empty() {
+        let fg: u32 = forced.iter().map(|p| p.gpus).sum();
+        effects.push(format!(
+            "delete {} pods ({fg} GPUs) that eviction would refuse, because you forced it",
+            forced.len()
+        ));
+    }
     if evict.len() > 3 {
         let mut by_app: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
         for p in &evict {
@@ -103,7 +110,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     if !n.ready {
         warnings.push(format!("{node} is NotReady: evicted pods may hang in Terminating until it returns"));
     }
-    if evict.is_empty() && forced.is_empty() {
+    if evict.is_empty() && forced.is_empty() && blockers.is_empty() {
         warnings.push("no pods to evict: this only cordons the node".to_string());
     }
     Ok(Plan {

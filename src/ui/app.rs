@@ -106,13 +106,27 @@ impl App {
         };
         let tele = if sort_uses_telemetry(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
         let key = (data_gen, tele, t.filter.clone(), t.sort_col, t.descending);
-        let stale = self.ui.caches.get(&v).is_none_or(|c| c.key != key);
+        let stale = match self.ui.caches.get(&v) {
+            None => true,
+            Some(c) if c.key == key => false,
+            Some(c) => {
+                // What the person changed applies at once; data changes to a view that is
+                // expensive to rebuild (hundreds of thousands of rows) wait a little, so
+                // the cockpit stays responsive while the fleet churns.
+                let person = (&c.key.2, c.key.3, c.key.4) != (&key.2, key.3, key.4);
+                let throttled =
+                    c.cost > std::time::Duration::from_millis(20) && c.built.is_some_and(|b| b.elapsed() < c.cost * 10);
+                person || !throttled
+            }
+        };
         if stale {
+            let started = std::time::Instant::now();
             let old_id = self.ui.selected_id(v);
             let ids = tables::rows(&self.fleet, v, &t.filter, t.sort_col, t.descending);
             let sel = old_id.and_then(|id| ids.iter().position(|x| *x == id));
             let total = tables::ids(&self.fleet, v).len();
-            self.ui.caches.insert(v, RowCache { key, ids, total });
+            let cost = started.elapsed();
+            self.ui.caches.insert(v, RowCache { key, ids, total, built: Some(started), cost });
             if let Some(s) = sel {
                 self.ui.table_mut(v).selected = s;
             }
@@ -152,6 +166,11 @@ impl App {
 
     pub fn handle_key(&mut self, key: KeyEvent) {
         if key.kind == KeyEventKind::Release {
+            return;
+        }
+        // ctrl-c leaves from anywhere, as terminal users expect; nothing pending is applied.
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.ui.quit = true;
             return;
         }
         if self.ui.input.is_some() {
@@ -344,7 +363,8 @@ impl App {
     fn dialog_command(&mut self, c: Command) {
         let Some(Dialog::Preview { plan, scroll, error }) = self.ui.dialog.as_mut() else { return };
         match c {
-            Command::Cancel | Command::Back | Command::Quit => {
+            Command::Quit => self.ui.quit = true,
+            Command::Cancel | Command::Back => {
                 self.ui.dialog = None;
                 self.ui.pending = None;
                 self.ui.info("cancelled: nothing was changed");

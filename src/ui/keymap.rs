@@ -474,7 +474,8 @@ mod tests {
     use super::*;
     use crate::config::TestDir;
 
-    const DIALOG_ONLY: &[Command] = &[Command::Confirm, Command::Cancel, Command::ToggleForce];
+    // Cancel is bound in normal mode too (it stops a running operation in the ops view).
+    const DIALOG_ONLY: &[Command] = &[Command::Confirm, Command::ToggleForce];
 
     fn press(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
         KeyEvent::new(code, mods)

@@ -154,7 +154,29 @@ fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
 }
 
 fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Frame, area: Rect) {
-    let cols = tables::columns(v);
+    // Columns that do not fit are dropped from the right, rather than squeezing every
+    // column until names are cut (the first columns say what a row is); each is at least
+    // one wider than its name, so the sort arrow never clips it.
+    let all = tables::columns(v);
+    let avail = area.width.saturating_sub(2);
+    let mut used = 0u16;
+    let mut widths: Vec<Constraint> = Vec::new();
+    for c in all {
+        let min = c.name.chars().count() as u16 + 1;
+        let w = c.width.max(min);
+        let left = (avail + 1).saturating_sub(used);
+        if w < left {
+            widths.push(Constraint::Length(w));
+            used += w + 1;
+        } else {
+            // The first column that does not fit gets what is left, if its name fits.
+            if left > min || widths.is_empty() {
+                widths.push(Constraint::Length(left.saturating_sub(1).max(1)));
+            }
+            break;
+        }
+    }
+    let cols = &all[..widths.len()];
     let t = ui.table(v);
     let ids = ui.rows(v);
     let h = table_height(area);
@@ -165,18 +187,18 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
         Line::from(format!("{}{mark}", c.name)).alignment(if c.right { Alignment::Right } else { Alignment::Left })
     }))
     .style(theme.style("ui.header"));
+    let selection = theme.style("ui.selection");
     let rows = ids[start..end].iter().enumerate().map(|(i, id)| {
+        let selected = start + i == t.selected;
         let row = Row::new(cols.iter().enumerate().map(|(ci, c)| {
             let (s, tok) = tables::cell(f, v, *id, ci);
-            Line::from(Span::styled(s, theme.style(tok))).alignment(if c.right {
-                Alignment::Right
-            } else {
-                Alignment::Left
-            })
+            // On the selected row the selection colours win, so every cell stays readable.
+            let style = if selected { theme.style(tok).patch(selection) } else { theme.style(tok) };
+            let align = if c.right { Alignment::Right } else { Alignment::Left };
+            Line::from(Span::styled(s, style)).alignment(align)
         }));
-        if start + i == t.selected { row.style(theme.style("ui.selection")) } else { row }
+        if selected { row.style(selection) } else { row }
     });
-    let widths: Vec<Constraint> = cols.iter().map(|c| Constraint::Length(c.width)).collect();
     let total = ui.caches.get(&v).map(|c| c.total).unwrap_or(0);
     let filter = if t.filter.is_empty() { String::new() } else { format!(" /{} ", t.filter) };
     let title = Line::from(vec![
@@ -268,6 +290,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
         Screen::Table(ViewKind::Tenants) => {
             v.extend([Command::Filter, Command::SortNext, Command::Open, Command::EditQuota])
         }
+        Screen::Table(ViewKind::Ops) => v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Cancel]),
         Screen::Table(_) => v.extend([Command::Filter, Command::SortNext, Command::Open]),
         Screen::Node(_) => v.extend([
             Command::Open,
@@ -286,9 +309,22 @@ fn hints(ui: &Ui) -> Vec<Command> {
 
 fn render_footer(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, area: Rect) {
     let mode = if ui.dialog.is_some() { Mode::Dialog } else { Mode::Normal };
-    let cmds =
-        if ui.dialog.is_some() { vec![Command::Confirm, Command::Cancel, Command::ToggleForce] } else { hints(ui) };
     let mut spans = Vec::new();
+    let cmds = match &ui.dialog {
+        Some(Dialog::Edit { .. }) => {
+            // Typing goes into the field here, so the keymap's letters do not apply.
+            for (k, what) in [("enter", "preview"), ("esc", "cancel"), ("↑/↓", "choose"), ("backspace", "delete")] {
+                spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
+                spans.push(Span::styled(format!("{what} "), theme.style("ui.footer.text")));
+            }
+            Vec::new()
+        }
+        Some(Dialog::Preview { plan, .. }) if plan.kind == crate::ops::OpKind::Drain => {
+            vec![Command::Confirm, Command::Cancel, Command::ToggleForce, Command::Down]
+        }
+        Some(Dialog::Preview { .. }) => vec![Command::Confirm, Command::Cancel, Command::Down],
+        None => hints(ui),
+    };
     for c in cmds {
         if let Some(k) = keymap.hint(mode, c) {
             spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
@@ -356,7 +392,7 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
             } else if plan.can_execute() {
                 Line::from(vec![
                     Span::styled(
-                        format!("{}? ", plan.title),
+                        format!("{}? ", verb(plan.kind)),
                         theme.style("ui.dialog.danger").add_modifier(Modifier::BOLD),
                     ),
                     Span::styled(
@@ -388,8 +424,10 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
             let inner = block.inner(area);
             frame.render_widget(block, area);
             // The prompt stays put below the scrolling body, so the confirmation is always seen.
+            let prompt_rows = (prompt.width() as u16).div_ceil(inner.width.max(1)).clamp(1, 3);
             let [body, gap, bottom] =
-                Layout::vertical([Constraint::Min(1), Constraint::Length(1), Constraint::Length(1)]).areas(inner);
+                Layout::vertical([Constraint::Min(1), Constraint::Length(1), Constraint::Length(prompt_rows)])
+                    .areas(inner);
             let overflow = lines.len() > body.height as usize;
             frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }).scroll((*scroll, 0)), body);
             if overflow {
@@ -399,7 +437,7 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
                     gap,
                 );
             }
-            frame.render_widget(Paragraph::new(prompt), bottom);
+            frame.render_widget(Paragraph::new(prompt).wrap(Wrap { trim: false }), bottom);
         }
         Dialog::Edit { kind, text, choices, selected, error } => {
             let (title, what) = match kind {
@@ -418,12 +456,17 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
                     (
                         format!(" Reslice {node} {scope} ({}) ", model.name()),
                         format!(
-                            "now {current}; pick a layout with ↑/↓ or type one (e.g. 3g.40gb,2g.20gb,1g.10gb), Enter to preview"
+                            "now {current}; pick a layout with ↑/↓ or type one (e.g. {}), Enter to preview",
+                            example_layout(*model)
                         ),
                     )
                 }
             };
-            let h = (choices.len().min(14) + 8) as u16;
+            // Room for the hint and an error that wrap, and every choice.
+            let inner_w = size.width.min(90).saturating_sub(4).max(1) as usize;
+            let wrapped = |s: &str| s.chars().count().div_ceil(inner_w).max(1);
+            let extra = wrapped(&what) + error.as_deref().map(|e| wrapped(e) + 1).unwrap_or(1);
+            let h = (choices.len() + extra + 5) as u16;
             let area = centered(size, 90, h);
             frame.render_widget(Clear, area);
             let mut lines = vec![Line::from(Span::styled(what, theme.style("ui.text.muted"))), Line::from("")];
@@ -484,4 +527,25 @@ fn render_help(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size:
         .title(Span::styled(format!(" Help — keymap {} (Esc closes) ", keymap.name), theme.style("ui.title")))
         .style(theme.style("ui.dialog"));
     frame.render_widget(Paragraph::new(lines).block(block).scroll((ui.help_scroll, 0)), area);
+}
+
+/// A custom layout that fits the model, for the reslice hint: one 3g, one 2g, two 1g.
+fn example_layout(model: crate::mig::GpuModel) -> String {
+    let cat = crate::mig::catalog(model);
+    let pick = |c: u8| cat.iter().find(|p| p.compute_slices == c && !p.media_extensions).map(|p| p.name);
+    match (pick(3), pick(2), pick(1)) {
+        (Some(a), Some(b), Some(c)) => format!("{a},{b},{c},{c}"),
+        _ => "all-balanced".to_string(),
+    }
+}
+
+/// The question a confirmation asks; the title above already says what and where.
+fn verb(kind: crate::ops::OpKind) -> &'static str {
+    match kind {
+        crate::ops::OpKind::Cordon => "Cordon",
+        crate::ops::OpKind::Uncordon => "Uncordon",
+        crate::ops::OpKind::Drain => "Drain",
+        crate::ops::OpKind::Reslice => "Reslice",
+        crate::ops::OpKind::SetQuota => "Set quota",
+    }
 }

@@ -32,6 +32,9 @@ pub struct RowCache {
     pub ids: Vec<u32>,
     /// Rows before filtering, for the "[shown/total]" title.
     pub total: usize,
+    /// When and how fast it was built: big views are rebuilt less often for data changes.
+    pub built: Option<std::time::Instant>,
+    pub cost: std::time::Duration,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
