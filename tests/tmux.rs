@@ -288,3 +288,48 @@ fn one_shot_subcommands_exit_codes_and_output() {
     assert!(err.contains("fabrik demo"), "{err}");
     assert!(out.is_empty(), "{out}");
 }
+
+#[test]
+fn broken_theme_and_keymap_files_warn_and_the_cockpit_starts_with_the_defaults() {
+    let t = Tmux::start();
+    let dir = t.home.join("config").join("fabrik");
+    std::fs::create_dir_all(dir.join("themes")).expect("themes dir");
+    std::fs::create_dir_all(dir.join("keymaps")).expect("keymaps dir");
+    std::fs::write(dir.join("themes/dark.toml"), "[styles]\n\"gpu.util.high\" = \"blurple\"\n").expect("theme");
+    std::fs::write(dir.join("keymaps/default.toml"), "[normal]\nquit = [\"q\"]\ndrian = [\"D\"]\n").expect("keymap");
+    std::fs::write(dir.join("config.toml"), "fps = 0\n").expect("config");
+    let env_config = format!("FABRIK_CONFIG_DIR={}", dir.to_string_lossy());
+    let env_home = format!("HOME={}", t.home.to_string_lossy());
+    t.ok(&[
+        "new-session",
+        "-d",
+        "-s",
+        "fabrik",
+        "-x",
+        "140",
+        "-y",
+        "40",
+        "-e",
+        &env_home,
+        "-e",
+        &env_config,
+        BIN,
+        "demo",
+    ]);
+    let s = t.wait_screen("the fleet view", |s| s.contains("Fleet [48/48]"));
+    let status = status_line(&s);
+    assert!(status.contains("config warning(s), defaults used"), "{s}");
+    // Every warning is in the events view, naming the file, the key and the problem.
+    t.keys(&["6"]);
+    let s = t.wait_screen("the events view", |s| s.contains("ConfigWarning"));
+    assert!(s.contains("blurple"), "the bad colour is named:\n{s}");
+    assert!(s.contains("drian"), "the unknown command is named:\n{s}");
+    assert!(s.contains("fps"), "the out-of-range setting is named:\n{s}");
+    // The defaults still work: `q` from the user file quits, and the session ends with it.
+    t.keys(&["q"]);
+    let deadline = Instant::now() + WAIT;
+    while t.run(&["has-session", "-t", "fabrik"]).status.success() {
+        assert!(Instant::now() < deadline, "fabrik did not quit on q:\n{}", t.capture());
+        std::thread::sleep(POLL);
+    }
+}
