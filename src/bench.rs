@@ -100,6 +100,7 @@ pub fn run(nodes: usize, frames: usize, ticks: usize) {
     let initial = sim.initial_deltas();
     let built = t0.elapsed();
     let n_deltas = initial.len();
+    let (rss_sim, _) = rss_mib();
     let t1 = Instant::now();
     let mut fleet = Fleet::new(Thresholds::default());
     let mut by_kind: std::collections::BTreeMap<&'static str, (usize, Duration)> = Default::default();
@@ -122,7 +123,7 @@ pub fn run(nodes: usize, frames: usize, ticks: usize) {
     );
     println!("simulator build + initial listing ({n_deltas} deltas): {}", ms(built));
     println!("fleet applies the initial listing: {}", ms(applied));
-    println!("RSS after load: {rss:.0} MiB");
+    println!("RSS: {rss_sim:.0} MiB with the simulator and its initial listing, {rss:.0} MiB once the fleet holds it too");
 
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let theme = Theme::builtin("dark").unwrap_or_else(Theme::no_color);

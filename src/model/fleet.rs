@@ -2,11 +2,11 @@
 //! indexes and derived facts (allocation, idle-but-allocated, fragmentation, tenant usage)
 //! up to date per delta, so no view ever has to rescan the fleet.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::delta::*;
 use super::history::Ring;
-use super::intern::{Interner, Sym};
+use super::intern::{FastMap, Interner, Sym};
 use super::types::*;
 use crate::mig::{self, Fragmentation, PlacedInstance};
 
@@ -82,22 +82,22 @@ pub struct Fleet {
     /// Bumped when events are appended.
     pub events_gen: u64,
 
-    node_by_name: HashMap<Sym, NodeId>,
-    gpu_by_uuid: HashMap<Sym, GpuId>,
-    mig_by_uuid: HashMap<Sym, (GpuId, u8)>,
-    pod_by_name: HashMap<Sym, HashMap<Box<str>, PodId>>,
-    pods_by_node: HashMap<NodeId, Vec<PodId>>,
-    tenant_by_name: HashMap<Sym, TenantId>,
-    tenant_by_ns: HashMap<Sym, TenantId>,
+    node_by_name: FastMap<Sym, NodeId>,
+    gpu_by_uuid: FastMap<Sym, GpuId>,
+    mig_by_uuid: FastMap<Sym, (GpuId, u8)>,
+    pod_by_name: FastMap<Sym, FastMap<Box<str>, PodId>>,
+    pods_by_node: FastMap<NodeId, Vec<PodId>>,
+    tenant_by_name: FastMap<Sym, TenantId>,
+    tenant_by_ns: FastMap<Sym, TenantId>,
     free_nodes: Vec<u32>,
     free_gpus: Vec<u32>,
     free_pods: Vec<u32>,
-    gpu_contrib: HashMap<GpuId, DeviceContrib>,
-    mig_contrib: HashMap<(GpuId, u8), DeviceContrib>,
-    pod_contrib: HashMap<PodId, PodContrib>,
-    node_alloc_counted: HashMap<NodeId, u32>,
+    gpu_contrib: FastMap<GpuId, DeviceContrib>,
+    mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
+    pod_contrib: FastMap<PodId, PodContrib>,
+    node_alloc_counted: FastMap<NodeId, u32>,
     mig_pending: BTreeSet<NodeId>,
-    frag: HashMap<GpuId, Fragmentation>,
+    frag: FastMap<GpuId, Fragmentation>,
     gpu_resources: Vec<Sym>,
 }
 
@@ -130,22 +130,22 @@ impl Fleet {
             structure_gen: 0,
             telemetry_gen: 0,
             events_gen: 0,
-            node_by_name: HashMap::new(),
-            gpu_by_uuid: HashMap::new(),
-            mig_by_uuid: HashMap::new(),
-            pod_by_name: HashMap::new(),
-            pods_by_node: HashMap::new(),
-            tenant_by_name: HashMap::new(),
-            tenant_by_ns: HashMap::new(),
+            node_by_name: FastMap::default(),
+            gpu_by_uuid: FastMap::default(),
+            mig_by_uuid: FastMap::default(),
+            pod_by_name: FastMap::default(),
+            pods_by_node: FastMap::default(),
+            tenant_by_name: FastMap::default(),
+            tenant_by_ns: FastMap::default(),
             free_nodes: Vec::new(),
             free_gpus: Vec::new(),
             free_pods: Vec::new(),
-            gpu_contrib: HashMap::new(),
-            mig_contrib: HashMap::new(),
-            pod_contrib: HashMap::new(),
-            node_alloc_counted: HashMap::new(),
+            gpu_contrib: FastMap::default(),
+            mig_contrib: FastMap::default(),
+            pod_contrib: FastMap::default(),
+            node_alloc_counted: FastMap::default(),
             mig_pending: BTreeSet::new(),
-            frag: HashMap::new(),
+            frag: FastMap::default(),
             gpu_resources,
         }
     }
