@@ -123,7 +123,9 @@ pub fn run(nodes: usize, frames: usize, ticks: usize) {
     );
     println!("simulator build + initial listing ({n_deltas} deltas): {}", ms(built));
     println!("fleet applies the initial listing: {}", ms(applied));
-    println!("RSS: {rss_sim:.0} MiB with the simulator and its initial listing, {rss:.0} MiB once the fleet holds it too");
+    println!(
+        "RSS: {rss_sim:.0} MiB with the simulator and its initial listing, {rss:.0} MiB once the fleet holds it too"
+    );
 
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let theme = Theme::builtin("dark").unwrap_or_else(Theme::no_color);
@@ -140,12 +142,16 @@ pub fn run(nodes: usize, frames: usize, ticks: usize) {
     println!("first frame (fleet view: rows built + sorted + drawn): {}", ms(first_prepare + t3.elapsed()));
 
     let mut tick_apply = Vec::new();
+    let mut tick_sim = Vec::new();
     for _ in 0..ticks {
+        let t = Instant::now();
         let deltas = sim.step();
+        tick_sim.push(t.elapsed());
         let t = Instant::now();
         app.apply(deltas);
         tick_apply.push(t.elapsed());
     }
+    println!("one simulator tick computed (the simulator's own cost), median: {}", ms(median(tick_sim)));
     println!(
         "one simulator tick applied (telemetry for up to 20,000 GPUs + churn), median: {}",
         ms(median(tick_apply))

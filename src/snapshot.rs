@@ -58,8 +58,8 @@ fn sim_config(a: &SimArgs) -> SimConfig {
 
 pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre::Result<()> {
     let (tx, rx) = mpsc::channel(64);
-    let (exec_tx, exec_rx) = mpsc::unbounded_channel();
-    let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx);
+    let (exec_tx, exec_rx) = std::sync::mpsc::channel();
+    let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx)?;
     let mut ui = Ui::new(format!("demo seed {} ({} nodes)", sim.seed, sim.nodes));
     ui.readonly = readonly;
     ui.theme_name = setup.theme.name.clone();

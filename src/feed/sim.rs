@@ -1,7 +1,10 @@
-//! Runs the simulator as a feed: one tick per interval, executing requested operations
-//! between ticks, sending each tick's deltas as one batch.
+//! Runs the simulator as a feed, on a thread of its own: a tick at a 65,000-node factory
+//! costs hundreds of milliseconds of CPU, which must never hold up the cockpit's async
+//! workers. Operations requested by the cockpit run between ticks; each tick's deltas go
+//! out as one batch.
 
-use std::time::Duration;
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
@@ -9,50 +12,46 @@ use super::Batch;
 use crate::sim::{Sim, SimConfig};
 use crate::ui::ExecRequest;
 
-/// Spawns the simulator; returns once its initial listing has been queued.
 pub fn spawn(
     cfg: SimConfig,
     tx: mpsc::Sender<Batch>,
-    mut exec: mpsc::UnboundedReceiver<ExecRequest>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
+    exec: Receiver<ExecRequest>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new().name("fabrik-sim".into()).spawn(move || {
         let tick = Duration::from_millis(cfg.tick_ms.max(10));
-        // Building a 65,000-node factory takes a moment: keep it off the async workers.
-        let built = tokio::task::spawn_blocking(move || {
-            let mut sim = Sim::new(cfg);
-            let initial = sim.initial_deltas();
-            (sim, initial)
-        })
-        .await;
-        let Ok((mut sim, initial)) = built else { return };
-        if tx.send(initial).await.is_err() {
+        let mut sim = Sim::new(cfg);
+        if tx.blocking_send(sim.initial_deltas()).is_err() {
             return;
         }
-        let mut interval = tokio::time::interval(tick);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval.tick().await;
+        let mut next = Instant::now() + tick;
         let mut exec_open = true;
         loop {
-            tokio::select! {
-                req = exec.recv(), if exec_open => {
-                    let out = match req {
-                        Some(ExecRequest::Execute { id, plan }) => sim.execute(id, *plan),
-                        Some(ExecRequest::Cancel { id }) => sim.cancel(id),
-                        None => {
+            let now = Instant::now();
+            if now < next {
+                // Wait for the next tick, or for an operation to run before it.
+                let out = if exec_open {
+                    match exec.recv_timeout(next - now) {
+                        Ok(ExecRequest::Execute { id, plan }) => sim.execute(id, *plan),
+                        Ok(ExecRequest::Cancel { id }) => sim.cancel(id),
+                        Err(RecvTimeoutError::Timeout) => Vec::new(),
+                        Err(RecvTimeoutError::Disconnected) => {
                             exec_open = false;
                             Vec::new()
                         }
-                    };
-                    if !out.is_empty() && tx.send(out).await.is_err() {
-                        return;
                     }
+                } else {
+                    std::thread::sleep(next - now);
+                    Vec::new()
+                };
+                if !out.is_empty() && tx.blocking_send(out).is_err() {
+                    return;
                 }
-                _ = interval.tick() => {
-                    let out = sim.step();
-                    if tx.send(out).await.is_err() {
-                        return;
-                    }
-                }
+                continue;
+            }
+            // A slow tick does not pile up: the next one is a full interval away.
+            next = (next + tick).max(now + tick / 2);
+            if tx.blocking_send(sim.step()).is_err() {
+                return;
             }
         }
     })

@@ -71,6 +71,8 @@ pub(super) struct SPod {
     pub starting: Option<u32>,
     /// MIG profile name the pod wants, if any.
     pub mig_profile: Option<String>,
+    /// Index into `Sim::apps`.
+    pub app: usize,
 }
 
 #[derive(Clone, Debug)]
@@ -403,7 +405,8 @@ impl Sim {
                 self.create_pod(a, true);
             }
         }
-        self.schedule(usize::MAX, true);
+        let pending = self.census().pending;
+        self.schedule(pending, usize::MAX, true);
         // Quotas from what was scheduled: most tenants have headroom, one is near, one over.
         let mut used: Vec<i64> = vec![0; self.tenants.len()];
         for p in self.pods.values() {
@@ -531,14 +534,14 @@ impl Sim {
                 terminating: None,
                 starting: None,
                 mig_profile: a.mig.map(str::to_string),
+                app,
             },
         );
         key
     }
 
     /// Binds pending pods to free devices on ready, schedulable nodes.
-    pub(super) fn schedule(&mut self, budget: usize, instant: bool) {
-        let pending = self.census().pending;
+    pub(super) fn schedule(&mut self, pending: Vec<String>, budget: usize, instant: bool) {
         let n = self.nodes.len();
         for key in pending.into_iter().take(budget) {
             let Some(pod) = self.pods.get(&key) else { continue };
@@ -659,7 +662,8 @@ impl Sim {
         for q in &self.quotas {
             out.push(Delta::QuotaUpsert(q.clone()));
         }
-        self.update_pdbs();
+        let running = self.census().running;
+        self.update_pdbs(&running);
         out.append(&mut self.out);
         for p in &self.pdbs {
             out.push(Delta::PdbUpsert(p.clone()));
@@ -706,15 +710,17 @@ impl Sim {
         self.tick += 1;
         self.now += self.cfg.tick_ms;
         self.out.push(Delta::Clock(self.now));
+        // One pass over the pods feeds every controller this tick. PDB status comes first,
+        // so evictions later in the tick count against it until the next census.
         let census = self.census();
+        self.update_pdbs_emit(&census.running);
         self.advance_pods(census.timed);
         if self.cfg.churn {
             self.churn(&census.live);
         }
-        self.schedule(64, false);
+        self.schedule(census.pending, 64, false);
         self.advance_ops();
         self.advance_mig();
-        self.update_pdbs_emit();
         self.refresh_quota_usage();
         self.late_faults();
         let mut out = std::mem::take(&mut self.out);
@@ -760,7 +766,8 @@ impl Sim {
     fn census(&self) -> Census {
         let mut c = Census { live: vec![0; self.apps.len()], running: vec![0; self.apps.len()], ..Default::default() };
         for (k, p) in &self.pods {
-            if let Some(&a) = self.app_of.get(&p.spec.app) {
+            let a = p.app;
+            if a < c.live.len() {
                 if !p.spec.phase.finished() && p.terminating.is_none() {
                     c.live[a] += 1;
                 }
@@ -935,8 +942,7 @@ impl Sim {
     }
 
     /// PDB status as the disruption controller computes it.
-    fn update_pdbs(&mut self) -> Vec<usize> {
-        let running = self.census().running;
+    fn update_pdbs(&mut self, running: &[u32]) -> Vec<usize> {
         let mut changed = Vec::new();
         for (i, pdb) in self.pdbs.iter_mut().enumerate() {
             let healthy = self.app_of.get(&pdb.selector_app).and_then(|a| running.get(*a)).copied().unwrap_or(0) as i32;
@@ -950,8 +956,8 @@ impl Sim {
         changed
     }
 
-    pub(super) fn update_pdbs_emit(&mut self) {
-        for i in self.update_pdbs() {
+    pub(super) fn update_pdbs_emit(&mut self, running: &[u32]) {
+        for i in self.update_pdbs(running) {
             self.out.push(Delta::PdbUpsert(self.pdbs[i].clone()));
         }
     }

@@ -33,6 +33,13 @@ impl Executor for tokio::sync::mpsc::UnboundedSender<ExecRequest> {
     }
 }
 
+impl Executor for std::sync::mpsc::Sender<ExecRequest> {
+    fn send(&mut self, req: ExecRequest) {
+        // As above: a stopped executor shows as an operation that never starts.
+        let _ = std::sync::mpsc::Sender::send(self, req);
+    }
+}
+
 /// Collects requests; for tests and for the headless paths.
 #[derive(Default)]
 pub struct Recorder(pub std::sync::Arc<std::sync::Mutex<Vec<ExecRequest>>>);

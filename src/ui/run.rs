@@ -37,11 +37,19 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
     let mut dirty = false;
     let mut feed_open = true;
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    // FABRIK_TRACE=FILE logs how long each input, batch and frame took, for latency work.
+    let mut trace = std::env::var_os("FABRIK_TRACE").and_then(|p| std::fs::File::create(p).ok());
+    let mut log = |what: &str, started: Instant| {
+        if let Some(f) = trace.as_mut() {
+            use std::io::Write;
+            let _ = writeln!(f, "{what} {:.3} ms", started.elapsed().as_secs_f64() * 1000.0);
+        }
+    };
     loop {
         let deadline = tokio::time::Instant::from_std(last_draw + frame);
         tokio::select! {
             ev = events.next() => match ev {
-                Some(Ok(Event::Key(k))) => { app.handle_key(k); dirty = true; }
+                Some(Ok(Event::Key(k))) => { let t = Instant::now(); app.handle_key(k); dirty = true; log("key", t); }
                 Some(Ok(Event::Mouse(m))) => { app.handle_mouse(m); dirty = true; }
                 Some(Ok(Event::Resize(w, h))) => { app.resize(w, h); terminal.autoresize()?; dirty = true; }
                 Some(Ok(_)) => {}
@@ -50,11 +58,13 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
             },
             batch = deltas.recv(), if feed_open => match batch {
                 Some(b) => {
+                    let t = Instant::now();
                     let mut changed = app.apply(b);
                     while let Ok(b) = deltas.try_recv() {
                         changed |= app.apply(b);
                     }
                     dirty |= changed;
+                    log("batch", t);
                 }
                 None => {
                     feed_open = false;
@@ -63,7 +73,9 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
                 }
             },
             _ = tokio::time::sleep_until(deadline), if dirty => {
+                let t = Instant::now();
                 terminal.draw(|f| app.draw(f))?;
+                log("draw", t);
                 last_draw = Instant::now();
                 dirty = false;
             }
