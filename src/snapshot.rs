@@ -48,6 +48,7 @@ impl Setup {
             idle_window_ms: self.config.idle_window_secs * 1000,
             busy_util_pct: self.config.busy_util_pct,
             mig_stuck_ms: self.config.mig_stuck_secs * 1000,
+            ..Thresholds::default()
         }
     }
 }

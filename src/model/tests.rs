@@ -61,8 +61,13 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
 }
 
 fn small_fleet() -> Fleet {
-    let mut f =
-        Fleet::new(Thresholds { idle_util_pct: 5, idle_window_ms: 60_000, busy_util_pct: 20, mig_stuck_ms: 300_000 });
+    let mut f = Fleet::new(Thresholds {
+        idle_util_pct: 5,
+        idle_window_ms: 60_000,
+        busy_util_pct: 20,
+        mig_stuck_ms: 300_000,
+        stale_ms: 60_000,
+    });
     f.apply(Delta::TenantUpsert(TenantSpec {
         name: "team-a".into(),
         namespaces: vec!["a".into(), "a-dev".into()],

@@ -126,6 +126,10 @@ impl Gpu {
     pub fn allocated(&self) -> bool {
         !self.pods.is_empty() || self.instances.iter().any(|i| i.pod.is_some())
     }
+    /// Whether the last telemetry sample is older than `stale_ms` (or there is none).
+    pub fn telemetry_stale(&self, now: Ts, stale_ms: u64) -> bool {
+        self.last_sample_at.is_none_or(|t| now.saturating_sub(t) > stale_ms)
+    }
     pub fn mem_used_mib(&self) -> u32 {
         (self.memory_mib as u64 * self.last.mem_pct as u64 / 100) as u32
     }
@@ -420,10 +424,18 @@ pub struct Thresholds {
     pub busy_util_pct: u8,
     /// A `pending` MIG config older than this is flagged as stuck.
     pub mig_stuck_ms: u64,
+    /// Telemetry older than this is shown as stale, never as current.
+    pub stale_ms: u64,
 }
 
 impl Default for Thresholds {
     fn default() -> Self {
-        Self { idle_util_pct: 5, idle_window_ms: 10 * 60 * 1000, busy_util_pct: 20, mig_stuck_ms: 5 * 60 * 1000 }
+        Self {
+            idle_util_pct: 5,
+            idle_window_ms: 10 * 60 * 1000,
+            busy_util_pct: 20,
+            mig_stuck_ms: 5 * 60 * 1000,
+            stale_ms: 60 * 1000,
+        }
     }
 }

@@ -139,7 +139,7 @@ impl App {
             }
         }
         let n = self.ui.rows(v).len();
-        let h = table_height(self.body()).max(1);
+        let h = table_height(render::table_area(v, self.body()).0).max(1);
         let t = self.ui.table_mut(v);
         t.selected = t.selected.min(n.saturating_sub(1));
         if t.selected < t.offset {
@@ -222,8 +222,9 @@ impl App {
                         x += w + 1;
                     }
                 } else if let Screen::Table(v) = self.ui.screen() {
-                    let first = a.body.y + 2;
-                    if m.row >= first && m.row < a.body.y + a.body.height.saturating_sub(1) {
+                    let (table, _) = render::table_area(v, a.body);
+                    let first = table.y + 2;
+                    if m.row >= first && m.row < table.y + table.height.saturating_sub(1) {
                         let t = self.ui.table(v);
                         let idx = t.offset + (m.row - first) as usize;
                         if idx < self.ui.rows(v).len() {
@@ -502,7 +503,11 @@ impl App {
     }
 
     fn page(&self) -> isize {
-        table_height(self.body()).max(1) as isize
+        let v = match self.ui.screen() {
+            Screen::Table(v) => v,
+            _ => ViewKind::Fleet,
+        };
+        table_height(render::table_area(v, self.body()).0).max(1) as isize
     }
 
     pub fn dispatch(&mut self, c: Command) {

@@ -39,6 +39,27 @@ pub fn areas(size: Rect) -> Areas {
     Areas { header, tabs, body, status, footer }
 }
 
+/// Where a table view's table goes, and its side panel if it has one: the events view
+/// lists the active alerts above its events; the operations view shows the selected
+/// operation's log below its table.
+pub fn table_area(v: ViewKind, body: Rect) -> (Rect, Option<Rect>) {
+    if body.height < 16 {
+        return (body, None);
+    }
+    let panel = (body.height / 3).clamp(5, 14);
+    match v {
+        ViewKind::Events => {
+            let [top, table] = Layout::vertical([Constraint::Length(panel), Constraint::Min(6)]).areas(body);
+            (table, Some(top))
+        }
+        ViewKind::Ops => {
+            let [table, bottom] = Layout::vertical([Constraint::Min(6), Constraint::Length(panel)]).areas(body);
+            (table, Some(bottom))
+        }
+        _ => (body, None),
+    }
+}
+
 /// Rows of a table that fit in the body (borders and header row excluded).
 pub fn table_height(body: Rect) -> usize {
     body.height.saturating_sub(3) as usize
@@ -62,7 +83,13 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
     render_header(f, ui, theme, frame, a.header);
     render_tabs(ui, theme, frame, a.tabs);
     match ui.screen() {
-        Screen::Table(v) => render_table(f, ui, v, theme, frame, a.body),
+        Screen::Table(v) => {
+            let (table, panel) = table_area(v, a.body);
+            render_table(f, ui, v, theme, frame, table);
+            if let Some(p) = panel {
+                render_panel(f, ui, v, theme, frame, p);
+            }
+        }
         Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.node_sel, &ui.node_closed, theme),
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.gpu_row, theme),
     }
@@ -548,4 +575,57 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::Reslice => "Reslice",
         crate::ops::OpKind::SetQuota => "Set quota",
     }
+}
+
+/// The side panel of a table view (see `table_area`).
+fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Frame, area: Rect) {
+    let rows = area.height.saturating_sub(2) as usize;
+    let (title, lines): (String, Vec<Line>) = match v {
+        ViewKind::Events => {
+            let mut alerts: Vec<&crate::model::Alert> = f.alerts.values().collect();
+            alerts.sort_by_key(|a| std::cmp::Reverse(a.since));
+            let lines = if alerts.is_empty() {
+                vec![Line::from(Span::styled("no active alerts", theme.style("status.ready")))]
+            } else {
+                alerts
+                    .iter()
+                    .take(rows)
+                    .map(|a| {
+                        Line::from(vec![
+                            Span::styled(format!("{:<11}", a.kind.label()), theme.style("severity.error")),
+                            Span::styled(format!("{:>5}  ", tables::age(f.now, a.since)), theme.style("ui.text.muted")),
+                            Span::styled(a.message.clone(), theme.style("ui.text")),
+                        ])
+                    })
+                    .collect()
+            };
+            (format!(" Active alerts ({}) ", f.alerts.len()), lines)
+        }
+        ViewKind::Ops => {
+            let op = ui.selected_id(ViewKind::Ops).and_then(|id| tables::op_at(f, id));
+            match op {
+                Some(o) => {
+                    let skip = o.log.len().saturating_sub(rows);
+                    let lines = o.log[skip..]
+                        .iter()
+                        .map(|l| Line::from(Span::styled(l.clone(), theme.style("ui.text"))))
+                        .collect();
+                    (format!(" #{} {} — log ", o.id, o.title), lines)
+                }
+                None => (
+                    " Log ".to_string(),
+                    vec![Line::from(Span::styled(
+                        "no operation yet: cordon (c), drain (D), reslice (m) or edit a quota (e), and it shows here",
+                        theme.style("ui.text.muted"),
+                    ))],
+                ),
+            }
+        }
+        _ => return,
+    };
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(theme.style("ui.border"))
+        .title(Span::styled(title, theme.style("ui.title")));
+    frame.render_widget(Paragraph::new(lines).block(block).wrap(Wrap { trim: false }), area);
 }

@@ -523,8 +523,8 @@ fn sort_mark_does_not_clip_the_column_name() {
             app.ui.table_mut(v).sort_col = i;
             app.prepare();
             let s = screen(&mut app);
-            let header = s.lines().nth(3).unwrap_or("");
-            if !header.contains(&format!("{}↑", c.name)) {
+            // The header row is wherever the table starts (the events view has its alerts above).
+            if !s.lines().any(|l| l.contains(&format!("{}↑", c.name))) {
                 clipped.push(format!("{}:{}", v.name(), c.name));
             }
         }

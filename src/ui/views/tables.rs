@@ -391,8 +391,13 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     (format!("{a}/{}", n.gpu_count()), if a == n.gpu_count() { "ui.text" } else { "gpu.free" })
                 }
                 5 => {
+                    let stale = n
+                        .gpus
+                        .iter()
+                        .filter_map(|g| f.gpu(*g))
+                        .any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
                     let (u, _, _) = node_avg(f, n);
-                    (format!("{u}%"), util_token(u))
+                    if stale { (format!("{u}%?"), "ui.stale") } else { (format!("{u}%"), util_token(u)) }
                 }
                 6 => text(format!("{}%", node_avg(f, n).1)),
                 7 => text(format!("{}W", node_avg(f, n).2)),
@@ -460,7 +465,13 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                         muted("full")
                     }
                 }
-                4 => (format!("{}%", gpu.last.util), util_token(gpu.last.util)),
+                4 => {
+                    if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) {
+                        (format!("{}%?", gpu.last.util), "ui.stale")
+                    } else {
+                        (format!("{}%", gpu.last.util), util_token(gpu.last.util))
+                    }
+                }
                 5 => text(format!("{}/{}G", gpu.mem_used_mib() / 1024, gpu.memory_mib / 1024)),
                 6 => text(format!("{}W", gpu.last.power_w)),
                 7 => text(format!("{}C", gpu.last.temp_c)),
@@ -489,6 +500,13 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     }
                 }
                 12 => match (gpu.xid, gpu.ecc_uncorrected) {
+                    _ if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => (
+                        match gpu.last_sample_at {
+                            Some(t) => format!("stale {}", age(f.now, t)),
+                            None => "no data".into(),
+                        },
+                        "ui.stale",
+                    ),
                     (Some((code, _)), _) => (format!("XID {code}"), "severity.error"),
                     (None, n) if n > 0 => (format!("ECC {n}"), "severity.error"),
                     _ => ("ok".into(), "status.ready"),
