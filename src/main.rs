@@ -42,7 +42,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             fabrik::bench::run(nodes as usize, frames, ticks);
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Screenshots { out, seed }) => snapshot::screenshots(&out, seed),
+        Some(Cmd::Screenshots { out, seed }) => snapshot::screenshots(&out, seed, cli.ui.theme.as_deref()),
         Some(Cmd::Mig(MigCmd::Profiles { model })) => {
             let Some(m) = mig::GpuModel::parse(&model) else {
                 eprintln!("unknown GPU model {model:?}: use one of {}", model_names());

@@ -191,15 +191,17 @@ pub fn render_app(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
 
 pub fn demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
     let (sim, fleet) = demo_fleet(seed, 48, ticks, Thresholds::default());
-    let ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
+    let mut ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
+    ui.theme_name = theme.name.clone();
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let app = App::new(fleet, ui, theme, keymap, Box::new(Recorder::default()));
     (sim, app)
 }
 
-pub fn screenshots(out: &Path, seed: u64) -> color_eyre::Result<ExitCode> {
+pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Result<ExitCode> {
     std::fs::create_dir_all(out)?;
-    let theme = Theme::builtin("dark").unwrap_or_else(Theme::no_color);
+    // Builtin themes only: the README's pictures must not depend on a user's config.
+    let theme = Theme::builtin(theme.unwrap_or("dark")).unwrap_or_else(Theme::no_color);
     let fg = color_hex(theme.style("ui.text").fg, "#c0caf5");
     let bg = color_hex(theme.style("ui.text").bg, "#1a1b26");
     let shots: Vec<(&str, Vec<Command>, Option<&str>)> = vec![

@@ -462,7 +462,16 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
             lines.push(Line::from(vec![
                 Span::styled("still fits ", theme.style("ui.text.muted")),
                 Span::styled(
-                    if fits.is_empty() { "nothing: every slice is taken".to_string() } else { fits.join("  ") },
+                    if !fits.is_empty() {
+                        fits.join("  ")
+                    } else {
+                        // No room for another instance; the free ones above can still be used.
+                        match g.instances.iter().filter(|i| i.pod.is_none()).count() {
+                            0 => "nothing: every slice is taken".to_string(),
+                            1 => "no new instance; 1 instance above is free to use".to_string(),
+                            n => format!("no new instance; {n} instances above are free to use"),
+                        }
+                    },
                     theme.style(if fits.is_empty() { "ui.warning" } else { "gpu.mig.free" }),
                 ),
             ]));
