@@ -97,6 +97,8 @@ pub struct Fleet {
     pod_contrib: FastMap<PodId, PodContrib>,
     node_alloc_counted: FastMap<NodeId, u32>,
     mig_pending: BTreeSet<NodeId>,
+    /// Pods that name a node the fleet has not seen yet, by node name.
+    waiting: FastMap<Sym, Vec<PodId>>,
     frag: FastMap<GpuId, Fragmentation>,
     gpu_resources: Vec<Sym>,
 }
@@ -145,6 +147,7 @@ impl Fleet {
             pod_contrib: FastMap::default(),
             node_alloc_counted: FastMap::default(),
             mig_pending: BTreeSet::new(),
+            waiting: FastMap::default(),
             frag: FastMap::default(),
             gpu_resources,
         }
@@ -516,7 +519,11 @@ impl Fleet {
                 self.node_by_name.insert(name, id);
                 self.totals.nodes += 1;
                 // Pods may have arrived before their node.
-                self.rebind_waiting_pods(name, id);
+                // Pods may have arrived before their node (watches run side by side).
+                for pid in self.waiting.remove(&name).unwrap_or_default() {
+                    self.unlink_pod(pid);
+                    self.link_pod(pid);
+                }
                 id
             }
         };
@@ -524,12 +531,6 @@ impl Fleet {
         self.totals.nodes_cordoned += spec.cordoned as u32;
         self.refresh_node_alerts(id);
         id
-    }
-
-    fn rebind_waiting_pods(&mut self, _name: Sym, _id: NodeId) {
-        // Pods name their node; a pod seen before its node is kept unbound and picked up
-        // on its next update. Watches deliver nodes first in practice, so a rescan of all
-        // pods here would cost more than it saves.
     }
 
     fn refresh_node_alerts(&mut self, id: NodeId) {
@@ -717,6 +718,23 @@ impl Fleet {
             self.frag.insert(gid, mig::fragmentation(model, &placed));
         } else {
             self.frag.remove(&gid);
+        }
+        // Pods on this node that name this GPU before it was known bind now.
+        let late: Vec<PodId> = self
+            .pods_by_node
+            .get(&node)
+            .map(|v| {
+                v.iter()
+                    .copied()
+                    .filter(|p| {
+                        self.pod(*p).is_some_and(|p| p.gpu_uuids.contains(&uuid) && !p.bound_gpus.contains(&gid))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        for pid in late {
+            self.unlink_pod(pid);
+            self.link_pod(pid);
         }
         // Pods on this node that name these MIG instances bind now.
         for pid in self.pods_by_node.get(&node).cloned().unwrap_or_default() {
@@ -1104,14 +1122,17 @@ impl Fleet {
 
     fn build_pod(&mut self, ns: Sym, spec: PodSpec) -> Pod {
         let tenant = self.tenant_for_namespace(ns);
-        let node = spec.node.as_deref().and_then(|n| self.node_by_name(n));
-        let bound_gpus = spec.bound_gpus.iter().filter_map(|u| self.gpu_by_uuid(u)).collect();
+        let node_name = spec.node.as_deref().map(|n| self.interner.intern(n)).unwrap_or_default();
+        let gpu_uuids = spec.bound_gpus.iter().map(|u| self.interner.intern(u)).collect();
         let bound_mig = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
         Pod {
             namespace: ns,
             name: spec.name.into_boxed_str(),
             tenant,
-            node,
+            // Resolved by link_pod, which also files pods whose node is not known yet.
+            node: None,
+            node_name,
+            gpu_uuids,
             phase: spec.phase,
             created: spec.created,
             owner: spec.owner,
@@ -1129,13 +1150,24 @@ impl Fleet {
                     allocated: c.allocated.as_deref().map(|a| self.interner.intern(a)),
                 })
                 .collect(),
-            bound_gpus,
+            bound_gpus: Vec::new(),
             bound_mig,
         }
     }
 
     /// Adds a pod's effects: node and tenant counters, device bindings.
     fn link_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        let node_name = p.node_name;
+        let node = self.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
+        let bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.gpu_by_uuid.get(u).copied()).collect();
+        if node.is_none() && node_name != Sym::default() {
+            self.waiting.entry(node_name).or_default().push(pid);
+        }
+        if let Some(p) = self.pods[pid.0 as usize].as_mut() {
+            p.node = node;
+            p.bound_gpus = bound;
+        }
         let Some(p) = self.pod(pid) else { return };
         let holds = p.phase.holds_devices() && p.node.is_some();
         let unfinished = !p.phase.finished();
@@ -1204,6 +1236,16 @@ impl Fleet {
 
     /// Removes a pod's effects, the exact inverse of `link_pod`.
     fn unlink_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        if p.node.is_none() {
+            let name = p.node_name;
+            if let Some(w) = self.waiting.get_mut(&name) {
+                w.retain(|x| *x != pid);
+                if w.is_empty() {
+                    self.waiting.remove(&name);
+                }
+            }
+        }
         let Some(p) = self.pod(pid) else { return };
         let (tenant, node, bound_gpus, bound_mig, dev) =
             (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone(), p.requests_devices());

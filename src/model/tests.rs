@@ -365,3 +365,30 @@ fn op_progress_lands_in_ops_and_events() {
     f.apply(Delta::Op(OpProgress::Step { id: 9, step: "x".into(), done: 1, total: 1 }));
     assert!(f.op(9).is_none());
 }
+
+#[test]
+fn pods_seen_before_their_node_and_gpu_bind_when_those_arrive() {
+    // Watches for pods and nodes run side by side: a pod can arrive first.
+    let mut f = Fleet::new(Thresholds::default());
+    f.apply(Delta::PodUpsert(pod("a", "early", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    let pid = f.pod_by_name("a", "early").unwrap();
+    assert_eq!(f.pod(pid).unwrap().node, None);
+    check_invariants(&f);
+    f.apply(Delta::NodeUpsert(node("n1")));
+    let n1 = f.node_by_name("n1").unwrap();
+    assert_eq!(f.pod(pid).unwrap().node, Some(n1), "bound once the node is known");
+    assert_eq!(f.node(n1).unwrap().gpus_allocated, 1);
+    assert!(f.pod(pid).unwrap().bound_gpus.is_empty(), "its GPU is not known yet");
+    check_invariants(&f);
+    f.apply(Delta::GpuUpsert(gpu("n1", 0, "GPU-0")));
+    let g0 = f.gpu_by_uuid("GPU-0").unwrap();
+    assert_eq!(f.pod(pid).unwrap().bound_gpus, vec![g0]);
+    assert_eq!(f.gpu(g0).unwrap().pods, vec![pid]);
+    check_invariants(&f);
+    // A pod removed while still waiting leaves nothing behind.
+    f.apply(Delta::PodUpsert(pod("a", "orphan", Some("n9"), Phase::Pending, 1, &[])));
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "orphan".into() });
+    f.apply(Delta::NodeUpsert(node("n9")));
+    assert_eq!(f.node(f.node_by_name("n9").unwrap()).unwrap().pods, 0);
+    check_invariants(&f);
+}

@@ -228,7 +228,11 @@ pub struct Pod {
     /// MIG resources requested (`nvidia.com/mig-<profile>`): resource name, count.
     pub mig: Vec<(Sym, u16)>,
     pub dra: Vec<DraClaim>,
-    /// Devices the pod is bound to, when known (agent, DRA or simulator).
+    /// The node the pod names, even before that node is known to the fleet.
+    pub node_name: Sym,
+    /// GPU uuids the pod is bound to, when known (agent, DRA or simulator)...
+    pub gpu_uuids: Vec<Sym>,
+    /// ...and those of them the fleet knows (derived, re-resolved when GPUs arrive).
     pub bound_gpus: Vec<GpuId>,
     pub bound_mig: Vec<Sym>,
 }
