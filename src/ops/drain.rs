@@ -50,12 +50,17 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| p.action == PodAction::Evict).collect();
     let forced: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, PodAction::ForceDelete(_))).collect();
     let gpus: u32 = evict.iter().map(|p| p.gpus).sum();
-    effects.push(format!("evict {} pods ({} GPUs) one by one through the Eviction API", evict.len(), gpus));
+    effects.push(format!(
+        "evict {} ({}) one by one through the Eviction API",
+        super::count(evict.len(), "pod"),
+        super::count(gpus as usize, "GPU")
+    ));
     if !forced.is_empty() {
         let fg: u32 = forced.iter().map(|p| p.gpus).sum();
         effects.push(format!(
-            "delete {} pods ({fg} GPUs) that eviction would refuse, because you forced it",
-            forced.len()
+            "delete {} ({}) that eviction would refuse, because you forced it",
+            super::count(forced.len(), "pod"),
+            super::count(fg as usize, "GPU")
         ));
     }
     if evict.len() > 3 {

@@ -123,6 +123,11 @@ pub enum PlanError {
     Invalid(String),
 }
 
+/// "1 pod", "3 pods": previews and progress are read by people.
+pub fn count(n: usize, what: &str) -> String {
+    if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
+}
+
 /// Plans a request against the fleet as it is now. Pure: reads the fleet, changes nothing.
 pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
     match req {

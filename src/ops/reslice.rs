@@ -156,7 +156,7 @@ pub(super) fn plan(
         effects.push(format!("cordon {node}"));
     }
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, super::PodAction::Evict)).collect();
-    effects.push(format!("evict {} pods that use {scope}", evict.len()));
+    effects.push(format!("evict {} that use {scope}", super::count(evict.len(), "pod")));
     for p in &evict {
         effects.push(format!("  evict {}/{}", p.namespace, p.name));
     }

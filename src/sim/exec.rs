@@ -214,11 +214,11 @@ impl Sim {
                     let n = keys.len();
                     match &detail {
                         PlanDetail::Drain(d) => {
-                            self.progress(op, format!("all {n} pods are gone"));
+                            self.progress(op, format!("all evicted pods are gone ({n})"));
                             self.finish(op, Ok(format!("{} drained: {n} pods evicted, node stays cordoned", d.node)));
                         }
                         _ => {
-                            self.progress(op, format!("all {n} pods using the GPUs are gone"));
+                            self.progress(op, format!("the pods that used the GPUs are gone ({n})"));
                             op.stage = Stage::SetMigConfig;
                         }
                     }

@@ -80,8 +80,14 @@ impl App {
     /// Applies a batch of deltas; returns whether a redraw is needed.
     pub fn apply(&mut self, deltas: impl IntoIterator<Item = Delta>) -> bool {
         let mut dirty = false;
+        let mut progress = false;
         for d in deltas {
+            progress |= matches!(d, Delta::Op(_));
             dirty |= self.fleet.apply(d);
+        }
+        // Live progress replaces a passing note ("started: …") in the status line.
+        if progress && matches!(self.ui.message, Some((crate::model::Severity::Info, _))) {
+            self.ui.message = None;
         }
         if dirty {
             self.prepare();

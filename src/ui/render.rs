@@ -523,7 +523,7 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
 }
 
 fn render_help(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size: Rect) {
-    let area = centered(size, 96, size.height.saturating_sub(4));
+    let area = centered(size, 120, size.height.saturating_sub(4));
     frame.render_widget(Clear, area);
     let mut lines = Vec::new();
     for mode in Mode::ALL {
