@@ -181,8 +181,8 @@ impl Sim {
                         && pdb.disruptions_allowed <= 0
                     {
                         let reason = format!(
-                            "evicting {key}: HTTP 429, PodDisruptionBudget {}/{} allows 0 disruptions ({} of {} healthy needed); retrying in 5s",
-                            pdb.namespace, pdb.name, pdb.desired_healthy, pdb.current_healthy
+                            "evicting {key}: HTTP 429, PodDisruptionBudget {}/{} allows 0 disruptions ({} healthy, {} needed); retrying in 5s",
+                            pdb.namespace, pdb.name, pdb.current_healthy, pdb.desired_healthy
                         );
                         self.out.push(Delta::Op(OpProgress::Blocked { id, reason }));
                         *retry_in = EVICT_RETRY_TICKS;
