@@ -59,6 +59,8 @@ pub enum Cmd {
     /// The MIG planner, without a cluster.
     #[command(subcommand)]
     Mig(MigCmd),
+    /// The node agent: GPU telemetry from NVML (or a fake) over a read-only HTTP API.
+    Agent(AgentArgs),
     /// The scale harness: build a simulated factory and measure start-up, ticks, sorting,
     /// frames and memory (run it with --release).
     Bench {
@@ -130,4 +132,34 @@ pub enum MigCmd {
         /// A config name (all-balanced, all-1g.10gb, ...) or profiles: 3g.40gb,2g.20gb,1g.10gb
         layout: String,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AgentArgs {
+    /// Address to serve /metrics, /v1/snapshot, /v1/stream and /healthz on.
+    #[arg(long, default_value = "0.0.0.0:9400")]
+    pub listen: std::net::SocketAddr,
+    /// Simulate N GPUs instead of reading NVML (for machines without a GPU).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub fake: Option<u32>,
+    /// Seed of the fake GPUs.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Sampling interval, shared by every reader (100ms to 1h; e.g. 500ms, 1s, 5s).
+    #[arg(long, default_value = "1s", value_parser = parse_interval)]
+    pub interval: std::time::Duration,
+    /// Kubernetes node name (default: $NODE_NAME, else the hostname).
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Where the host's /proc is mounted, for mapping GPU processes to pods.
+    #[arg(long, default_value = "/proc")]
+    pub proc_root: std::path::PathBuf,
+    /// Most concurrent /v1/stream readers.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+    pub max_readers: u32,
+}
+
+/// "500ms", "2s", "1m", or plain seconds ("2"); 100 ms to 1 hour.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
+    crate::agent::parse_interval(s)
 }

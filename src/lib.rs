@@ -1,6 +1,7 @@
 //! fabrik: a terminal cockpit for GPU clusters on Kubernetes. The library holds every
 //! layer (see ARCHITECTURE in the README); `main.rs` only parses the command line.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod config;

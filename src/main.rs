@@ -38,6 +38,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Snapshot(args)) => snapshot::snapshot(args),
+        Some(Cmd::Agent(args)) => run_agent(args),
         Some(Cmd::Bench { nodes, frames, ticks }) => {
             fabrik::bench::run(nodes as usize, frames, ticks);
             Ok(ExitCode::SUCCESS)
@@ -80,4 +81,41 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
 
 fn model_names() -> String {
     mig::GpuModel::ALL.iter().map(|m| m.name()).collect::<Vec<_>>().join(", ")
+}
+
+fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
+    use fabrik::agent::{backend::Gpus, fake::FakeGpus, server};
+    let node = args
+        .node
+        .clone()
+        .or_else(|| std::env::var("NODE_NAME").ok().filter(|n| !n.is_empty()))
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok().map(|h| h.trim().to_string()))
+        .unwrap_or_else(|| "localhost".into());
+    let backend: Box<dyn Gpus> = match args.fake {
+        Some(n) => Box::new(FakeGpus::new(&node, n, args.seed)),
+        None => {
+            eprintln!(
+                "fabrik agent: the NVML backend is not in this build yet; run `fabrik agent --fake 8` for a \
+                 simulated node with the same API"
+            );
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let _ = &args.proc_root;
+    let cfg = server::AgentConfig {
+        listen: args.listen,
+        interval: args.interval,
+        max_readers: args.max_readers as usize,
+        stall_timeout: (args.interval * 3).max(std::time::Duration::from_secs(10)),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let shared = server::spawn_sampler(backend, cfg.interval)?;
+        let listener = tokio::net::TcpListener::bind(cfg.listen)
+            .await
+            .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;
+        eprintln!("fabrik agent: serving {node} on http://{} (fake backend)", cfg.listen);
+        server::serve(listener, shared, cfg).await
+    })?;
+    Ok(ExitCode::SUCCESS)
 }

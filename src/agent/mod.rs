@@ -1,0 +1,11 @@
+//! The node agent (`fabrik agent`): GPU telemetry from a backend (NVML on a GPU node, a
+//! deterministic fake elsewhere) served read-only over HTTP, in dcgm-exporter-compatible
+//! metrics and in versioned JSON shared with the cockpit.
+
+pub mod backend;
+pub mod fake;
+pub mod metrics;
+pub mod server;
+pub mod wire;
+
+pub use server::{AgentConfig, parse_interval};
