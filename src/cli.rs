@@ -151,9 +151,6 @@ pub struct AgentArgs {
     /// Kubernetes node name (default: $NODE_NAME, else the hostname).
     #[arg(long)]
     pub node: Option<String>,
-    /// Where the host's /proc is mounted, for mapping GPU processes to pods.
-    #[arg(long, default_value = "/proc")]
-    pub proc_root: std::path::PathBuf,
     /// Most concurrent /v1/stream readers.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_readers: u32,

@@ -101,7 +101,6 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    let _ = &args.proc_root;
     let cfg = server::AgentConfig {
         listen: args.listen,
         interval: args.interval,
