@@ -93,14 +93,15 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
         .unwrap_or_else(|| "localhost".into());
     let backend: Box<dyn Gpus> = match args.fake {
         Some(n) => Box::new(FakeGpus::new(&node, n, args.seed)),
-        None => {
-            eprintln!(
-                "fabrik agent: the NVML backend is not in this build yet; run `fabrik agent --fake 8` for a \
-                 simulated node with the same API"
-            );
-            return Ok(ExitCode::from(2));
-        }
+        None => match fabrik::agent::nvml::open(&node) {
+            Ok(b) => Box::new(b),
+            Err(e) => {
+                eprintln!("fabrik agent: {e}");
+                return Ok(ExitCode::from(2));
+            }
+        },
     };
+    let backend_name = backend.name();
     let cfg = server::AgentConfig {
         listen: args.listen,
         interval: args.interval,
@@ -113,7 +114,7 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;
-        eprintln!("fabrik agent: serving {node} on http://{} (fake backend)", cfg.listen);
+        eprintln!("fabrik agent: serving {node} on http://{} ({backend_name} backend)", cfg.listen);
         server::serve(listener, shared, cfg).await
     })?;
     Ok(ExitCode::SUCCESS)

@@ -238,6 +238,14 @@ fn text(o: &Output) -> (String, String) {
 
 #[test]
 fn one_shot_subcommands_exit_codes_and_output() {
+    // The agent without a driver says so and names --fake (this machine has no GPU; on a
+    // GPU machine it would start serving, so only check when the library is absent).
+    if !std::path::Path::new("/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1").exists() {
+        let o = fabrik(&["agent", "--listen", "127.0.0.1:0"]);
+        let (_, err) = text(&o);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert!(err.contains("no NVIDIA driver") && err.contains("--fake"), "{err}");
+    }
     // snapshot as JSON: parses, names the view, and has the tenants as rows.
     let o = fabrik(&["snapshot", "--demo", "--view", "tenants", "--format", "json"]);
     let (out, err) = text(&o);

@@ -5,6 +5,8 @@
 pub mod backend;
 pub mod fake;
 pub mod metrics;
+pub mod nvml;
+pub mod procmap;
 pub mod server;
 pub mod wire;
 
