@@ -129,6 +129,17 @@ impl Drop for Tmux {
     }
 }
 
+/// `new-session` arguments for the 140×40 session named "fabrik", with environment entries.
+fn session<'a>(env: &[&'a str], cmd: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec!["new-session", "-d", "-s", "fabrik", "-x", "140", "-y", "40"];
+    for e in env {
+        v.push("-e");
+        v.push(e);
+    }
+    v.extend_from_slice(cmd);
+    v
+}
+
 /// The status line: the second line from the bottom of a 40-line screen.
 fn status_line(screen: &str) -> &str {
     screen.lines().nth(38).unwrap_or("")
@@ -145,31 +156,9 @@ fn demo_starts_navigates_quits_and_restores_the_terminal() {
     // stays (dead) after the shell ends, with fabrik's exit status.
     let script = "\"$0\" demo; s=$?; printf '\\nfabrik exited with status %s\\n' \"$s\"; \
                   read line; printf 'read %s\\n' \"$line\"; exit \"$s\"";
-    t.ok(&[
-        "start-server",
-        ";",
-        "set-option",
-        "-g",
-        "remain-on-exit",
-        "on",
-        ";",
-        "new-session",
-        "-d",
-        "-s",
-        "fabrik",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        "-e",
-        &env_home,
-        "-e",
-        &env_config,
-        "sh",
-        "-c",
-        script,
-        BIN,
-    ]);
+    let mut args = vec!["start-server", ";", "set-option", "-g", "remain-on-exit", "on", ";"];
+    args.extend(session(&[&env_home, &env_config], &["sh", "-c", script, BIN]));
+    t.ok(&args);
     assert_eq!(t.display("#{window_width}x#{window_height}"), "140x40");
 
     // Wait for a whole frame: a capture can land while one is still being written.
@@ -311,22 +300,7 @@ fn broken_theme_and_keymap_files_warn_and_the_cockpit_starts_with_the_defaults()
     std::fs::write(dir.join("config.toml"), "fps = 0\n").expect("config");
     let env_config = format!("FABRIK_CONFIG_DIR={}", dir.to_string_lossy());
     let env_home = format!("HOME={}", t.home.to_string_lossy());
-    t.ok(&[
-        "new-session",
-        "-d",
-        "-s",
-        "fabrik",
-        "-x",
-        "140",
-        "-y",
-        "40",
-        "-e",
-        &env_home,
-        "-e",
-        &env_config,
-        BIN,
-        "demo",
-    ]);
+    t.ok(&session(&[&env_home, &env_config], &[BIN, "demo"]));
     let s = t.wait_screen("the fleet view", |s| s.contains("Fleet [48/48]"));
     let status = status_line(&s);
     assert!(status.contains("config warning(s), defaults used"), "{s}");

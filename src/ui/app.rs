@@ -25,17 +25,9 @@ pub trait Executor: Send {
     fn send(&mut self, req: ExecRequest);
 }
 
-impl Executor for tokio::sync::mpsc::UnboundedSender<ExecRequest> {
-    fn send(&mut self, req: ExecRequest) {
-        // A closed executor means the feed has stopped; the op then never starts, and the
-        // missing progress shows it.
-        let _ = tokio::sync::mpsc::UnboundedSender::send(self, req);
-    }
-}
-
 impl Executor for std::sync::mpsc::Sender<ExecRequest> {
     fn send(&mut self, req: ExecRequest) {
-        // As above: a stopped executor shows as an operation that never starts.
+        // A stopped executor (the feed ended) shows as an operation that never starts.
         let _ = std::sync::mpsc::Sender::send(self, req);
     }
 }

@@ -127,10 +127,7 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
                 let p = mig::profile(g.model, inst.placement.profile);
                 let ik = format!("{gk}.i{ii}");
                 let label = Line::from(vec![
-                    Span::styled(
-                        format!("{} @{} ", p.name, inst.placement.start),
-                        theme.style(&format!("gpu.mig.instance.{}", ii % 7)),
-                    ),
+                    Span::styled(format!("{} @{} ", p.name, inst.placement.start), theme.mig_instance(ii)),
                     Span::styled(
                         if inst.pod.is_some() { format!("{:>3}%", inst.util) } else { "free".into() },
                         theme.style(if inst.pod.is_some() { util_token(inst.util) } else { "gpu.free" }),
@@ -360,7 +357,7 @@ fn slice_row<'a>(cells: usize, owner: &[Option<usize>], labels: &[String], width
                 let l = labels.get(k).cloned().unwrap_or_default();
                 (
                     format!("{:^w$}", truncate(&l, w.saturating_sub(1)), w = w),
-                    theme.style(&format!("gpu.mig.instance.{}", k % 7)).add_modifier(Modifier::REVERSED),
+                    theme.mig_instance(k).add_modifier(Modifier::REVERSED),
                 )
             }
             None => (format!("{:^w$}", "free", w = w), theme.style("gpu.mig.free")),
@@ -498,11 +495,7 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
             let pod = i.pod.and_then(|p| f.pod(p)).map(|p| f.pod_display(p)).unwrap_or_else(|| "free".into());
             let idle =
                 if i.idle_allocated { i.low_since.map(|l| age(f.now, l)).unwrap_or_default() } else { "-".into() };
-            let style = if k == sel {
-                theme.style("ui.selection")
-            } else {
-                theme.style(&format!("gpu.mig.instance.{}", k % 7))
-            };
+            let style = if k == sel { theme.style("ui.selection") } else { theme.mig_instance(k) };
             rows.push(Line::from(Span::styled(
                 format!(
                     "{:<12} {:<6} {:>4}% {:>5}G {:>9}  {}",
