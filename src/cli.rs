@@ -56,6 +56,9 @@ pub enum Cmd {
     Demo(SimArgs),
     /// Print one view once, for scripts and incident tickets.
     Snapshot(SnapshotArgs),
+    /// Play simulated GPU nodes (kubelet, device plugin, DRA driver, mig-manager) against a
+    /// real API server, for tests and demos on a test control plane. Never touches real nodes.
+    Sim(KubeSimArgs),
     /// The MIG planner, without a cluster.
     #[command(subcommand)]
     Mig(MigCmd),
@@ -80,9 +83,34 @@ pub enum Cmd {
     },
 }
 
+#[derive(Args, Debug, Clone)]
+pub struct KubeSimArgs {
+    /// Number of simulated GPU nodes (8 GPUs each).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub nodes: u32,
+    /// Seed: the same seed gives the same nodes and workloads.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Also create a tenant workload mix (namespaces, quotas, GPU workloads, PDBs).
+    #[arg(long)]
+    pub workload: bool,
+    /// Target number of GPU pods in the workload mix (default: about 60% of the GPUs).
+    #[arg(long)]
+    pub pods: Option<u32>,
+    /// Every Nth node hands out its GPUs through DRA instead of the device plugin (0: none).
+    #[arg(long, default_value_t = 4)]
+    pub dra_every: u32,
+    /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds.
+    #[arg(long, default_value_t = 3)]
+    pub mig_seconds: u64,
+    /// Remove the simulated nodes (and the workload mix) from the cluster, then exit.
+    #[arg(long)]
+    pub cleanup: bool,
+}
+
 #[derive(Args, Debug)]
 pub struct SnapshotArgs {
-    /// Take the snapshot from the simulated factory.
+    /// Take the snapshot from the simulated factory (default: the current kube context).
     #[arg(long)]
     pub demo: bool,
     #[arg(long, value_enum, default_value_t = ViewArg::Fleet)]
@@ -95,6 +123,9 @@ pub struct SnapshotArgs {
     /// Simulated seconds to run before the snapshot.
     #[arg(long, default_value_t = 5)]
     pub ticks: u32,
+    /// On a cluster: give up when the initial listing takes longer than this.
+    #[arg(long, default_value_t = 60)]
+    pub timeout_secs: u64,
     #[command(flatten)]
     pub sim: SimArgs,
 }

@@ -78,6 +78,9 @@ pub struct Config {
     pub mig_stuck_secs: u64,
     /// Upper bound on redraws per second.
     pub fps: u16,
+    /// Namespace label that names a namespace's tenant on a cluster (after vCluster and
+    /// Kueue, else the namespace is its own tenant).
+    pub tenant_label: String,
 }
 
 impl Default for Config {
@@ -90,13 +93,14 @@ impl Default for Config {
             busy_util_pct: 20,
             mig_stuck_secs: 300,
             fps: 30,
+            tenant_label: crate::cluster::labels::DEFAULT_TENANT_LABEL.to_string(),
         }
     }
 }
 
 /// The keys `config.toml` understands, in the order the warning lists them.
 const CONFIG_KEYS: &[&str] =
-    &["theme", "keymap", "idle_util_pct", "idle_window_secs", "busy_util_pct", "mig_stuck_secs", "fps"];
+    &["theme", "keymap", "idle_util_pct", "idle_window_secs", "busy_util_pct", "mig_stuck_secs", "fps", "tenant_label"];
 
 impl Config {
     /// Reads `<dir>/config.toml` if it exists. A key that is wrong keeps its default and
@@ -131,6 +135,7 @@ impl Config {
                     int_in(value, 1, i64::MAX as i128, "seconds").map(|v| config.mig_stuck_secs = v as u64)
                 }
                 "fps" => int_in(value, 1, 120, "frames per second").map(|v| config.fps = v as u16),
+                "tenant_label" => label_key(value).map(|v| config.tenant_label = v),
                 other => {
                     let hint = match closest(other, CONFIG_KEYS.iter().copied()) {
                         Some(near) => format!("did you mean \"{near}\"? "),
@@ -168,8 +173,41 @@ impl Config {
             "idle_window_secs" => self.idle_window_secs.to_string(),
             "mig_stuck_secs" => self.mig_stuck_secs.to_string(),
             "fps" => self.fps.to_string(),
+            "tenant_label" => format!("\"{}\"", self.tenant_label),
             _ => String::new(),
         }
+    }
+}
+
+/// A Kubernetes label key: `[prefix/]name`, name 1–63 of `[A-Za-z0-9._-]` starting and
+/// ending alphanumeric, prefix a DNS subdomain.
+fn label_key(value: &Value) -> Result<String, String> {
+    let Value::Str(s) = value else {
+        return Err(format!("expected a label key such as \"fabrik.io/tenant\", found {}", value.type_name()));
+    };
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s.as_str()),
+    };
+    let name_ok = !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                !part.is_empty()
+                    && part.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && !part.starts_with('-')
+                    && !part.ends_with('-')
+            })
+    });
+    if name_ok && prefix_ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not a label key: use [dns.prefix/]name, e.g. \"fabrik.io/tenant\""))
     }
 }
 
@@ -664,10 +702,20 @@ mod tests {
     }
 
     #[test]
+    fn tenant_label_must_be_a_label_key() {
+        let (config, warnings, _dir) = load("tenant_label = \"not a/label/key!\"\n");
+        assert_eq!(config.tenant_label, "fabrik.io/tenant");
+        assert_eq!(warnings.len(), 1);
+        assert!(warnings[0].to_string().contains("is not a label key"), "{}", warnings[0]);
+        let (config, warnings, _dir) = load("tenant_label = \"team\"\n");
+        assert_eq!((config.tenant_label.as_str(), warnings.len()), ("team", 0));
+    }
+
+    #[test]
     fn valid_file_applies_every_key() {
         let (config, warnings, _dir) = load(
             "theme = \"light\"\nkeymap = \"k9s\"\nidle_util_pct = 3\nidle_window_secs = 900\n\
-             busy_util_pct = 40\nmig_stuck_secs = 120\nfps = 60\n",
+             busy_util_pct = 40\nmig_stuck_secs = 120\nfps = 60\ntenant_label = \"example.com/team\"\n",
         );
         assert_eq!(warnings, vec![]);
         assert_eq!(
@@ -680,6 +728,7 @@ mod tests {
                 busy_util_pct: 40,
                 mig_stuck_secs: 120,
                 fps: 60,
+                tenant_label: "example.com/team".into(),
             }
         );
     }

@@ -4,8 +4,11 @@
 pub mod agent;
 pub mod bench;
 pub mod cli;
+pub mod cluster;
 pub mod config;
 pub mod feed;
+pub mod kubesim;
+pub mod live;
 pub mod mig;
 pub mod model;
 pub mod ops;

@@ -24,12 +24,8 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
         None => {
-            eprintln!(
-                "fabrik: the live cluster connection (Kubernetes watches) is not built yet.\n\
-                 Run the cockpit on the embedded simulated factory instead:\n\n    fabrik demo\n\n\
-                 (see `fabrik --help` for snapshot, mig and the other subcommands)"
-            );
-            Ok(ExitCode::from(2))
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(fabrik::live::run_cockpit(&cli.ui, cli.kubeconfig.clone(), cli.context.clone()))
         }
         Some(Cmd::Demo(sim)) => {
             let setup = snapshot::Setup::load(&cli.ui);
@@ -37,7 +33,16 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(snapshot::run_demo(setup, sim, cli.ui.readonly))?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Snapshot(args)) => snapshot::snapshot(args),
+        Some(Cmd::Snapshot(args)) if args.demo => snapshot::snapshot(args),
+        Some(Cmd::Snapshot(args)) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            let timeout = std::time::Duration::from_secs(args.timeout_secs);
+            rt.block_on(fabrik::live::snapshot(&args, cli.kubeconfig.clone(), cli.context.clone(), timeout))
+        }
+        Some(Cmd::Sim(args)) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(fabrik::kubesim::run(args, cli.kubeconfig.clone(), cli.context.clone()))
+        }
         Some(Cmd::Agent(args)) => run_agent(args),
         Some(Cmd::Bench { nodes, frames, ticks }) => {
             fabrik::bench::run(nodes as usize, frames, ticks);

@@ -66,21 +66,27 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre:
     ui.theme_name = setup.theme.name.clone();
     ui.keymap_name = setup.keymap.name.clone();
     let mut fleet = Fleet::new(setup.thresholds());
-    if !setup.warnings.is_empty() {
-        for w in &setup.warnings {
-            fleet.push_event(EventSpec {
-                ts: 0,
-                severity: Severity::Warning,
-                reason: "ConfigWarning".into(),
-                object: w.file.clone(),
-                message: w.to_string(),
-            });
-        }
-        let first = setup.warnings[0].to_string();
-        ui.warn(format!("{} config warning(s), defaults used — {first} (all in :events)", setup.warnings.len()));
-    }
+    config_warnings_into(&setup, &mut fleet, &mut ui);
     let app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx));
-    crate::ui::run::run(app, rx, setup.config.fps).await
+    crate::ui::run::run(app, rx, setup.config.fps).await.map(|_| ())
+}
+
+/// Broken config files become events and one line in the status bar; defaults apply.
+pub fn config_warnings_into(setup: &Setup, fleet: &mut Fleet, ui: &mut Ui) {
+    if setup.warnings.is_empty() {
+        return;
+    }
+    for w in &setup.warnings {
+        fleet.push_event(EventSpec {
+            ts: 0,
+            severity: Severity::Warning,
+            reason: "ConfigWarning".into(),
+            object: w.file.clone(),
+            message: w.to_string(),
+        });
+    }
+    let first = setup.warnings[0].to_string();
+    ui.warn(format!("{} config warning(s), defaults used — {first} (all in :events)", setup.warnings.len()));
 }
 
 /// A fleet from the simulator after `ticks` steps, without a terminal.
@@ -98,7 +104,7 @@ pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -
     (sim, fleet)
 }
 
-fn view_kind(v: ViewArg) -> ViewKind {
+pub fn view_kind(v: ViewArg) -> ViewKind {
     match v {
         ViewArg::Fleet => ViewKind::Fleet,
         ViewArg::Gpus => ViewKind::Gpus,
@@ -110,14 +116,8 @@ fn view_kind(v: ViewArg) -> ViewKind {
     }
 }
 
+/// The demo snapshot; `live::snapshot` takes one from a cluster.
 pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
-    if !args.demo {
-        eprintln!(
-            "fabrik snapshot: only --demo is available until the cluster connection lands; try `fabrik snapshot --demo --view {}`",
-            format!("{:?}", args.view).to_lowercase()
-        );
-        return Ok(ExitCode::from(2));
-    }
     let (_, fleet) = demo_fleet(args.sim.seed, args.sim.nodes as usize, args.ticks, Thresholds::default());
     let out = render_rows(&fleet, view_kind(args.view), &args.filter, args.format);
     let mut stdout = std::io::stdout().lock();

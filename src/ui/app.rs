@@ -396,6 +396,10 @@ impl App {
                     *error = Some("read-only mode (--readonly): nothing is sent to the cluster".into());
                     return;
                 }
+                if let Some(why) = &self.ui.ops_unavailable {
+                    *error = Some(format!("{why}: nothing was sent"));
+                    return;
+                }
                 if !plan.can_execute() {
                     *error = Some("this plan is blocked; resolve the blockers above (or cancel)".into());
                     return;
@@ -431,7 +435,7 @@ impl App {
                 Some(g) => self.push(Screen::Gpu(g)),
                 None => self.ui.error(format!("no GPU {arg:?}: use NODE/INDEX (e.g. h100-0000/3) or a GPU uuid")),
             },
-            "ctx" | "context" | "contexts" => self.ui.warn("this cockpit runs on the embedded demo; Kubernetes contexts come with the cluster connection"),
+            "ctx" | "context" | "contexts" => self.switch_context(arg),
             _ => match ViewKind::from_alias(cmd) {
                 Some(v) => {
                     self.open_view(v);
@@ -706,6 +710,24 @@ impl App {
             Screen::Gpu(g) => (self.fleet.gpu(g).map(|g| g.node), Some(g)),
             _ => (None, None),
         }
+    }
+
+    /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` asks the runner to reconnect.
+    fn switch_context(&mut self, arg: &str) {
+        if self.ui.contexts.is_empty() {
+            self.ui.warn("this cockpit runs on the embedded demo; run `fabrik` (or --context NAME) for a cluster");
+            return;
+        }
+        if arg.is_empty() {
+            self.ui.info(format!("contexts: {} (:ctx NAME switches)", self.ui.contexts.join(", ")));
+            return;
+        }
+        if !self.ui.contexts.iter().any(|c| c == arg) {
+            self.ui.error(format!("no context {arg:?} in the kubeconfig; it has: {}", self.ui.contexts.join(", ")));
+            return;
+        }
+        self.ui.switch_context = Some(arg.to_string());
+        self.ui.quit = true;
     }
 
     fn start_op(&mut self, c: Command) {

@@ -361,8 +361,19 @@ fn render_footer(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, are
                     c,
                     Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota
                 );
+            let op = matches!(
+                c,
+                Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota
+            );
+            let why = if disabled {
+                " (read-only)"
+            } else if op && ui.ops_unavailable.is_some() {
+                " (preview only)"
+            } else {
+                ""
+            };
             spans.push(Span::styled(
-                format!("{label}{} ", if disabled { " (read-only)" } else { "" }),
+                format!("{label}{why} "),
                 theme.style(if disabled { "ui.text.muted" } else { "ui.footer.text" }),
             ));
         }
@@ -414,6 +425,11 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
             let prompt = if ui.readonly {
                 Line::from(Span::styled(
                     format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),
+                    theme.style("ui.warning"),
+                ))
+            } else if let Some(why) = &ui.ops_unavailable {
+                Line::from(Span::styled(
+                    format!("{why}: preview only, nothing will be sent · {} close", key(Command::Cancel)),
                     theme.style("ui.warning"),
                 ))
             } else if plan.can_execute() {

@@ -23,7 +23,8 @@ impl Drop for TerminalGuard {
     }
 }
 
-pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> color_eyre::Result<()> {
+/// Runs the cockpit until the person quits; returns the context `:ctx NAME` asked for.
+pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> color_eyre::Result<Option<String>> {
     // ratatui::init installs a panic hook that restores the terminal before the report.
     let mut terminal = ratatui::init();
     let _guard = TerminalGuard;
@@ -85,5 +86,5 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
             break;
         }
     }
-    Ok(())
+    Ok(app.ui.switch_context.take())
 }

@@ -85,6 +85,13 @@ pub struct Ui {
     pub readonly: bool,
     /// "demo · seed 42" or the kube context.
     pub source: String,
+    /// Why operations cannot run here (a cluster before the cluster executor exists); the
+    /// preview is still computed and shown, nothing is sent.
+    pub ops_unavailable: Option<String>,
+    /// Kube contexts of the kubeconfig, for `:ctx`; empty on the demo.
+    pub contexts: Vec<String>,
+    /// Set by `:ctx NAME`: the runner reconnects to that context.
+    pub switch_context: Option<String>,
     pub quit: bool,
     /// Ops this cockpit started, newest last.
     pub my_ops: Vec<u64>,
@@ -112,6 +119,9 @@ impl Ui {
             size: (120, 40),
             readonly: false,
             source,
+            ops_unavailable: None,
+            contexts: Vec::new(),
+            switch_context: None,
             quit: false,
             my_ops: Vec::new(),
             next_op: 1,

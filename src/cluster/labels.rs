@@ -1,0 +1,72 @@
+//! Names the GPU stack writes on Kubernetes objects (protocols.md §1, §3, §4, §5, §8). The
+//! feed reads them and `fabrik sim` writes them, so both sides use these constants.
+
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// `nvidia.com/mig-<profile>` (mixed strategy; `+` in the profile becomes `.`).
+pub const MIG_RESOURCE_PREFIX: &str = "nvidia.com/mig-";
+
+pub const GPU_PRESENT: &str = "nvidia.com/gpu.present";
+pub const GPU_PRODUCT: &str = "nvidia.com/gpu.product";
+pub const GPU_COUNT: &str = "nvidia.com/gpu.count";
+pub const GPU_MEMORY: &str = "nvidia.com/gpu.memory";
+pub const GPU_FAMILY: &str = "nvidia.com/gpu.family";
+pub const MIG_CAPABLE: &str = "nvidia.com/mig.capable";
+pub const MIG_STRATEGY: &str = "nvidia.com/mig.strategy";
+pub const MIG_CONFIG: &str = "nvidia.com/mig.config";
+pub const MIG_CONFIG_STATE: &str = "nvidia.com/mig.config.state";
+pub const DEPLOY_PREFIX: &str = "nvidia.com/gpu.deploy.";
+/// The operator clients mig-manager pauses while it reconfigures (protocols.md §1 step 5).
+pub const PAUSED_CLIENTS: [&str; 4] = [
+    "nvidia.com/gpu.deploy.device-plugin",
+    "nvidia.com/gpu.deploy.gpu-feature-discovery",
+    "nvidia.com/gpu.deploy.dcgm-exporter",
+    "nvidia.com/gpu.deploy.dcgm",
+];
+pub const PAUSED_VALUE: &str = "paused-for-mig-change";
+
+/// DRA: the NVIDIA driver's name, which is also its attribute domain.
+pub const DRA_DRIVER: &str = "gpu.nvidia.com";
+pub const DRA_GPU_CLASS: &str = "gpu.nvidia.com";
+pub const DRA_MIG_CLASS: &str = "mig.nvidia.com";
+
+/// vCluster (protocols.md §8).
+pub const VCLUSTER_MANAGED_BY: &str = "vcluster.loft.sh/managed-by";
+pub const VCLUSTER_APP: &str = "vcluster";
+
+/// Kueue.
+pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
+
+/// The namespace label that names a tenant unless configured otherwise.
+pub const DEFAULT_TENANT_LABEL: &str = "fabrik.io/tenant";
+
+/// Set by `fabrik sim` on the nodes it plays, so it never touches a real node.
+pub const SIMULATED: &str = "fabrik.io/simulated";
+/// Set by `fabrik sim` on nodes whose GPUs are handed out through DRA (no device plugin).
+pub const SIM_DRA_NODE: &str = "fabrik.io/dra";
+
+/// `nvidia.com/mig-<profile>` for a profile name (`1g.10gb+me` → `nvidia.com/mig-1g.10gb.me`).
+pub fn mig_resource(profile: &str) -> String {
+    format!("{MIG_RESOURCE_PREFIX}{}", profile.replace('+', "."))
+}
+
+/// The profile of a MIG resource name, in the catalog's spelling (`…mig-1g.10gb.me` → `1g.10gb+me`).
+pub fn mig_profile_of_resource(resource: &str) -> Option<String> {
+    let p = resource.strip_prefix(MIG_RESOURCE_PREFIX)?;
+    Some(match p.strip_suffix(".me") {
+        Some(base) => format!("{base}+me"),
+        None => p.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mig_resource_names_round_trip() {
+        assert_eq!(mig_resource("1g.10gb+me"), "nvidia.com/mig-1g.10gb.me");
+        assert_eq!(mig_profile_of_resource("nvidia.com/mig-1g.10gb.me").as_deref(), Some("1g.10gb+me"));
+        assert_eq!(mig_profile_of_resource("nvidia.com/mig-3g.40gb").as_deref(), Some("3g.40gb"));
+        assert_eq!(mig_profile_of_resource("nvidia.com/gpu"), None);
+    }
+}

@@ -1,0 +1,93 @@
+//! The connection to a real cluster: a client from a kubeconfig and context, with errors that
+//! say what was wrong and how to fix it. Shared by the kube feed, `fabrik sim` and (issue 4)
+//! the cluster executor. Label and resource names of the GPU stack live in [`labels`].
+
+pub mod labels;
+
+use std::path::{Path, PathBuf};
+
+use kube::config::{KubeConfigOptions, Kubeconfig};
+
+/// A client and the name of the context it talks to (for the header and the audit log).
+pub struct Connection {
+    pub client: kube::Client,
+    pub context: String,
+    /// All context names in the kubeconfig, for `:ctx`.
+    pub contexts: Vec<String>,
+    pub kubeconfig: Option<PathBuf>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(
+        "no kubeconfig found (looked at $KUBECONFIG and ~/.kube/config).\n\
+         Point fabrik at a cluster with --kubeconfig FILE, or run the cockpit on the embedded \
+         simulated factory:\n\n    fabrik demo\n"
+    )]
+    NoKubeconfig,
+    #[error("cannot read kubeconfig {path}: {reason}\nFix the file or pass another one with --kubeconfig FILE.")]
+    BadKubeconfig { path: String, reason: String },
+    #[error("context {context:?} is not in {path}; it has: {available}\nPick one with --context NAME.")]
+    UnknownContext { context: String, path: String, available: String },
+    #[error("kubeconfig {path} has no current-context and no --context was given; it has: {available}")]
+    NoContext { path: String, available: String },
+    #[error("cannot build a client for context {context:?}: {reason}")]
+    Client { context: String, reason: String },
+}
+
+fn default_kubeconfig_path() -> Option<PathBuf> {
+    if let Some(v) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
+        // Like kubectl: a list; the first existing file wins for our purposes.
+        return std::env::split_paths(&v).find(|p| p.exists()).or_else(|| std::env::split_paths(&v).next());
+    }
+    let home = directories::BaseDirs::new()?.home_dir().join(".kube").join("config");
+    Some(home)
+}
+
+/// Reads the kubeconfig (the given path, else $KUBECONFIG, else ~/.kube/config) and builds a
+/// client for `context` (else the current context). Nothing is sent to the server here.
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Connection, ConnectError> {
+    let path = match kubeconfig {
+        Some(p) => p.to_path_buf(),
+        None => default_kubeconfig_path().ok_or(ConnectError::NoKubeconfig)?,
+    };
+    if !path.exists() {
+        return Err(if kubeconfig.is_some() {
+            ConnectError::BadKubeconfig { path: path.display().to_string(), reason: "no such file".into() }
+        } else {
+            ConnectError::NoKubeconfig
+        });
+    }
+    let shown = path.display().to_string();
+    let kc = Kubeconfig::read_from(&path)
+        .map_err(|e| ConnectError::BadKubeconfig { path: shown.clone(), reason: e.to_string() })?;
+    let contexts: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
+    let available = if contexts.is_empty() { "no contexts".to_string() } else { contexts.join(", ") };
+    let ctx = match context {
+        Some(c) => {
+            if !contexts.iter().any(|n| n == c) {
+                return Err(ConnectError::UnknownContext { context: c.into(), path: shown, available });
+            }
+            c.to_string()
+        }
+        None => match kc.current_context.clone().filter(|c| !c.is_empty()) {
+            Some(c) => c,
+            None => return Err(ConnectError::NoContext { path: shown, available }),
+        },
+    };
+    let opts = KubeConfigOptions { context: Some(ctx.clone()), ..Default::default() };
+    let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|e| ConnectError::Client { context: ctx.clone(), reason: e.to_string() })?;
+    let client = kube::Client::try_from(config)
+        .map_err(|e| ConnectError::Client { context: ctx.clone(), reason: e.to_string() })?;
+    Ok(Connection { client, context: ctx, contexts, kubeconfig: Some(path) })
+}
+
+/// A short, human reason for a kube error: the API status message where there is one.
+pub fn describe(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),
+        other => other.to_string(),
+    }
+}

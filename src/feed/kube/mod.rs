@@ -1,0 +1,722 @@
+//! The Kubernetes feed: one watch per resource kind (kube-rs watchers with backoff), turned
+//! into compact deltas at once. No object caches: the translator keeps only the joins the
+//! model needs (namespace → tenant, DRA claim → devices, node → announced GPUs) and the names
+//! of what it has sent, so a re-list can remove what disappeared while the watch was down.
+//!
+//! Namespaces and vCluster control planes are listed first, so every pod lands in its
+//! tenant on the first try; the other kinds start when those two are synced.
+
+pub mod translate;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Event as KEvent, Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::mpsc;
+
+use self::translate::{ClaimInfo, SliceDevice};
+use super::Batch;
+use crate::cluster::labels as l;
+use crate::model::{
+    Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, Severity, TenantSpec, Ts,
+};
+
+/// What the feed was told to watch and how to name tenants.
+#[derive(Clone, Debug)]
+pub struct KubeFeedConfig {
+    /// Namespace label that names a tenant (default `fabrik.io/tenant`).
+    pub tenant_label: String,
+}
+
+impl Default for KubeFeedConfig {
+    fn default() -> Self {
+        Self { tenant_label: l::DEFAULT_TENANT_LABEL.into() }
+    }
+}
+
+/// The kinds the feed watches; the name is what the header and events call it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    Namespaces,
+    VClusters,
+    Nodes,
+    Pods,
+    Quotas,
+    Pdbs,
+    Events,
+    Slices,
+    Claims,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Namespaces => "namespaces",
+            Kind::VClusters => "vclusters",
+            Kind::Nodes => "nodes",
+            Kind::Pods => "pods",
+            Kind::Quotas => "resourcequotas",
+            Kind::Pdbs => "poddisruptionbudgets",
+            Kind::Events => "events",
+            Kind::Slices => "resourceslices",
+            Kind::Claims => "resourceclaims",
+        }
+    }
+    const FIRST: [Kind; 2] = [Kind::Namespaces, Kind::VClusters];
+    const REST: [Kind; 7] =
+        [Kind::Nodes, Kind::Pods, Kind::Quotas, Kind::Pdbs, Kind::Events, Kind::Slices, Kind::Claims];
+}
+
+/// One watch event, tagged with its kind.
+pub enum Msg {
+    Namespace(Event<Namespace>),
+    VCluster(Event<Pod>),
+    Node(Event<Node>),
+    Pod(Event<Pod>),
+    Quota(Event<ResourceQuota>),
+    Pdb(Event<PodDisruptionBudget>),
+    Event(Event<KEvent>),
+    Slice(Event<ResourceSlice>),
+    Claim(Event<ResourceClaim>),
+    /// A watch failed; `code` is the HTTP status when the server answered.
+    Error {
+        kind: Kind,
+        code: Option<u16>,
+        reason: String,
+    },
+}
+
+/// Names sent for one kind, and during a re-list the names seen so far.
+#[derive(Default)]
+struct Known {
+    keys: HashSet<String>,
+    relist: Option<HashSet<String>>,
+}
+
+impl Known {
+    fn init(&mut self) {
+        self.relist = Some(HashSet::new());
+    }
+    fn seen(&mut self, key: &str) {
+        if let Some(r) = self.relist.as_mut() {
+            r.insert(key.to_string());
+        }
+        if !self.keys.contains(key) {
+            self.keys.insert(key.to_string());
+        }
+    }
+    fn forget(&mut self, key: &str) {
+        self.keys.remove(key);
+    }
+    /// Ends a re-list: the keys that were not seen again are gone.
+    fn done(&mut self) -> Vec<String> {
+        let Some(seen) = self.relist.take() else { return Vec::new() };
+        let gone: Vec<String> = self.keys.iter().filter(|k| !seen.contains(*k)).cloned().collect();
+        for g in &gone {
+            self.keys.remove(g);
+        }
+        gone
+    }
+}
+
+fn split(key: &str) -> (String, String) {
+    match key.split_once('/') {
+        Some((a, b)) => (a.to_string(), b.to_string()),
+        None => (String::new(), key.to_string()),
+    }
+}
+
+fn meta_key(ns: Option<&String>, name: Option<&String>) -> Option<String> {
+    let name = name?;
+    Some(match ns {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.clone(),
+    })
+}
+
+#[derive(Default)]
+struct NodeGpus {
+    model: Option<crate::mig::GpuModel>,
+    /// GPUs derived from labels (no ResourceSlice for the node).
+    from_labels: Vec<GpuSpec>,
+    /// Devices per ResourceSlice name.
+    slices: BTreeMap<String, Vec<SliceDevice>>,
+    /// What was last sent, by uuid.
+    sent: Vec<GpuSpec>,
+    last_spec: Option<NodeSpec>,
+}
+
+/// The joins between objects, and what has been sent; turns watch events into deltas.
+pub struct Translator {
+    cfg: KubeFeedConfig,
+    known: HashMap<Kind, Known>,
+    synced: BTreeSet<Kind>,
+    sent_synced: bool,
+    // tenants
+    ns_label: HashMap<String, String>,
+    ns_vcluster: HashMap<String, String>,
+    ns_tenant: HashMap<String, String>,
+    tenant_ns: BTreeMap<String, BTreeSet<String>>,
+    tenant_source: HashMap<String, String>,
+    vcluster_pods: HashMap<String, String>,
+    // GPUs
+    nodes: HashMap<String, NodeGpus>,
+    devices: HashMap<(String, String), String>,
+    // DRA
+    claims: HashMap<String, ClaimInfo>,
+    claim_pods: HashMap<String, BTreeSet<String>>,
+    pods_with_claims: HashMap<String, PodSpec>,
+    // quotas: key → (tenant, resources)
+    quotas: HashMap<String, (String, Vec<String>)>,
+    quota_objs: HashMap<String, ResourceQuota>,
+    feed_errors: HashMap<Kind, String>,
+}
+
+impl Translator {
+    pub fn new(cfg: KubeFeedConfig) -> Self {
+        Self {
+            cfg,
+            known: HashMap::new(),
+            synced: BTreeSet::new(),
+            sent_synced: false,
+            ns_label: HashMap::new(),
+            ns_vcluster: HashMap::new(),
+            ns_tenant: HashMap::new(),
+            tenant_ns: BTreeMap::new(),
+            tenant_source: HashMap::new(),
+            vcluster_pods: HashMap::new(),
+            nodes: HashMap::new(),
+            devices: HashMap::new(),
+            claims: HashMap::new(),
+            claim_pods: HashMap::new(),
+            pods_with_claims: HashMap::new(),
+            quotas: HashMap::new(),
+            quota_objs: HashMap::new(),
+            feed_errors: HashMap::new(),
+        }
+    }
+
+    /// True once namespaces and vCluster control planes are listed (the other watches start then).
+    pub fn first_synced(&self) -> bool {
+        Kind::FIRST.iter().all(|k| self.synced.contains(k))
+    }
+
+    pub fn all_synced(&self) -> bool {
+        Kind::FIRST.iter().chain(Kind::REST.iter()).all(|k| self.synced.contains(k))
+    }
+
+    fn known(&mut self, k: Kind) -> &mut Known {
+        self.known.entry(k).or_default()
+    }
+
+    /// Marks a kind as listed; the fleet is complete when every kind is.
+    fn mark_synced(&mut self, k: Kind, out: &mut Vec<Delta>) {
+        self.synced.insert(k);
+        if self.all_synced() && !self.sent_synced {
+            self.sent_synced = true;
+            out.push(Delta::Synced);
+        }
+    }
+
+    fn live(&mut self, k: Kind, out: &mut Vec<Delta>) {
+        if self.feed_errors.remove(&k).is_some() {
+            out.push(Delta::Feed { source: k.name().into(), state: FeedState::Live });
+        }
+    }
+
+    pub fn apply(&mut self, msg: Msg, now: Ts) -> Vec<Delta> {
+        let mut out = Vec::new();
+        match msg {
+            Msg::Namespace(e) => self.on_event(Kind::Namespaces, e, &mut out, Self::namespace),
+            Msg::VCluster(e) => self.on_event(Kind::VClusters, e, &mut out, Self::vcluster),
+            Msg::Node(e) => self.on_event(Kind::Nodes, e, &mut out, Self::node),
+            Msg::Pod(e) => self.on_event(Kind::Pods, e, &mut out, Self::pod),
+            Msg::Quota(e) => self.on_event(Kind::Quotas, e, &mut out, Self::quota),
+            Msg::Pdb(e) => self.on_event(Kind::Pdbs, e, &mut out, Self::pdb),
+            Msg::Event(e) => self.on_event(Kind::Events, e, &mut out, Self::event),
+            Msg::Slice(e) => self.on_event(Kind::Slices, e, &mut out, Self::slice),
+            Msg::Claim(e) => self.on_event(Kind::Claims, e, &mut out, Self::claim),
+            Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
+        }
+        out
+    }
+
+    fn error(&mut self, kind: Kind, code: Option<u16>, reason: String, now: Ts, out: &mut Vec<Delta>) {
+        let (severity, text, state) = match code {
+            Some(404) => (
+                Severity::Info,
+                format!("{} are not served by this API server; that part of the cockpit stays empty", kind.name()),
+                None,
+            ),
+            Some(403) => (
+                Severity::Warning,
+                format!(
+                    "not allowed to watch {}: {reason}. Ask for list/watch on {} (kubectl auth can-i watch {}); \
+                     shown as stale until then",
+                    kind.name(),
+                    kind.name(),
+                    kind.name()
+                ),
+                Some(FeedState::Stale { since: now, reason: format!("forbidden: {reason}") }),
+            ),
+            _ => (
+                Severity::Warning,
+                format!("watch of {} failed, retrying with backoff: {reason}", kind.name()),
+                Some(FeedState::Reconnecting { since: now, reason: reason.clone() }),
+            ),
+        };
+        // One message per change of state, not one per retry.
+        if self.feed_errors.get(&kind) == Some(&text) {
+            return;
+        }
+        self.feed_errors.insert(kind, text.clone());
+        out.push(Delta::Event(EventSpec {
+            ts: now,
+            severity,
+            reason: "FeedError".into(),
+            object: format!("feed/{}", kind.name()),
+            message: text,
+        }));
+        match state {
+            Some(state) => {
+                // Keep an earlier `since` while the same trouble goes on.
+                out.push(Delta::Feed { source: kind.name().into(), state });
+            }
+            None => {
+                self.feed_errors.insert(kind, String::new());
+            }
+        }
+        // A kind the server does not have or will not show still counts as listed: the
+        // cockpit shows what it has instead of "loading" forever.
+        if matches!(code, Some(403 | 404)) {
+            self.mark_synced(kind, out);
+        }
+    }
+
+    fn on_event<K>(
+        &mut self,
+        kind: Kind,
+        e: Event<K>,
+        out: &mut Vec<Delta>,
+        f: fn(&mut Self, Option<&K>, &str, &mut Vec<Delta>),
+    ) where
+        K: kube::Resource,
+    {
+        let key_of = |o: &K| meta_key(o.meta().namespace.as_ref(), o.meta().name.as_ref());
+        match e {
+            Event::Init => self.known(kind).init(),
+            Event::InitApply(o) | Event::Apply(o) => {
+                self.live(kind, out);
+                if let Some(key) = key_of(&o) {
+                    self.known(kind).seen(&key);
+                    f(self, Some(&o), &key, out);
+                }
+            }
+            Event::Delete(o) => {
+                if let Some(key) = key_of(&o) {
+                    self.known(kind).forget(&key);
+                    f(self, None, &key, out);
+                }
+            }
+            Event::InitDone => {
+                self.live(kind, out);
+                for key in self.known(kind).done() {
+                    f(self, None, &key, out);
+                }
+                self.mark_synced(kind, out);
+            }
+        }
+    }
+
+    // ---------- tenants ----------
+
+    fn tenant_for(&self, ns: &str) -> (String, &'static str) {
+        if let Some(t) = self.ns_label.get(ns) {
+            return (t.clone(), "label");
+        }
+        if let Some(vc) = self.ns_vcluster.get(ns) {
+            return (vc.clone(), "vcluster");
+        }
+        (ns.to_string(), "namespace")
+    }
+
+    /// Re-resolves a namespace's tenant; emits the tenants whose namespace lists changed.
+    fn retenant(&mut self, ns: &str, exists: bool, out: &mut Vec<Delta>) {
+        let new = exists.then(|| self.tenant_for(ns));
+        let old = self.ns_tenant.get(ns).cloned();
+        if old.as_deref() == new.as_ref().map(|(t, _)| t.as_str())
+            && new.as_ref().is_none_or(|(t, s)| self.tenant_source.get(t).map(String::as_str) == Some(*s))
+        {
+            return;
+        }
+        if let Some(old) = &old {
+            if let Some(set) = self.tenant_ns.get_mut(old) {
+                set.remove(ns);
+                let empty = set.is_empty();
+                if empty {
+                    self.tenant_ns.remove(old);
+                    self.tenant_source.remove(old);
+                    out.push(Delta::TenantRemove(old.clone()));
+                } else {
+                    out.push(self.tenant_delta(old));
+                }
+            }
+            self.ns_tenant.remove(ns);
+        }
+        if let Some((t, source)) = new {
+            self.ns_tenant.insert(ns.to_string(), t.clone());
+            self.tenant_ns.entry(t.clone()).or_default().insert(ns.to_string());
+            self.tenant_source.insert(t.clone(), source.to_string());
+            out.push(self.tenant_delta(&t));
+        }
+        // Quotas of the namespace follow it to its tenant.
+        let keys: Vec<String> = self.quota_objs.keys().filter(|k| split(k).0 == ns).cloned().collect();
+        for k in keys {
+            if let Some(q) = self.quota_objs.get(&k).cloned() {
+                self.quota(Some(&q), &k, out);
+            }
+        }
+    }
+
+    fn tenant_delta(&self, t: &str) -> Delta {
+        Delta::TenantUpsert(TenantSpec {
+            name: t.to_string(),
+            namespaces: self.tenant_ns.get(t).map(|s| s.iter().cloned().collect()).unwrap_or_default(),
+            source: self.tenant_source.get(t).cloned().unwrap_or_else(|| "namespace".into()),
+        })
+    }
+
+    fn namespace(&mut self, ns: Option<&Namespace>, key: &str, out: &mut Vec<Delta>) {
+        match ns.and_then(|n| translate::namespace_tenant(n, &self.cfg.tenant_label)) {
+            Some(t) => self.ns_label.insert(key.to_string(), t),
+            None => self.ns_label.remove(key),
+        };
+        self.retenant(key, ns.is_some(), out);
+    }
+
+    /// A vCluster control-plane pod (`app=vcluster`, `release=<name>`): its namespace is the
+    /// vCluster's host namespace, where every virtual namespace is synced.
+    fn vcluster(&mut self, p: Option<&Pod>, key: &str, out: &mut Vec<Delta>) {
+        let (ns, _) = split(key);
+        let release = p.and_then(|p| p.metadata.labels.as_ref()?.get("release").cloned());
+        match release {
+            Some(r) => self.vcluster_pods.insert(key.to_string(), r),
+            None => self.vcluster_pods.remove(key),
+        };
+        let vc = self.vcluster_pods.iter().find(|(k, _)| split(k).0 == ns).map(|(_, r)| r.clone());
+        match vc {
+            Some(r) => self.ns_vcluster.insert(ns.clone(), r),
+            None => self.ns_vcluster.remove(&ns),
+        };
+        let exists =
+            self.ns_tenant.contains_key(&ns) || self.known.get(&Kind::Namespaces).is_none_or(|k| k.keys.contains(&ns));
+        self.retenant(&ns, exists, out);
+    }
+
+    // ---------- nodes and GPUs ----------
+
+    fn node(&mut self, n: Option<&Node>, key: &str, out: &mut Vec<Delta>) {
+        let Some(spec) = n.and_then(translate::node_spec) else {
+            if let Some(g) = self.nodes.remove(key) {
+                for gpu in g.sent {
+                    out.push(Delta::GpuRemove(gpu.uuid));
+                }
+            }
+            out.push(Delta::NodeRemove(key.to_string()));
+            return;
+        };
+        let entry = self.nodes.entry(key.to_string()).or_default();
+        entry.model = spec.gpu_model;
+        entry.from_labels = translate::label_gpus(&spec);
+        if entry.last_spec.as_ref() != Some(&spec) {
+            entry.last_spec = Some(spec.clone());
+            out.push(Delta::NodeUpsert(spec));
+        }
+        self.send_gpus(key, out);
+    }
+
+    fn send_gpus(&mut self, node: &str, out: &mut Vec<Delta>) {
+        let Some(entry) = self.nodes.get_mut(node) else { return };
+        let want: Vec<GpuSpec> = if entry.slices.values().any(|d| !d.is_empty()) {
+            let devices: Vec<SliceDevice> = entry.slices.values().flatten().cloned().collect();
+            translate::slice_gpus(node, entry.model, &devices)
+        } else {
+            entry.from_labels.clone()
+        };
+        if want == entry.sent {
+            return;
+        }
+        for old in &entry.sent {
+            if !want.iter().any(|g| g.uuid == old.uuid) {
+                out.push(Delta::GpuRemove(old.uuid.clone()));
+            }
+        }
+        for g in &want {
+            if !entry.sent.contains(g) {
+                out.push(Delta::GpuUpsert(g.clone()));
+            }
+        }
+        entry.sent = want;
+    }
+
+    fn slice(&mut self, s: Option<&ResourceSlice>, key: &str, out: &mut Vec<Delta>) {
+        // Forget what this slice announced before, wherever it was.
+        let mut touched: Vec<String> = Vec::new();
+        let devices = &mut self.devices;
+        for (name, g) in self.nodes.iter_mut() {
+            if let Some(old) = g.slices.remove(key) {
+                let gone: HashSet<&str> = old.iter().map(SliceDevice::uuid).collect();
+                devices.retain(|_, u| !gone.contains(u.as_str()));
+                touched.push(name.clone());
+            }
+        }
+        if let Some((node, pool, devices)) = s.and_then(translate::slice_devices) {
+            for d in &devices {
+                self.devices.insert((pool.clone(), d.name().to_string()), d.uuid().to_string());
+            }
+            self.nodes.entry(node.clone()).or_default().slices.insert(key.to_string(), devices);
+            touched.push(node);
+        }
+        touched.sort();
+        touched.dedup();
+        for n in touched {
+            self.send_gpus(&n, out);
+        }
+        // Claims allocated from this slice can name their devices now.
+        let pods: Vec<String> = self.pods_with_claims.keys().cloned().collect();
+        for p in pods {
+            self.send_claim_pod(&p, out);
+        }
+    }
+
+    // ---------- pods and DRA claims ----------
+
+    fn pod(&mut self, p: Option<&Pod>, key: &str, out: &mut Vec<Delta>) {
+        let Some(spec) = p.and_then(translate::pod_spec) else {
+            if let Some(old) = self.pods_with_claims.remove(key) {
+                for c in &old.dra {
+                    let ck = format!("{}/{}", old.namespace, c.claim);
+                    if let Some(set) = self.claim_pods.get_mut(&ck) {
+                        set.remove(key);
+                    }
+                }
+            }
+            let (namespace, name) = split(key);
+            out.push(Delta::PodRemove { namespace, name });
+            return;
+        };
+        if spec.dra.is_empty() {
+            self.pods_with_claims.remove(key);
+            out.push(Delta::PodUpsert(spec));
+            return;
+        }
+        for c in &spec.dra {
+            self.claim_pods.entry(format!("{}/{}", spec.namespace, c.claim)).or_default().insert(key.to_string());
+        }
+        self.pods_with_claims.insert(key.to_string(), spec);
+        self.send_claim_pod(key, out);
+    }
+
+    /// Sends a pod with DRA claims, joined with what its claims asked for and got.
+    fn send_claim_pod(&self, key: &str, out: &mut Vec<Delta>) {
+        let Some(spec) = self.pods_with_claims.get(key) else { return };
+        let mut spec = spec.clone();
+        let mut bound = Vec::new();
+        for c in spec.dra.iter_mut() {
+            let Some(info) = self.claims.get(&format!("{}/{}", spec.namespace, c.claim)) else { continue };
+            c.device_class = info.device_class.clone();
+            c.count = info.count;
+            let uuids: Vec<String> = info
+                .allocated
+                .iter()
+                .filter_map(|(pool, dev)| self.devices.get(&(pool.clone(), dev.clone())).cloned())
+                .collect();
+            c.allocated = match (info.allocated.first(), uuids.first()) {
+                (_, Some(u)) => Some(u.clone()),
+                (Some((pool, dev)), None) => Some(format!("{pool}/{dev}")),
+                (None, None) => None,
+            };
+            bound.extend(uuids);
+        }
+        spec.bound_gpus = bound;
+        out.push(Delta::PodUpsert(spec));
+    }
+
+    fn claim(&mut self, c: Option<&ResourceClaim>, key: &str, out: &mut Vec<Delta>) {
+        match c {
+            Some(c) => self.claims.insert(key.to_string(), translate::claim_info(c)),
+            None => self.claims.remove(key),
+        };
+        let pods: Vec<String> = self.claim_pods.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default();
+        for p in pods {
+            self.send_claim_pod(&p, out);
+        }
+    }
+
+    // ---------- quotas, PDBs, events ----------
+
+    fn quota(&mut self, q: Option<&ResourceQuota>, key: &str, out: &mut Vec<Delta>) {
+        let (ns, name) = split(key);
+        let specs = match q {
+            Some(q) => {
+                self.quota_objs.insert(key.to_string(), q.clone());
+                let (tenant, _) =
+                    self.ns_tenant.get(&ns).map(|t| (t.clone(), "")).unwrap_or_else(|| self.tenant_for(&ns));
+                translate::quota_specs(q, &tenant)
+            }
+            None => {
+                self.quota_objs.remove(key);
+                Vec::new()
+            }
+        };
+        let source = QuotaSourceSpec::ResourceQuota { namespace: ns, name };
+        if let Some((old_tenant, old_res)) = self.quotas.remove(key) {
+            for r in old_res {
+                let still = specs.iter().any(|s| s.resource == r && s.tenant == old_tenant);
+                if !still {
+                    out.push(Delta::QuotaRemove { tenant: old_tenant.clone(), source: source.clone(), resource: r });
+                }
+            }
+        }
+        if let Some(first) = specs.first() {
+            self.quotas
+                .insert(key.to_string(), (first.tenant.clone(), specs.iter().map(|s| s.resource.clone()).collect()));
+        }
+        out.extend(specs.into_iter().map(Delta::QuotaUpsert));
+    }
+
+    fn pdb(&mut self, p: Option<&PodDisruptionBudget>, key: &str, out: &mut Vec<Delta>) {
+        match p.and_then(translate::pdb_spec) {
+            Some(spec) => out.push(Delta::PdbUpsert(spec)),
+            None => {
+                let (namespace, name) = split(key);
+                out.push(Delta::PdbRemove { namespace, name });
+            }
+        }
+    }
+
+    fn event(&mut self, e: Option<&KEvent>, _key: &str, out: &mut Vec<Delta>) {
+        if let Some(e) = e {
+            out.push(Delta::Event(translate::event_spec(e)));
+        }
+    }
+}
+
+fn now_ms() -> Ts {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn error_code(e: &watcher::Error) -> (Option<u16>, String) {
+    let api = |e: &kube::Error| match e {
+        kube::Error::Api(s) => (Some(s.code), s.message.clone()),
+        other => (None, other.to_string()),
+    };
+    match e {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+            api(e)
+        }
+        watcher::Error::WatchError(s) => (Some(s.code), s.message.clone()),
+        other => (None, other.to_string()),
+    }
+}
+
+fn watch<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    kind: Kind,
+    wrap: fn(Event<K>) -> Msg,
+    tx: mpsc::Sender<Msg>,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    tokio::spawn(async move {
+        let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            let msg = match item {
+                Ok(e) => wrap(e),
+                Err(e) => {
+                    let (code, reason) = error_code(&e);
+                    let stop = code == Some(404);
+                    if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            if tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    })
+}
+
+fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tokio::task::JoinHandle<()> {
+    let c = client.clone();
+    let tx = tx.clone();
+    let cfg = watcher::Config::default();
+    match kind {
+        Kind::Namespaces => watch(Api::<Namespace>::all(c), cfg, kind, Msg::Namespace, tx),
+        Kind::VClusters => watch(Api::<Pod>::all(c), cfg.labels("app=vcluster"), kind, Msg::VCluster, tx),
+        Kind::Nodes => watch(Api::<Node>::all(c), cfg, kind, Msg::Node, tx),
+        Kind::Pods => watch(Api::<Pod>::all(c), cfg, kind, Msg::Pod, tx),
+        Kind::Quotas => watch(Api::<ResourceQuota>::all(c), cfg, kind, Msg::Quota, tx),
+        Kind::Pdbs => watch(Api::<PodDisruptionBudget>::all(c), cfg, kind, Msg::Pdb, tx),
+        Kind::Events => watch(Api::<KEvent>::all(c), cfg, kind, Msg::Event, tx),
+        Kind::Slices => watch(Api::<ResourceSlice>::all(c), cfg, kind, Msg::Slice, tx),
+        Kind::Claims => watch(Api::<ResourceClaim>::all(c), cfg, kind, Msg::Claim, tx),
+    }
+}
+
+/// Runs the feed until the cockpit goes away: watches, translation, one batch per burst of
+/// events (at most every 50 ms), and the clock once a second.
+pub async fn run(client: kube::Client, cfg: KubeFeedConfig, out: mpsc::Sender<Batch>) {
+    let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    let mut t = Translator::new(cfg);
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> =
+        Kind::FIRST.iter().map(|k| spawn_watch(*k, &client, &tx)).collect();
+    let mut started_rest = false;
+    let mut clock = tokio::time::interval(Duration::from_secs(1));
+    clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let _ = out.send(vec![Delta::Clock(now_ms())]).await;
+    loop {
+        let mut batch: Batch = Vec::new();
+        tokio::select! {
+            _ = clock.tick() => batch.push(Delta::Clock(now_ms())),
+            msg = rx.recv() => {
+                let Some(msg) = msg else { break };
+                let now = now_ms();
+                batch.extend(t.apply(msg, now));
+                // Take what else is already waiting, so a listing of 10,000 pods is a few
+                // batches rather than 10,000.
+                let mut n = 0;
+                while n < 20_000 {
+                    match rx.try_recv() {
+                        Ok(m) => batch.extend(t.apply(m, now)),
+                        Err(_) => break,
+                    }
+                    n += 1;
+                }
+            }
+        }
+        if !started_rest && t.first_synced() {
+            started_rest = true;
+            tasks.extend(Kind::REST.iter().map(|k| spawn_watch(*k, &client, &tx)));
+        }
+        if !batch.is_empty() && out.send(batch).await.is_err() {
+            break;
+        }
+    }
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests;

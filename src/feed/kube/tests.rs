@@ -1,0 +1,259 @@
+//! The translator on objects as the API server sends them (JSON), without a server: the
+//! e2e tests in tests/kube_e2e.rs run the same code against a real kube-apiserver.
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::runtime::watcher::Event;
+use serde_json::json;
+
+use super::*;
+use crate::model::{Fleet, Phase, Thresholds};
+
+fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    match serde_json::from_value(v) {
+        Ok(o) => o,
+        Err(e) => panic!("fixture does not parse: {e}"),
+    }
+}
+
+fn node(name: &str, extra_labels: serde_json::Value, gpus: i64, ready: &str) -> Node {
+    let mut labels = json!({
+        "kubernetes.io/hostname": name,
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+        "nvidia.com/gpu.count": "8",
+        "nvidia.com/gpu.memory": "81559",
+        "beta.kubernetes.io/arch": "amd64"
+    });
+    if let (Some(l), Some(e)) = (labels.as_object_mut(), extra_labels.as_object()) {
+        l.extend(e.clone());
+    }
+    obj(json!({
+        "metadata": {"name": name, "labels": labels, "creationTimestamp": "2026-12-01T10:00:00Z"},
+        "spec": {},
+        "status": {
+            "capacity": {"cpu": "128", "memory": "1Ti", "nvidia.com/gpu": gpus.to_string()},
+            "allocatable": {"cpu": "126", "memory": "1000Gi", "nvidia.com/gpu": gpus.to_string(), "nvidia.com/mig-1g.10gb": "14"},
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}]
+        }
+    }))
+}
+
+fn pod(ns: &str, name: &str, node: Option<&str>, phase: &str, gpus: i64) -> Pod {
+    obj(json!({
+        "metadata": {"name": name, "namespace": ns, "labels": {"app": "trainer"},
+                     "creationTimestamp": "2026-12-01T10:05:00Z",
+                     "ownerReferences": [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "trainer-abc",
+                                          "uid": "u1", "controller": true}]},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "x",
+                 "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}, "requests": {"nvidia.com/gpu": gpus.to_string()}}}],
+                 "volumes": [{"name": "scratch", "emptyDir": {}}]},
+        "status": {"phase": phase}
+    }))
+}
+
+fn feed(t: &mut Translator, f: &mut Fleet, msgs: Vec<Msg>) {
+    for m in msgs {
+        for d in t.apply(m, 1_000) {
+            f.apply(d);
+        }
+    }
+}
+
+fn listed<K>(wrap: fn(Event<K>) -> Msg, objs: Vec<K>) -> Vec<Msg> {
+    let mut v = vec![wrap(Event::Init)];
+    v.extend(objs.into_iter().map(|o| wrap(Event::InitApply(o))));
+    v.push(wrap(Event::InitDone));
+    v
+}
+
+fn all_listed(t: &mut Translator, f: &mut Fleet) {
+    // Kinds this test does not care about: listed empty, so the fleet counts as synced.
+    feed(t, f, listed::<Pod>(Msg::VCluster, vec![]));
+    feed(t, f, listed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(Msg::Pdb, vec![]));
+    feed(t, f, listed::<k8s_openapi::api::core::v1::Event>(Msg::Event, vec![]));
+}
+
+#[test]
+fn nodes_pods_and_label_gpus_become_a_fleet() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Namespace,
+            vec![obj::<Namespace>(json!({"metadata": {"name": "team-a", "labels": {"fabrik.io/tenant": "alpha"}}}))],
+        ),
+    );
+    feed(
+        &mut t,
+        &mut f,
+        listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True"), node("gpu-2", json!({}), 8, "False")]),
+    );
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Pod,
+            vec![pod("team-a", "p1", Some("gpu-1"), "Running", 2), pod("team-a", "p2", None, "Pending", 1)],
+        ),
+    );
+    feed(&mut t, &mut f, listed::<ResourceQuota>(Msg::Quota, vec![]));
+    feed(&mut t, &mut f, listed::<ResourceSlice>(Msg::Slice, vec![]));
+    feed(&mut t, &mut f, listed::<ResourceClaim>(Msg::Claim, vec![]));
+    assert!(!f.synced, "not every kind is listed yet");
+    all_listed(&mut t, &mut f);
+    assert!(f.synced);
+    assert_eq!(f.totals.nodes, 2);
+    assert_eq!(f.totals.nodes_ready, 1);
+    assert_eq!(f.totals.gpus, 16, "8 GPUs per node from nvidia.com/gpu.count");
+    assert_eq!(f.totals.gpus_allocated, 2);
+    assert_eq!(f.totals.pods, 2);
+    assert_eq!(f.totals.pods_pending, 1);
+    let n = f.node_by_name("gpu-1").and_then(|n| f.node(n)).map(|n| n.allocatable.clone());
+    assert!(n.is_some_and(|a| a.iter().any(|(r, c)| f.s(*r) == "nvidia.com/mig-1g.10gb" && *c == 14)));
+    let p1 = f
+        .pod_by_name("team-a", "p1")
+        .and_then(|p| f.pod(p))
+        .map(|p| (f.tenant(p.tenant).map(|t| f.s(t.name).to_string()), p.empty_dir, p.phase, p.owner));
+    assert_eq!(p1, Some((Some("alpha".to_string()), true, Phase::Running, crate::model::Owner::ReplicaSet)));
+}
+
+#[test]
+fn a_relist_removes_what_went_away_while_the_watch_was_down() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(
+        &mut t,
+        &mut f,
+        listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True"), node("gpu-2", json!({}), 8, "True")]),
+    );
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Pod,
+            vec![pod("a", "p1", Some("gpu-1"), "Running", 1), pod("a", "p2", Some("gpu-2"), "Running", 1)],
+        ),
+    );
+    assert_eq!((f.totals.nodes, f.totals.gpus, f.totals.pods), (2, 16, 2));
+    // The watch broke; the re-list no longer has gpu-2 nor p2.
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True")]));
+    feed(&mut t, &mut f, listed(Msg::Pod, vec![pod("a", "p1", Some("gpu-1"), "Running", 1)]));
+    assert_eq!((f.totals.nodes, f.totals.gpus, f.totals.pods), (1, 8, 1));
+    // A delete during the watch removes too.
+    feed(&mut t, &mut f, vec![Msg::Pod(Event::Delete(pod("a", "p1", Some("gpu-1"), "Running", 1)))]);
+    assert_eq!(f.totals.pods, 0);
+}
+
+#[test]
+fn mig_nodes_get_instances_from_their_named_config() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    let labels = json!({"nvidia.com/mig.config": "all-1g.10gb", "nvidia.com/mig.config.state": "success"});
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("mig-1", labels, 0, "True")]));
+    assert_eq!(f.totals.gpus, 8);
+    assert_eq!(f.totals.mig_instances, 8 * 7, "all-1g.10gb is seven 1g.10gb per H100");
+}
+
+#[test]
+fn dra_slices_name_the_gpus_and_claims_bind_pods_to_them() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("dra-1", json!({"fabrik.io/dra": "true"}), 0, "True")]));
+    assert_eq!(f.totals.gpus, 8, "label GPUs until a slice arrives");
+    let slice: ResourceSlice = obj(json!({
+        "metadata": {"name": "dra-1-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "dra-1",
+                 "pool": {"name": "dra-1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [
+                   {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-aaaa"},
+                    "productName": {"string": "NVIDIA H100 80GB HBM3"}}, "capacity": {"memory": {"value": "80Gi"}}},
+                   {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-bbbb"},
+                    "productName": {"string": "NVIDIA H100 80GB HBM3"}}, "capacity": {"memory": {"value": "80Gi"}}},
+                   {"name": "gpu-1-mig-1g10gb-19-6", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-cccc"},
+                    "parentUUID": {"string": "GPU-bbbb"}, "profile": {"string": "1g.10gb"}},
+                    "capacity": {"memory": {"value": "10Gi"}, "memorySlice6": {"value": "1"}}}
+                 ]}
+    }));
+    feed(&mut t, &mut f, listed(Msg::Slice, vec![slice]));
+    assert_eq!(f.totals.gpus, 2, "the slice replaces the label-derived GPUs");
+    assert!(f.gpu_by_uuid("GPU-aaaa").is_some());
+    assert_eq!(f.totals.mig_instances, 1);
+
+    let mut p = pod("team-a", "dra-pod", Some("dra-1"), "Running", 0);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.resource_claims = Some(vec![obj(json!({"name": "gpu", "resourceClaimName": "dra-pod-gpu"}))]);
+    }
+    feed(&mut t, &mut f, listed(Msg::Pod, vec![p]));
+    let claim: ResourceClaim = obj(json!({
+        "metadata": {"name": "dra-pod-gpu", "namespace": "team-a"},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "dra-1", "device": "gpu-0"}]}}}
+    }));
+    feed(&mut t, &mut f, listed(Msg::Claim, vec![claim]));
+    let pod = f.pod_by_name("team-a", "dra-pod").and_then(|p| f.pod(p));
+    let allocated = pod.and_then(|p| p.dra.first()).and_then(|c| c.allocated).map(|a| f.s(a).to_string());
+    assert_eq!(allocated.as_deref(), Some("GPU-aaaa"));
+    assert_eq!(pod.map(|p| p.bound_gpus.len()), Some(1));
+    assert_eq!(f.totals.gpus_allocated, 1);
+}
+
+#[test]
+fn quotas_follow_their_namespace_tenant_and_vclusters_name_tenants() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Namespace,
+            vec![
+                obj::<Namespace>(json!({"metadata": {"name": "team-a", "labels": {"fabrik.io/tenant": "alpha"}}})),
+                obj::<Namespace>(json!({"metadata": {"name": "vcluster-lab"}})),
+            ],
+        ),
+    );
+    let vc: Pod = obj(
+        json!({"metadata": {"name": "lab-0", "namespace": "vcluster-lab", "labels": {"app": "vcluster", "release": "lab"}},
+                             "spec": {"containers": [{"name": "syncer"}]}}),
+    );
+    feed(&mut t, &mut f, listed(Msg::VCluster, vec![vc]));
+    let rq: ResourceQuota = obj(json!({
+        "metadata": {"name": "gpu-quota", "namespace": "team-a", "resourceVersion": "77"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "8", "pods": "100", "requests.nvidia.com/mig-1g.10gb": "4"}},
+        "status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "6"}}
+    }));
+    feed(&mut t, &mut f, listed(Msg::Quota, vec![rq]));
+    let alpha = f.tenants.iter().flatten().find(|t| f.s(t.name) == "alpha");
+    let quotas = alpha.map(|t| t.quotas.len());
+    assert_eq!(quotas, Some(2), "GPU and MIG keys; pods is not a GPU quota");
+    let lab = f.tenants.iter().flatten().find(|t| f.s(t.name) == "lab").map(|t| f.s(t.source).to_string());
+    assert_eq!(lab.as_deref(), Some("vcluster"));
+    // The namespace loses its label: the quota moves to the namespace's own tenant.
+    feed(&mut t, &mut f, vec![Msg::Namespace(Event::Apply(obj(json!({"metadata": {"name": "team-a"}}))))]);
+    let moved = f.tenants.iter().flatten().find(|t| f.s(t.name) == "team-a").map(|t| t.quotas.len());
+    assert_eq!(moved, Some(2));
+}
+
+#[test]
+fn a_forbidden_kind_is_stale_with_a_reason_and_does_not_block_the_listing() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut out = Vec::new();
+    out.extend(t.apply(Msg::Error { kind: Kind::Events, code: Some(403), reason: "events is forbidden".into() }, 5));
+    let stale =
+        out.iter().any(|d| matches!(d, Delta::Feed { source, state: FeedState::Stale { .. } } if source == "events"));
+    assert!(stale, "{out:?}");
+    let told =
+        out.iter().any(|d| matches!(d, Delta::Event(e) if e.message.contains("kubectl auth can-i watch events")));
+    assert!(told, "{out:?}");
+    // The same error again says nothing new.
+    assert!(
+        t.apply(Msg::Error { kind: Kind::Events, code: Some(403), reason: "events is forbidden".into() }, 6).is_empty()
+    );
+    assert!(t.synced.contains(&Kind::Events));
+    // A kind the server does not serve is information, not staleness.
+    let out = t.apply(Msg::Error { kind: Kind::Slices, code: Some(404), reason: "not found".into() }, 7);
+    assert!(!out.iter().any(|d| matches!(d, Delta::Feed { .. })), "{out:?}");
+}
