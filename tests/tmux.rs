@@ -217,6 +217,7 @@ fn fabrik(args: &[&str]) -> Output {
         .args(args)
         .env("HOME", &home)
         .env("XDG_CONFIG_HOME", home.join("config"))
+        .env_remove("KUBECONFIG")
         .output()
         .unwrap_or_else(|e| panic!("run fabrik {args:?}: {e}"))
 }
@@ -281,12 +282,43 @@ fn one_shot_subcommands_exit_codes_and_output() {
     assert_eq!(o.status.code(), Some(0), "{err}");
     assert!(out.contains("1g.10gb") && out.contains("7g.80gb"), "{out}");
 
-    // No subcommand: exit 2, pointing at the demo.
+    // No subcommand and no kubeconfig anywhere: exit 2, pointing at the demo.
     let o = fabrik(&[]);
     let (out, err) = text(&o);
     assert_eq!(o.status.code(), Some(2), "{out}{err}");
-    assert!(err.contains("fabrik demo"), "{err}");
+    assert!(err.contains("no kubeconfig found") && err.contains("fabrik demo"), "{err}");
     assert!(out.is_empty(), "{out}");
+
+    // A kubeconfig that is not there, one that is not YAML, a context it does not have.
+    let o = fabrik(&["--kubeconfig", "/nonexistent/kubeconfig"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("/nonexistent/kubeconfig") && err.contains("no such file"), "{err}");
+    let dir = std::env::temp_dir().join(format!("fabrik-kc-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let broken = dir.join("broken");
+    std::fs::write(&broken, "clusters: [this is: not: yaml").expect("write");
+    let o = fabrik(&["--kubeconfig", broken.to_str().unwrap_or_default(), "snapshot"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("cannot read kubeconfig") && err.contains("--kubeconfig"), "{err}");
+    let good = dir.join("config");
+    std::fs::write(
+        &good,
+        "apiVersion: v1\nkind: Config\ncurrent-context: one\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n\
+         users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: one\n  context: {cluster: c, user: u}\n",
+    )
+    .expect("write");
+    let o = fabrik(&["--kubeconfig", good.to_str().unwrap_or_default(), "--context", "nope", "snapshot"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("context \"nope\" is not in") && err.contains("it has: one"), "{err}");
+    // An API server that is not there: the snapshot gives up with the watch errors.
+    let o = fabrik(&["--kubeconfig", good.to_str().unwrap_or_default(), "snapshot", "--timeout-secs", "3"]);
+    let (_, err) = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("not listed within 3s") && err.contains("retrying with backoff"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -34,6 +34,7 @@ pub const VCLUSTER_MANAGED_BY: &str = "vcluster.loft.sh/managed-by";
 pub const VCLUSTER_APP: &str = "vcluster";
 
 /// Kueue.
+pub const KUEUE_GROUP: &str = "kueue.x-k8s.io";
 pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 
 /// The namespace label that names a tenant unless configured otherwise.

@@ -16,6 +16,7 @@ use k8s_openapi::api::core::v1::{Event as KEvent, Namespace, Node, Pod, Resource
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
+use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
@@ -52,6 +53,8 @@ pub enum Kind {
     Events,
     Slices,
     Claims,
+    LocalQueues,
+    ClusterQueues,
 }
 
 impl Kind {
@@ -66,11 +69,21 @@ impl Kind {
             Kind::Events => "events",
             Kind::Slices => "resourceslices",
             Kind::Claims => "resourceclaims",
+            Kind::LocalQueues => "kueue localqueues",
+            Kind::ClusterQueues => "kueue clusterqueues",
         }
     }
-    const FIRST: [Kind; 2] = [Kind::Namespaces, Kind::VClusters];
-    const REST: [Kind; 7] =
-        [Kind::Nodes, Kind::Pods, Kind::Quotas, Kind::Pdbs, Kind::Events, Kind::Slices, Kind::Claims];
+    const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
+    const REST: [Kind; 8] = [
+        Kind::Nodes,
+        Kind::Pods,
+        Kind::Quotas,
+        Kind::Pdbs,
+        Kind::Events,
+        Kind::Slices,
+        Kind::Claims,
+        Kind::ClusterQueues,
+    ];
 }
 
 /// One watch event, tagged with its kind.
@@ -84,6 +97,8 @@ pub enum Msg {
     Event(Event<KEvent>),
     Slice(Event<ResourceSlice>),
     Claim(Event<ResourceClaim>),
+    LocalQueue(Event<DynamicObject>),
+    ClusterQueue(Event<DynamicObject>),
     /// A watch failed; `code` is the HTTP status when the server answered.
     Error {
         kind: Kind,
@@ -176,6 +191,10 @@ pub struct Translator {
     quotas: HashMap<String, (String, Vec<String>)>,
     quota_objs: HashMap<String, ResourceQuota>,
     feed_errors: HashMap<Kind, String>,
+    // Kueue: LocalQueue (ns/name) → ClusterQueue; namespace → ClusterQueue; CQ → quota keys.
+    local_queues: HashMap<String, String>,
+    ns_kueue: HashMap<String, String>,
+    cq_quotas: HashMap<String, Vec<(String, String)>>,
 }
 
 impl Translator {
@@ -199,6 +218,9 @@ impl Translator {
             quotas: HashMap::new(),
             quota_objs: HashMap::new(),
             feed_errors: HashMap::new(),
+            local_queues: HashMap::new(),
+            ns_kueue: HashMap::new(),
+            cq_quotas: HashMap::new(),
         }
     }
 
@@ -242,6 +264,8 @@ impl Translator {
             Msg::Event(e) => self.on_event(Kind::Events, e, &mut out, Self::event),
             Msg::Slice(e) => self.on_event(Kind::Slices, e, &mut out, Self::slice),
             Msg::Claim(e) => self.on_event(Kind::Claims, e, &mut out, Self::claim),
+            Msg::LocalQueue(e) => self.on_event(Kind::LocalQueues, e, &mut out, Self::local_queue),
+            Msg::ClusterQueue(e) => self.on_event(Kind::ClusterQueues, e, &mut out, Self::cluster_queue),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
         }
         out
@@ -343,6 +367,9 @@ impl Translator {
         if let Some(vc) = self.ns_vcluster.get(ns) {
             return (vc.clone(), "vcluster");
         }
+        if let Some(cq) = self.ns_kueue.get(ns) {
+            return (cq.clone(), "kueue");
+        }
         (ns.to_string(), "namespace")
     }
 
@@ -417,6 +444,54 @@ impl Translator {
         let exists =
             self.ns_tenant.contains_key(&ns) || self.known.get(&Kind::Namespaces).is_none_or(|k| k.keys.contains(&ns));
         self.retenant(&ns, exists, out);
+    }
+
+    /// A Kueue LocalQueue: its namespace belongs to the ClusterQueue's tenant.
+    fn local_queue(&mut self, q: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
+        let (ns, _) = split(key);
+        let cq = q.and_then(|q| q.data.get("spec")?.get("clusterQueue")?.as_str().map(str::to_string));
+        match cq {
+            Some(cq) => self.local_queues.insert(key.to_string(), cq),
+            None => self.local_queues.remove(key),
+        };
+        // The namespace's first queue (by name) decides: stable when it has several.
+        let mut of_ns: Vec<(&String, &String)> = self.local_queues.iter().filter(|(k, _)| split(k).0 == ns).collect();
+        of_ns.sort();
+        match of_ns.first().map(|(_, cq)| (*cq).clone()) {
+            Some(cq) => self.ns_kueue.insert(ns.clone(), cq),
+            None => self.ns_kueue.remove(&ns),
+        };
+        let exists = self.known.get(&Kind::Namespaces).is_none_or(|k| k.keys.contains(&ns));
+        self.retenant(&ns, exists, out);
+    }
+
+    /// A Kueue ClusterQueue: nominal quota per flavor for GPU and MIG resources.
+    fn cluster_queue(&mut self, q: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
+        let specs = q.map(|q| translate::cluster_queue_quotas(q, key)).unwrap_or_default();
+        let now: Vec<(String, String)> = specs
+            .iter()
+            .filter_map(|s| match &s.source {
+                QuotaSourceSpec::ClusterQueue { flavor, .. } => Some((flavor.clone(), s.resource.clone())),
+                QuotaSourceSpec::ResourceQuota { .. } => None,
+            })
+            .collect();
+        for (flavor, resource) in self.cq_quotas.remove(key).unwrap_or_default() {
+            if !now.contains(&(flavor.clone(), resource.clone())) {
+                out.push(Delta::QuotaRemove {
+                    tenant: key.to_string(),
+                    source: QuotaSourceSpec::ClusterQueue { queue: key.to_string(), flavor },
+                    resource,
+                });
+            }
+        }
+        if !now.is_empty() {
+            self.cq_quotas.insert(key.to_string(), now);
+            if !self.tenant_ns.contains_key(key) {
+                self.tenant_source.insert(key.to_string(), "kueue".into());
+                out.push(self.tenant_delta(key));
+            }
+        }
+        out.extend(specs.into_iter().map(Delta::QuotaUpsert));
     }
 
     // ---------- nodes and GPUs ----------
@@ -671,7 +746,53 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::Events => watch(Api::<KEvent>::all(c), cfg, kind, Msg::Event, tx),
         Kind::Slices => watch(Api::<ResourceSlice>::all(c), cfg, kind, Msg::Slice, tx),
         Kind::Claims => watch(Api::<ResourceClaim>::all(c), cfg, kind, Msg::Claim, tx),
+        Kind::LocalQueues => kueue(c, "LocalQueue", kind, Msg::LocalQueue, tx),
+        Kind::ClusterQueues => kueue(c, "ClusterQueue", kind, Msg::ClusterQueue, tx),
     }
+}
+
+/// Kueue's CRDs, when installed: v1beta2 (storage since v0.16), else v1beta1. Not installed
+/// is a 404 for the translator: an information event, the rest of the cockpit goes on.
+fn kueue(
+    c: kube::Client,
+    kind_name: &'static str,
+    kind: Kind,
+    wrap: fn(Event<DynamicObject>) -> Msg,
+    tx: mpsc::Sender<Msg>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut found = None;
+        let mut last = String::new();
+        for version in ["v1beta2", "v1beta1"] {
+            let gvk = kube::api::GroupVersionKind::gvk(l::KUEUE_GROUP, version, kind_name);
+            match kube::discovery::pinned_kind(&c, &gvk).await {
+                Ok((ar, _caps)) => {
+                    found = Some(ar);
+                    break;
+                }
+                Err(e) => last = crate::cluster::describe(&e),
+            }
+        }
+        let Some(ar) = found else {
+            let code = if last.contains("403") { Some(403) } else { Some(404) };
+            let _ = tx.send(Msg::Error { kind, code, reason: last }).await;
+            return;
+        };
+        let api = Api::<DynamicObject>::all_with(c, &ar);
+        let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+        while let Some(item) = stream.next().await {
+            let msg = match item {
+                Ok(e) => wrap(e),
+                Err(e) => {
+                    let (code, reason) = error_code(&e);
+                    Msg::Error { kind, code, reason }
+                }
+            };
+            if tx.send(msg).await.is_err() {
+                return;
+            }
+        }
+    })
 }
 
 /// Runs the feed until the cockpit goes away: watches, translation, one batch per burst of

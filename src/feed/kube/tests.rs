@@ -72,6 +72,8 @@ fn all_listed(t: &mut Translator, f: &mut Fleet) {
     feed(t, f, listed::<Pod>(Msg::VCluster, vec![]));
     feed(t, f, listed::<k8s_openapi::api::policy::v1::PodDisruptionBudget>(Msg::Pdb, vec![]));
     feed(t, f, listed::<k8s_openapi::api::core::v1::Event>(Msg::Event, vec![]));
+    feed(t, f, vec![Msg::Error { kind: Kind::LocalQueues, code: Some(404), reason: "no kueue".into() }]);
+    feed(t, f, vec![Msg::Error { kind: Kind::ClusterQueues, code: Some(404), reason: "no kueue".into() }]);
 }
 
 #[test]
@@ -256,4 +258,43 @@ fn a_forbidden_kind_is_stale_with_a_reason_and_does_not_block_the_listing() {
     // A kind the server does not serve is information, not staleness.
     let out = t.apply(Msg::Error { kind: Kind::Slices, code: Some(404), reason: "not found".into() }, 7);
     assert!(!out.iter().any(|d| matches!(d, Delta::Feed { .. })), "{out:?}");
+}
+
+#[test]
+fn kueue_queues_name_tenants_and_carry_nominal_quota_per_flavor() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, listed(Msg::Namespace, vec![obj::<Namespace>(json!({"metadata": {"name": "serving"}}))]));
+    let lq: kube::api::DynamicObject = obj(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
+        "metadata": {"name": "default", "namespace": "serving"}, "spec": {"clusterQueue": "inference"}
+    }));
+    feed(&mut t, &mut f, listed(Msg::LocalQueue, vec![lq]));
+    let cq: kube::api::DynamicObject = obj(json!({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue",
+        "metadata": {"name": "inference", "resourceVersion": "12"},
+        "spec": {"resourceGroups": [{"coveredResources": ["nvidia.com/gpu", "cpu"], "flavors": [
+            {"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 16, "borrowingLimit": 0},
+                                            {"name": "cpu", "nominalQuota": "64"}]},
+            {"name": "a100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "8"}]}]}]},
+        "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "6", "borrowed": "0"}]}]}
+    }));
+    feed(&mut t, &mut f, listed(Msg::ClusterQueue, vec![cq]));
+    let tenant = f.tenants.iter().flatten().find(|t| f.s(t.name) == "inference");
+    let Some(tenant) = tenant else { panic!("no tenant from the ClusterQueue") };
+    assert_eq!(f.s(tenant.source), "kueue");
+    assert_eq!(tenant.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>(), vec!["serving"]);
+    let mut q: Vec<(String, i64, i64)> = tenant
+        .quotas
+        .iter()
+        .filter_map(|i| f.quotas.get(*i).and_then(|q| q.as_ref()))
+        .map(|q| match &q.source {
+            crate::model::QuotaSource::ClusterQueue { flavor, .. } => {
+                (f.s(*flavor).to_string(), q.hard.value(), q.used.value())
+            }
+            _ => (String::new(), 0, 0),
+        })
+        .collect();
+    q.sort();
+    assert_eq!(q, vec![("a100".into(), 8, 0), ("h100".into(), 16, 6)], "cpu is not a GPU quota");
 }

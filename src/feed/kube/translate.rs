@@ -448,3 +448,54 @@ pub fn event_spec(e: &Event) -> EventSpec {
         message: e.message.clone().unwrap_or_default(),
     }
 }
+
+/// Nominal quota per flavor for the GPU and MIG resources of a Kueue ClusterQueue, with
+/// what is in use (`status.flavorsUsage`); the tenant is the queue itself.
+pub fn cluster_queue_quotas(q: &kube::api::DynamicObject, name: &str) -> Vec<QuotaSpec> {
+    let version = q.metadata.resource_version.clone().unwrap_or_default();
+    let used_of = |flavor: &str, resource: &str| -> Option<Quantity> {
+        let usage = q.data.get("status")?.get("flavorsUsage")?.as_array()?;
+        let f = usage.iter().find(|f| f.get("name").and_then(|n| n.as_str()) == Some(flavor))?;
+        let r = f
+            .get("resources")?
+            .as_array()?
+            .iter()
+            .find(|r| r.get("name").and_then(|n| n.as_str()) == Some(resource))?;
+        quantity_of(r.get("total")?)
+    };
+    let mut out = Vec::new();
+    let groups = q.data.get("spec").and_then(|s| s.get("resourceGroups")).and_then(|g| g.as_array());
+    for g in groups.into_iter().flatten() {
+        for f in g.get("flavors").and_then(|f| f.as_array()).into_iter().flatten() {
+            let Some(flavor) = f.get("name").and_then(|n| n.as_str()) else { continue };
+            for r in f.get("resources").and_then(|r| r.as_array()).into_iter().flatten() {
+                let Some(resource) = r.get("name").and_then(|n| n.as_str()) else { continue };
+                if !gpu_resource(resource) {
+                    continue;
+                }
+                let Some(hard) = r.get("nominalQuota").and_then(quantity_of) else { continue };
+                out.push(QuotaSpec {
+                    tenant: name.to_string(),
+                    source: crate::model::QuotaSourceSpec::ClusterQueue {
+                        queue: name.to_string(),
+                        flavor: flavor.to_string(),
+                    },
+                    resource: resource.to_string(),
+                    hard,
+                    used: used_of(flavor, resource).unwrap_or_default(),
+                    version: version.clone(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// A quantity as JSON gives it: a string (`"8"`, `"500m"`) or a number.
+fn quantity_of(v: &serde_json::Value) -> Option<Quantity> {
+    match v {
+        serde_json::Value::String(s) => Quantity::parse(s).ok(),
+        serde_json::Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
+        _ => None,
+    }
+}

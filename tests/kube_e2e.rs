@@ -1,0 +1,569 @@
+//! End to end on a real control plane (ARCHITECTURE "Tests, in layers" 4): kube-apiserver
+//! with etcd, kube-controller-manager and kube-scheduler, built from the Kubernetes Go
+//! modules (tests/controlplane), with `fabrik sim` playing the GPU nodes against it.
+//!
+//! The cockpit's model (the kube feed into a `Fleet`) must converge to what an independent
+//! client reads straight from the API: node count, GPUs per node, allocations per node,
+//! quota used, tenants, DRA allocations; after start-up and after churn (pods created and
+//! deleted, a node going NotReady, a quota changed). Then the real binary in tmux shows the
+//! fleet of that control plane.
+//!
+//! There is no skip: without Go or the control plane this test fails and says why (CI
+//! builds it first in `.ci/run`).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabrik::feed::kube::KubeFeedConfig;
+use fabrik::model::{Delta, Fleet, Phase, Thresholds};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
+use kube::Api;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+const BIN: &str = env!("CARGO_BIN_EXE_fabrik");
+const NODES: u32 = 12;
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A child process stopped on drop (SIGTERM, then SIGKILL), also when the test fails.
+struct Proc {
+    child: Child,
+    what: &'static str,
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        eprintln!("{} did not stop on SIGTERM; killing it", self.what);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Reads the child's stdout until a line starting with `prefix`; returns that line.
+fn wait_line(child: &mut Child, prefix: &str, timeout: Duration, what: &str, log: &Path) -> String {
+    let Some(out) = child.stdout.take() else { panic!("{what}: no stdout") };
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.starts_with(prefix) => return line,
+            Ok(_) => {}
+            Err(_) => {
+                let tail = std::fs::read_to_string(log).unwrap_or_default();
+                let tail: Vec<&str> = tail.lines().rev().take(40).collect();
+                let tail: Vec<&str> = tail.into_iter().rev().collect();
+                panic!(
+                    "{what} did not print {prefix:?} within {timeout:?}; last log lines ({}):\n{}",
+                    log.display(),
+                    tail.join("\n")
+                );
+            }
+        }
+    }
+}
+
+fn control_plane(dir: &Path) -> (Proc, PathBuf) {
+    let cp = repo().join("tests/controlplane/cp.sh");
+    let build = Command::new(&cp).arg("build").status();
+    match build {
+        Ok(s) if s.success() => {}
+        other => panic!(
+            "building the test control plane failed ({other:?}): it needs Go (see tests/controlplane/README.md); \
+             `.ci/run` installs and builds it"
+        ),
+    }
+    let bin = Command::new(&cp).arg("path").output().expect("cp.sh path");
+    let bin = String::from_utf8_lossy(&bin.stdout).trim().to_string();
+    let log = dir.join("up.log");
+    let mut child = Command::new(&bin)
+        .args(["up", "--dir"])
+        .arg(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or(Stdio::null()))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start {bin}: {e}"));
+    let line =
+        wait_line(&mut child, "READY", Duration::from_secs(150), "the control plane", &dir.join("kube-apiserver.log"));
+    let kubeconfig = PathBuf::from(line.trim_start_matches("READY").trim());
+    (Proc { child, what: "the control plane" }, kubeconfig)
+}
+
+fn sim(kubeconfig: &Path, dir: &Path) -> Proc {
+    let log = dir.join("sim.log");
+    let mut child = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["sim", "--nodes", &NODES.to_string(), "--seed", "7", "--workload", "--pods", "40", "--mig-seconds", "2"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or(Stdio::null()))
+        .spawn()
+        .unwrap_or_else(|e| panic!("start fabrik sim: {e}"));
+    wait_line(&mut child, "READY", Duration::from_secs(180), "fabrik sim", &log);
+    Proc { child, what: "fabrik sim" }
+}
+
+/// The cockpit's model, fed by the kube feed exactly as the cockpit is.
+struct Model {
+    fleet: Fleet,
+    rx: mpsc::Receiver<Vec<Delta>>,
+    _feed: tokio::task::JoinHandle<()>,
+}
+
+impl Model {
+    fn start(client: kube::Client) -> Model {
+        let (tx, rx) = mpsc::channel(256);
+        let feed = tokio::spawn(fabrik::feed::kube::run(client, KubeFeedConfig::default(), tx));
+        Model { fleet: Fleet::new(Thresholds::default()), rx, _feed: feed }
+    }
+
+    /// Applies deltas until `pred` holds on the fleet and on a fresh read of the API; the
+    /// failure names what differed last.
+    async fn converge<F, Fut>(&mut self, what: &str, timeout: Duration, mut check: F)
+    where
+        F: FnMut(&Fleet) -> Fut,
+        Fut: std::future::Future<Output = Result<(), String>>,
+    {
+        let deadline = Instant::now() + timeout;
+        let mut last = String::from("not checked yet");
+        loop {
+            while let Ok(batch) = self.rx.try_recv() {
+                for d in batch {
+                    self.fleet.apply(d);
+                }
+            }
+            if self.fleet.synced {
+                match check(&self.fleet).await {
+                    Ok(()) => return,
+                    Err(e) => last = e,
+                }
+            }
+            if Instant::now() > deadline {
+                panic!("{what}: the model did not converge within {timeout:?}: {last}");
+            }
+            tokio::select! {
+                b = self.rx.recv() => if let Some(batch) = b { for d in batch { self.fleet.apply(d); } },
+                _ = tokio::time::sleep(Duration::from_millis(300)) => {}
+            }
+        }
+    }
+}
+
+fn count_of(q: Option<&k8s_openapi::apimachinery::pkg::api::resource::Quantity>) -> i64 {
+    q.and_then(|q| q.0.parse::<i64>().ok()).unwrap_or(0)
+}
+
+/// What an independent client sees, read straight from the API.
+#[derive(Debug, Default, PartialEq)]
+struct Truth {
+    nodes: BTreeMap<String, (bool, u32)>,
+    /// Node → devices held by its pods (device-plugin GPUs + DRA devices).
+    allocated: BTreeMap<String, u32>,
+    pods: BTreeSet<String>,
+    quota_used: BTreeMap<String, i64>,
+    quota_hard: BTreeMap<String, i64>,
+    tenants: BTreeSet<String>,
+    /// ns/pod → GPU uuid its DRA claim got.
+    dra: BTreeMap<String, String>,
+}
+
+async fn truth(c: &kube::Client) -> Result<Truth, String> {
+    let lp = ListParams::default();
+    let e = |what: &str, err: kube::Error| format!("list {what}: {err}");
+    let nodes = Api::<Node>::all(c.clone()).list(&lp).await.map_err(|x| e("nodes", x))?;
+    let slices = Api::<ResourceSlice>::all(c.clone()).list(&lp).await.map_err(|x| e("slices", x))?;
+    let pods = Api::<Pod>::all(c.clone()).list(&lp).await.map_err(|x| e("pods", x))?;
+    let claims = Api::<ResourceClaim>::all(c.clone()).list(&lp).await.map_err(|x| e("claims", x))?;
+    let quotas = Api::<ResourceQuota>::all(c.clone()).list(&lp).await.map_err(|x| e("quotas", x))?;
+    let nss = Api::<Namespace>::all(c.clone()).list(&lp).await.map_err(|x| e("namespaces", x))?;
+    let mut t = Truth::default();
+    // (pool, device) → uuid, and GPUs per node from the slices.
+    let mut dev_uuid = BTreeMap::new();
+    let mut slice_gpus: BTreeMap<String, u32> = BTreeMap::new();
+    for s in &slices {
+        let Some(node) = s.spec.node_name.clone() else { continue };
+        for d in s.spec.devices.iter().flatten() {
+            let attr = |k: &str| d.attributes.as_ref().and_then(|a| a.get(k)).and_then(|v| v.string.clone());
+            if let Some(u) = attr("uuid") {
+                dev_uuid.insert((s.spec.pool.name.clone(), d.name.clone()), u);
+            }
+            if attr("type").as_deref() == Some("gpu") {
+                *slice_gpus.entry(node.clone()).or_default() += 1;
+            }
+        }
+    }
+    for n in &nodes {
+        let name = n.metadata.name.clone().unwrap_or_default();
+        let labels = n.metadata.labels.clone().unwrap_or_default();
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+            .is_some_and(|c| c.status == "True");
+        let gpus = match slice_gpus.get(&name) {
+            Some(g) => *g,
+            None => labels.get("nvidia.com/gpu.count").and_then(|c| c.parse().ok()).unwrap_or(0),
+        };
+        t.nodes.insert(name, (ready, gpus));
+    }
+    let mut claim_alloc: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for c in &claims {
+        let key = format!(
+            "{}/{}",
+            c.metadata.namespace.clone().unwrap_or_default(),
+            c.metadata.name.clone().unwrap_or_default()
+        );
+        let results = c
+            .status
+            .as_ref()
+            .and_then(|s| s.allocation.as_ref())
+            .and_then(|a| a.devices.as_ref())
+            .and_then(|d| d.results.clone());
+        let uuids = results.into_iter().flatten().filter_map(|r| dev_uuid.get(&(r.pool, r.device)).cloned()).collect();
+        claim_alloc.insert(key, uuids);
+    }
+    for p in &pods {
+        let ns = p.metadata.namespace.clone().unwrap_or_default();
+        let name = p.metadata.name.clone().unwrap_or_default();
+        t.pods.insert(format!("{ns}/{name}"));
+        let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+        let Some(spec) = &p.spec else { continue };
+        let Some(node) = spec.node_name.clone() else { continue };
+        let terminating = p.metadata.deletion_timestamp.is_some();
+        if phase != "Running" && !terminating {
+            continue;
+        }
+        let mut held = 0u32;
+        for c in &spec.containers {
+            let lim = c.resources.as_ref().and_then(|r| r.limits.as_ref());
+            held += count_of(lim.and_then(|l| l.get("nvidia.com/gpu"))) as u32;
+        }
+        for rc in spec.resource_claims.iter().flatten() {
+            let Some(claim) = &rc.resource_claim_name else { continue };
+            if let Some(u) = claim_alloc.get(&format!("{ns}/{claim}")) {
+                held += u.len() as u32;
+                if let Some(first) = u.first() {
+                    t.dra.insert(format!("{ns}/{name}"), first.clone());
+                }
+            }
+        }
+        *t.allocated.entry(node).or_default() += held;
+    }
+    for q in &quotas {
+        let key = format!(
+            "{}/{}",
+            q.metadata.namespace.clone().unwrap_or_default(),
+            q.metadata.name.clone().unwrap_or_default()
+        );
+        let k = "requests.nvidia.com/gpu";
+        if let Some(h) = q.spec.as_ref().and_then(|s| s.hard.as_ref()).and_then(|h| h.get(k)) {
+            t.quota_hard.insert(key.clone(), count_of(Some(h)));
+            t.quota_used.insert(key, count_of(q.status.as_ref().and_then(|s| s.used.as_ref()).and_then(|u| u.get(k))));
+        }
+    }
+    for n in &nss {
+        if let Some(tn) = n.metadata.labels.as_ref().and_then(|l| l.get("fabrik.io/tenant")) {
+            t.tenants.insert(tn.clone());
+        }
+    }
+    Ok(t)
+}
+
+/// The same facts, read from the cockpit's model.
+fn seen(f: &Fleet) -> Truth {
+    let mut t = Truth::default();
+    for n in f.nodes.iter().flatten() {
+        let name = f.s(n.name).to_string();
+        let gpus = n.gpus.len() as u32;
+        t.nodes.insert(name.clone(), (n.ready, gpus));
+    }
+    for p in f.pods.iter().flatten() {
+        let key = format!("{}/{}", f.s(p.namespace), p.name);
+        t.pods.insert(key.clone());
+        let Some(node) = p.node.and_then(|n| f.node(n)) else { continue };
+        if !(p.phase == Phase::Running || p.phase == Phase::Terminating) {
+            continue;
+        }
+        let held = p.gpus as u32 + p.dra.iter().filter(|c| c.allocated.is_some()).map(|c| c.count as u32).sum::<u32>();
+        *t.allocated.entry(f.s(node.name).to_string()).or_default() += held;
+        if let Some(a) = p.dra.iter().find_map(|c| c.allocated) {
+            t.dra.insert(key, f.s(a).to_string());
+        }
+    }
+    for q in f.quotas.iter().flatten() {
+        if f.s(q.resource) != "requests.nvidia.com/gpu" {
+            continue;
+        }
+        if let fabrik::model::QuotaSource::ResourceQuota { namespace, name } = &q.source {
+            let key = format!("{}/{}", f.s(*namespace), f.s(*name));
+            t.quota_hard.insert(key.clone(), q.hard.value());
+            t.quota_used.insert(key, q.used.value());
+        }
+    }
+    for tn in f.tenants.iter().flatten() {
+        if f.s(tn.source) == "label" {
+            t.tenants.insert(f.s(tn.name).to_string());
+        }
+    }
+    t
+}
+
+fn diff(model: &Truth, api: &Truth) -> Result<(), String> {
+    let mut out = Vec::new();
+    macro_rules! cmp {
+        ($f:ident) => {
+            if model.$f != api.$f {
+                out.push(format!("{}: model {:?} vs API {:?}", stringify!($f), model.$f, api.$f));
+            }
+        };
+    }
+    cmp!(nodes);
+    cmp!(allocated);
+    cmp!(pods);
+    cmp!(quota_used);
+    cmp!(quota_hard);
+    cmp!(tenants);
+    cmp!(dra);
+    if out.is_empty() { Ok(()) } else { Err(out.join("\n")) }
+}
+
+async fn converged(client: &kube::Client, f: &Fleet) -> Result<(), String> {
+    let api = truth(client).await?;
+    diff(&seen(f), &api)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_converges_to_the_api_after_start_and_churn() {
+    let dir = std::env::temp_dir().join(format!("fabrik-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (_cp, kubeconfig) = control_plane(&dir);
+    let _sim = sim(&kubeconfig, &dir);
+    let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
+    let client = conn.client.clone();
+
+    // Start-up: everything the API holds, the model holds.
+    let mut m = Model::start(client.clone());
+    m.converge("after start-up", Duration::from_secs(90), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        async move { diff(&snapshot, &truth(&c).await?) }
+    })
+    .await;
+    let api = truth(&client).await.expect("read the API");
+    assert_eq!(api.nodes.len(), NODES as usize, "fabrik sim registers {NODES} nodes: {:?}", api.nodes.keys());
+    assert!(api.nodes.values().all(|(_, g)| *g == 8), "8 GPUs per node: {:?}", api.nodes);
+    assert!(api.allocated.values().sum::<u32>() > 0, "the scheduler placed GPU pods: {api:?}");
+    assert!(!api.dra.is_empty(), "at least one DRA claim was allocated by the scheduler: {api:?}");
+    assert!(api.tenants.len() >= 3, "tenants from namespace labels: {:?}", api.tenants);
+    assert!(!api.quota_used.is_empty(), "GPU quotas exist: {api:?}");
+    let _ = converged(&client, &m.fleet).await;
+
+    // Churn 1: a pod created (in a new tenant's namespace) and one deleted.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns_obj: Namespace =
+        serde_json::from_value(json!({"metadata": {"name": "e2e-churn", "labels": {"fabrik.io/tenant": "e2e"}}}))
+            .expect("namespace json");
+    nss.create(&PostParams::default(), &ns_obj).await.expect("create namespace e2e-churn");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "e2e-churn");
+    let new_pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "e2e-added", "labels": {"app": "e2e"}},
+        "spec": {"containers": [{"name": "c", "image": "busybox",
+                 "resources": {"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}}}]}
+    }))
+    .expect("pod json");
+    // The default ServiceAccount comes from the controller manager; retry until it exists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match pods.create(&PostParams::default(), &new_pod).await {
+            Ok(_) => break,
+            Err(e) if Instant::now() < deadline => {
+                eprintln!("create e2e-churn/e2e-added: {e}; retrying");
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => panic!("create e2e-churn/e2e-added: {e}"),
+        }
+    }
+    let ns = api.tenants.iter().next().cloned().unwrap_or_default();
+    let ns = nss
+        .list(&ListParams::default().labels(&format!("fabrik.io/tenant={ns}")))
+        .await
+        .ok()
+        .and_then(|l| l.items.first().and_then(|n| n.metadata.name.clone()))
+        .expect("a tenant namespace");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let victim = api.pods.iter().find(|p| p.starts_with(&format!("{ns}/")) && !p.ends_with("/e2e-added")).cloned();
+    if let Some(v) = &victim {
+        let name = v.split('/').nth(1).unwrap_or_default().to_string();
+        pods.delete(&name, &DeleteParams::default()).await.expect("delete a pod");
+    }
+    m.converge("after a pod was created and one deleted", Duration::from_secs(60), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        let victim = victim.clone();
+        async move {
+            let api = truth(&c).await?;
+            if let Some(v) = &victim
+                && api.pods.contains(v)
+            {
+                return Err(format!("{v} is still in the API"));
+            }
+            if !snapshot.allocated.is_empty() && !api.tenants.contains("e2e") {
+                return Err("tenant e2e not in the API yet".into());
+            }
+            let added = c.clone();
+            let running = Api::<Pod>::namespaced(added, "e2e-churn")
+                .get("e2e-added")
+                .await
+                .ok()
+                .and_then(|p| p.status.and_then(|s| s.phase))
+                .is_some_and(|ph| ph == "Running");
+            if !running {
+                return Err("e2e-churn/e2e-added is not Running yet".into());
+            }
+            diff(&snapshot, &api)
+        }
+    })
+    .await;
+
+    // Churn 2: a node goes NotReady (the simulated kubelet stops reporting).
+    let target = api.nodes.keys().next().cloned().expect("a node");
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(
+            &target,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"fabrik.io/sim-fault": "notready"}}})),
+        )
+        .await
+        .expect("annotate the node");
+    m.converge("after a node went NotReady", Duration::from_secs(60), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        let target = target.clone();
+        async move {
+            if snapshot.nodes.get(&target).is_some_and(|(ready, _)| *ready) {
+                return Err(format!("{target} is still Ready in the model"));
+            }
+            diff(&snapshot, &truth(&c).await?)
+        }
+    })
+    .await;
+
+    // Churn 3: a quota changed behind the cockpit's back (as `kubectl edit` would).
+    let quotas = Api::<ResourceQuota>::all(client.clone()).list(&ListParams::default()).await.expect("list quotas");
+    let q = quotas
+        .items
+        .iter()
+        .find(|q| {
+            q.spec.as_ref().and_then(|s| s.hard.as_ref()).is_some_and(|h| h.contains_key("requests.nvidia.com/gpu"))
+        })
+        .expect("a GPU quota");
+    let (qns, qname) = (q.metadata.namespace.clone().unwrap_or_default(), q.metadata.name.clone().unwrap_or_default());
+    let old = count_of(q.spec.as_ref().and_then(|s| s.hard.as_ref()).and_then(|h| h.get("requests.nvidia.com/gpu")));
+    let new = old + 5;
+    Api::<ResourceQuota>::namespaced(client.clone(), &qns)
+        .patch(
+            &qname,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"hard": {"requests.nvidia.com/gpu": new.to_string()}}})),
+        )
+        .await
+        .expect("patch the quota");
+    let key = format!("{qns}/{qname}");
+    m.converge("after a quota was changed", Duration::from_secs(60), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        let key = key.clone();
+        async move {
+            if snapshot.quota_hard.get(&key) != Some(&new) {
+                return Err(format!("{key} hard is {:?} in the model, want {new}", snapshot.quota_hard.get(&key)));
+            }
+            diff(&snapshot, &truth(&c).await?)
+        }
+    })
+    .await;
+
+    // The real binary, in a real terminal, on this control plane.
+    tmux_shows_the_fleet(&kubeconfig, NODES);
+    // And the one-shot snapshot agrees on the node count.
+    let out = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["snapshot", "--view", "fleet", "--format", "json"])
+        .output()
+        .expect("fabrik snapshot");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("snapshot JSON");
+    assert_eq!(doc["rows"].as_array().map(|r| r.len()), Some(NODES as usize), "{doc}");
+}
+
+fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
+    let socket = format!("fabrik-e2e-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux (CI installs it)")
+    };
+    let home = std::env::temp_dir().join(&socket);
+    let _ = std::fs::create_dir_all(home.join("config"));
+    let cmd = format!(
+        "HOME={} XDG_CONFIG_HOME={} {BIN} --kubeconfig {}",
+        home.display(),
+        home.join("config").display(),
+        kubeconfig.display()
+    );
+    let o = tmux(&["new-session", "-d", "-s", "fabrik", "-x", "160", "-y", "45", &cmd]);
+    assert!(o.status.success(), "tmux new-session: {}", String::from_utf8_lossy(&o.stderr));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let want = format!("nodes {nodes}/{nodes} ready");
+    let want_after = format!("nodes {}/{nodes} ready", nodes - 1);
+    let mut screen = String::new();
+    while Instant::now() < deadline {
+        screen = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "fabrik"]).stdout).into_owned();
+        // One node was made NotReady above.
+        if screen.contains("ctx admin")
+            && (screen.contains(&want) || screen.contains(&want_after))
+            && screen.contains("[live]")
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = tmux(&["kill-server"]);
+    let _ = std::fs::remove_dir_all(&home);
+    assert!(screen.contains("ctx admin"), "the header names the context:\n{screen}");
+    assert!(screen.contains("[live]"), "the connection is live:\n{screen}");
+    assert!(screen.contains(&want) || screen.contains(&want_after), "the fleet of {nodes} nodes shows:\n{screen}");
+    assert!(screen.contains("GPUs"), "{screen}");
+}
