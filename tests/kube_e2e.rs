@@ -108,7 +108,7 @@ fn control_plane(dir: &Path) -> (Proc, PathBuf) {
         .spawn()
         .unwrap_or_else(|e| panic!("start {bin}: {e}"));
     let line =
-        wait_line(&mut child, "READY", Duration::from_secs(150), "the control plane", &dir.join("kube-apiserver.log"));
+        wait_line(&mut child, "READY", Duration::from_secs(150), "the control plane", &dir.join("apiserver.log"));
     let kubeconfig = PathBuf::from(line.trim_start_matches("READY").trim());
     (Proc { child, what: "the control plane" }, kubeconfig)
 }
@@ -204,19 +204,30 @@ async fn truth(c: &kube::Client) -> Result<Truth, String> {
     let mut t = Truth::default();
     // (pool, device) → uuid, and GPUs per node from the slices.
     let mut dev_uuid = BTreeMap::new();
-    let mut slice_gpus: BTreeMap<String, u32> = BTreeMap::new();
+    // A GPU is a `type=gpu` device, or the parent of `type=mig` devices (with MIG on the
+    // driver lists the instances only).
+    let mut gpu_uuids: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for s in &slices {
         let Some(node) = s.spec.node_name.clone() else { continue };
         for d in s.spec.devices.iter().flatten() {
             let attr = |k: &str| d.attributes.as_ref().and_then(|a| a.get(k)).and_then(|v| v.string.clone());
             if let Some(u) = attr("uuid") {
-                dev_uuid.insert((s.spec.pool.name.clone(), d.name.clone()), u);
-            }
-            if attr("type").as_deref() == Some("gpu") {
-                *slice_gpus.entry(node.clone()).or_default() += 1;
+                dev_uuid.insert((s.spec.pool.name.clone(), d.name.clone()), u.clone());
+                match attr("type").as_deref() {
+                    Some("gpu") => {
+                        gpu_uuids.entry(node.clone()).or_default().insert(u);
+                    }
+                    Some("mig") => {
+                        if let Some(p) = attr("parentUUID") {
+                            gpu_uuids.entry(node.clone()).or_default().insert(p);
+                        }
+                    }
+                    _ => {}
+                }
             }
         }
     }
+    let slice_gpus: BTreeMap<String, u32> = gpu_uuids.into_iter().map(|(n, u)| (n, u.len() as u32)).collect();
     for n in &nodes {
         let name = n.metadata.name.clone().unwrap_or_default();
         let labels = n.metadata.labels.clone().unwrap_or_default();
@@ -525,7 +536,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
 }
 
 fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
-    let socket = format!("fabrik-e2e-{}", std::process::id());
+    let socket = format!("fabrik-e2e-tmux-{}", std::process::id());
     let tmux = |args: &[&str]| {
         Command::new("tmux")
             .args(["-L", &socket, "-f", "/dev/null"])

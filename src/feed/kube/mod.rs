@@ -303,7 +303,7 @@ impl Translator {
         out.push(Delta::Event(EventSpec {
             ts: now,
             severity,
-            reason: "FeedError".into(),
+            reason: if code == Some(404) { "NotServed".into() } else { "FeedError".into() },
             object: format!("feed/{}", kind.name()),
             message: text,
         }));
@@ -498,9 +498,15 @@ impl Translator {
 
     fn node(&mut self, n: Option<&Node>, key: &str, out: &mut Vec<Delta>) {
         let Some(spec) = n.and_then(translate::node_spec) else {
-            if let Some(g) = self.nodes.remove(key) {
-                for gpu in g.sent {
+            // The node's slices may outlive it (or arrive again with it): keep them.
+            if let Some(g) = self.nodes.get_mut(key) {
+                for gpu in std::mem::take(&mut g.sent) {
                     out.push(Delta::GpuRemove(gpu.uuid));
+                }
+                g.last_spec = None;
+                g.from_labels.clear();
+                if g.slices.is_empty() {
+                    self.nodes.remove(key);
                 }
             }
             out.push(Delta::NodeRemove(key.to_string()));
@@ -518,7 +524,10 @@ impl Translator {
 
     fn send_gpus(&mut self, node: &str, out: &mut Vec<Delta>) {
         let Some(entry) = self.nodes.get_mut(node) else { return };
-        let want: Vec<GpuSpec> = if entry.slices.values().any(|d| !d.is_empty()) {
+        // GPUs go out after their node: a slice listed before the node waits for it.
+        let want: Vec<GpuSpec> = if entry.last_spec.is_none() {
+            Vec::new()
+        } else if entry.slices.values().any(|d| !d.is_empty()) {
             let devices: Vec<SliceDevice> = entry.slices.values().flatten().cloned().collect();
             translate::slice_gpus(node, entry.model, &devices)
         } else {

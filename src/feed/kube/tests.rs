@@ -176,13 +176,22 @@ fn dra_slices_name_the_gpus_and_claims_bind_pods_to_them() {
                     "productName": {"string": "NVIDIA H100 80GB HBM3"}}, "capacity": {"memory": {"value": "80Gi"}}},
                    {"name": "gpu-1-mig-1g10gb-19-6", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-cccc"},
                     "parentUUID": {"string": "GPU-bbbb"}, "profile": {"string": "1g.10gb"}},
-                    "capacity": {"memory": {"value": "10Gi"}, "memorySlice6": {"value": "1"}}}
+                    "capacity": {"memory": {"value": "10Gi"}, "memorySlice6": {"value": "1"}}},
+                   {"name": "gpu-2-mig-3g40gb-9-4", "attributes": {"type": {"string": "mig"}, "uuid": {"string": "MIG-dddd"},
+                    "parentUUID": {"string": "GPU-eeee"}, "profile": {"string": "3g.40gb"},
+                    "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+                    "capacity": {"memorySlice4": {"value": "1"}, "memorySlice5": {"value": "1"}, "memorySlice6": {"value": "1"}, "memorySlice7": {"value": "1"}}}
                  ]}
     }));
     feed(&mut t, &mut f, listed(Msg::Slice, vec![slice]));
-    assert_eq!(f.totals.gpus, 2, "the slice replaces the label-derived GPUs");
+    assert_eq!(f.totals.gpus, 3, "the slice replaces the label-derived GPUs; a MIG-only parent counts too");
     assert!(f.gpu_by_uuid("GPU-aaaa").is_some());
-    assert_eq!(f.totals.mig_instances, 1);
+    assert_eq!(f.totals.mig_instances, 2);
+    let parent = f.gpu_by_uuid("GPU-eeee").and_then(|g| f.gpu(g));
+    let Some(parent) = parent else { panic!("the parent GPU of a MIG device is there") };
+    assert_eq!((parent.index, parent.mig_enabled), (2, true));
+    let start = parent.instances.first().map(|m| m.placement.start);
+    assert_eq!(start, Some(4), "placement from the lowest memorySlice");
 
     let mut p = pod("team-a", "dra-pod", Some("dra-1"), "Running", 0);
     if let Some(spec) = p.spec.as_mut() {
@@ -297,4 +306,26 @@ fn kueue_queues_name_tenants_and_carry_nominal_quota_per_flavor() {
         .collect();
     q.sort();
     assert_eq!(q, vec![("a100".into(), 8, 0), ("h100".into(), 16, 6)], "cpu is not a GPU quota");
+}
+
+#[test]
+fn a_slice_listed_before_its_node_gives_its_gpus_when_the_node_arrives() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    let slice: ResourceSlice = obj(json!({
+        "metadata": {"name": "n1-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "n1", "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                 "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-1"},
+                              "productName": {"string": "NVIDIA H100 80GB HBM3"}}}]}
+    }));
+    feed(&mut t, &mut f, listed(Msg::Slice, vec![slice]));
+    assert_eq!(f.totals.gpus, 0);
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("n1", json!({}), 0, "True")]));
+    assert_eq!(f.totals.gpus, 1, "the slice's one GPU, not the 8 of the labels");
+    assert!(f.gpu_by_uuid("GPU-1").is_some());
+    // The node goes away and comes back: its GPUs come back with it.
+    feed(&mut t, &mut f, vec![Msg::Node(Event::Delete(node("n1", json!({}), 0, "True")))]);
+    assert_eq!(f.totals.gpus, 0);
+    feed(&mut t, &mut f, vec![Msg::Node(Event::Apply(node("n1", json!({}), 0, "True")))]);
+    assert_eq!(f.totals.gpus, 1);
 }

@@ -158,8 +158,24 @@ fn layouts_from_counts(model: GpuModel, n: u8, allocatable: &[(String, i64)]) ->
 /// One device of a ResourceSlice, as the model sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SliceDevice {
-    Gpu { name: String, uuid: String, index: u8, model: Option<GpuModel>, memory_mib: u32 },
-    Mig { name: String, uuid: String, parent: String, profile: String, start: Option<u8> },
+    Gpu {
+        name: String,
+        uuid: String,
+        index: u8,
+        model: Option<GpuModel>,
+        memory_mib: u32,
+    },
+    /// A MIG device; `index` and `model` are its parent's (from the device name and the
+    /// parent attributes the driver copies), for a parent GPU the slice does not list.
+    Mig {
+        name: String,
+        uuid: String,
+        parent: String,
+        profile: String,
+        start: Option<u8>,
+        index: u8,
+        model: Option<GpuModel>,
+    },
 }
 
 impl SliceDevice {
@@ -209,12 +225,20 @@ pub fn slice_devices(s: &ResourceSlice) -> Option<(String, String, Vec<SliceDevi
                     .flatten()
                     .filter_map(|(k, _)| k.strip_prefix("memorySlice")?.parse::<u8>().ok())
                     .min();
+                let index = d
+                    .name
+                    .strip_prefix("gpu-")
+                    .and_then(|r| r.split('-').next())
+                    .and_then(|i| i.parse::<u8>().ok())
+                    .unwrap_or(0);
                 out.push(SliceDevice::Mig {
                     name: d.name.clone(),
                     uuid,
                     parent: s_attr("parentUUID").unwrap_or_default(),
                     profile: s_attr("profile").unwrap_or_default(),
                     start,
+                    index,
+                    model: s_attr("productName").as_deref().and_then(GpuModel::parse),
                 });
             }
             _ => {}
@@ -244,7 +268,25 @@ pub fn slice_gpus(node: &str, node_model: Option<GpuModel>, devices: &[SliceDevi
         })
         .collect();
     for d in devices {
-        let SliceDevice::Mig { uuid, parent, profile, start, .. } = d else { continue };
+        let SliceDevice::Mig { uuid, parent, profile, start, index, model, .. } = d else { continue };
+        if parent.is_empty() {
+            continue;
+        }
+        // With MIG on, the driver announces the instances, not the whole GPU: the parent
+        // is known by its uuid and the attributes it passes down.
+        if !gpus.iter().any(|g| &g.uuid == parent)
+            && let Some(model) = model.or(node_model)
+        {
+            gpus.push(GpuSpec {
+                uuid: parent.clone(),
+                node: node.to_string(),
+                index: *index,
+                model,
+                memory_mib: model.memory_mib(),
+                mig_enabled: true,
+                instances: Vec::new(),
+            });
+        }
         let Some(g) = gpus.iter_mut().find(|g| &g.uuid == parent) else { continue };
         g.mig_enabled = true;
         let Some(p) = mig::find_profile(g.model, profile) else { continue };
