@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fabrik::feed::kube::KubeFeedConfig;
-use fabrik::model::{Delta, Fleet, Phase, Thresholds};
+use fabrik::model::{Delta, FeedState, Fleet, Phase, Thresholds};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
@@ -87,6 +87,10 @@ fn wait_line(child: &mut Child, prefix: &str, timeout: Duration, what: &str, log
 }
 
 fn control_plane(dir: &Path) -> (Proc, PathBuf) {
+    control_plane_with(dir, &[])
+}
+
+fn control_plane_with(dir: &Path, extra: &[&str]) -> (Proc, PathBuf) {
     let cp = repo().join("tests/controlplane/cp.sh");
     let build = Command::new(&cp).arg("build").status();
     match build {
@@ -102,6 +106,7 @@ fn control_plane(dir: &Path) -> (Proc, PathBuf) {
     let mut child = Command::new(&bin)
         .args(["up", "--dir"])
         .arg(dir)
+        .args(extra)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or(Stdio::null()))
@@ -374,7 +379,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     let dir = std::env::temp_dir().join(format!("fabrik-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let (_cp, kubeconfig) = control_plane(&dir);
+    let (cp, kubeconfig) = control_plane(&dir);
     let _sim = sim(&kubeconfig, &dir);
     let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
     let client = conn.client.clone();
@@ -515,6 +520,44 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         async move {
             if snapshot.quota_hard.get(&key) != Some(&new) {
                 return Err(format!("{key} hard is {:?} in the model, want {new}", snapshot.quota_hard.get(&key)));
+            }
+            diff(&snapshot, &truth(&c).await?)
+        }
+    })
+    .await;
+
+    // Churn 4: the API server restarts (same address, same etcd data, same credentials).
+    // The model says it is reconnecting while the server is away, then converges again.
+    let kc = std::fs::read_to_string(&kubeconfig).expect("read the kubeconfig");
+    let port = kc
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("server: https://127.0.0.1:"))
+        .map(|p| p.trim().to_string())
+        .expect("the kubeconfig names the server");
+    drop(cp);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(batch) = tokio::time::timeout(Duration::from_millis(500), m.rx.recv()).await {
+            for d in batch.into_iter().flatten() {
+                m.fleet.apply(d);
+            }
+        }
+        let troubled = m.fleet.feeds.values().filter(|s| matches!(s, FeedState::Reconnecting { .. })).count();
+        if troubled > 0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the model never said it was reconnecting: {:?}", m.fleet.feeds);
+    }
+    let (_cp, kubeconfig2) = control_plane_with(&dir, &["--keep", "--port", &port]);
+    assert_eq!(kubeconfig2, kubeconfig);
+    m.converge("after the API server restarted", Duration::from_secs(90), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        let troubled: Vec<String> =
+            f.feeds.iter().filter(|(_, s)| **s != FeedState::Live).map(|(k, s)| format!("{k}: {s:?}")).collect();
+        async move {
+            if !troubled.is_empty() {
+                return Err(format!("feeds not live again: {troubled:?}"));
             }
             diff(&snapshot, &truth(&c).await?)
         }

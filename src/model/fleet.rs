@@ -243,8 +243,12 @@ impl Fleet {
     pub fn apply(&mut self, delta: Delta) -> bool {
         match delta {
             Delta::Clock(ts) => {
+                let before = self.now / 1000;
                 self.now = self.now.max(ts);
-                self.check_stuck_mig()
+                // A new second changes what ages and "since" read: worth a redraw (only the
+                // changed cells reach the terminal).
+                let ticked = self.now / 1000 != before;
+                self.check_stuck_mig() | ticked
             }
             Delta::NodeUpsert(spec) => {
                 self.upsert_node(spec);

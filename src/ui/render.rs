@@ -12,7 +12,7 @@ use super::keymap::Keymap;
 use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
 use super::views::{detail, tables};
-use crate::model::{FeedState, Fleet, OpState, Severity};
+use crate::model::{FeedState, Fleet, OpState, Severity, Ts};
 
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 15;
@@ -144,21 +144,39 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
 }
 
 fn feed_state(f: &Fleet) -> (String, &'static str) {
-    if !f.synced {
-        return ("loading".into(), "ui.stale");
-    }
+    // Stale (will not recover by itself, e.g. forbidden) before reconnecting; the oldest
+    // trouble names the time; several feeds in trouble are counted, not listed.
+    let mut worst: Option<(&str, bool, Ts)> = None;
+    let mut n = 0;
     for (src, st) in &f.feeds {
-        match st {
-            FeedState::Live => {}
-            FeedState::Reconnecting { since, .. } => {
-                return (format!("{src} reconnecting since {}", tables::age(f.now, *since)), "ui.stale");
-            }
-            FeedState::Stale { since, .. } => {
-                return (format!("{src} stale since {}", tables::age(f.now, *since)), "ui.stale");
+        let (stale, since) = match st {
+            FeedState::Live => continue,
+            FeedState::Reconnecting { since, .. } => (false, *since),
+            FeedState::Stale { since, .. } => (true, *since),
+        };
+        n += 1;
+        let better = match worst {
+            None => true,
+            Some((_, s, t)) => (stale && !s) || (stale == s && since < t),
+        };
+        if better {
+            worst = Some((src.as_str(), stale, since));
+        }
+    }
+    let loading = if f.synced { "" } else { "loading · " };
+    match worst {
+        None if !f.synced => ("loading".into(), "ui.stale"),
+        None => ("live".into(), "status.ready"),
+        Some((src, stale, since)) => {
+            let what = if stale { "stale" } else { "reconnecting" };
+            let age = tables::age(f.now, since);
+            if n == 1 {
+                (format!("{loading}{src} {what} since {age}"), "ui.stale")
+            } else {
+                (format!("{loading}{what} since {age} ({n} feeds; :events)"), "ui.stale")
             }
         }
     }
-    ("live".into(), "status.ready")
 }
 
 fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {

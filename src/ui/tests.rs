@@ -11,7 +11,7 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers, MouseButton, MouseEvent,
 use ratatui::buffer::Buffer;
 use ratatui::style::Color;
 
-use crate::model::{Fleet, OpState, Thresholds};
+use crate::model::{Delta, FeedState, Fleet, OpState, Thresholds};
 use crate::ops::{Plan, PlanDetail};
 use crate::sim::Sim;
 use crate::snapshot::{demo_app, demo_fleet, render_app};
@@ -1244,4 +1244,29 @@ mod fuzz {
             }
         }
     }
+}
+
+#[test]
+fn the_header_counts_feeds_in_trouble_from_when_the_trouble_began() {
+    let mut app = app_at(1);
+    let now = app.fleet.now;
+    for (src, since) in [("pods", now - 12_000), ("nodes", now - 4_000)] {
+        app.apply([Delta::Feed {
+            source: src.into(),
+            state: FeedState::Reconnecting { since, reason: "connection refused".into() },
+        }]);
+    }
+    let s = screen(&mut app);
+    assert!(s.contains("[reconnecting since 12s (2 feeds; :events)]"), "{}", s.lines().next().unwrap_or(""));
+    // A clock tick moves the age on, and the header is redrawn for it.
+    assert!(app.apply([Delta::Clock(now + 3_000)]), "a new second is a change worth a frame");
+    let s = screen(&mut app);
+    assert!(s.contains("[reconnecting since 15s (2 feeds; :events)]"), "{}", s.lines().next().unwrap_or(""));
+    app.apply([Delta::Feed { source: "pods".into(), state: FeedState::Live }]);
+    app.apply([Delta::Feed {
+        source: "nodes".into(),
+        state: FeedState::Stale { since: now - 1_000, reason: "forbidden".into() },
+    }]);
+    let s = screen(&mut app);
+    assert!(s.contains("[nodes stale since 4s]"), "{}", s.lines().next().unwrap_or(""));
 }

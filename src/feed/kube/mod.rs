@@ -99,6 +99,10 @@ pub enum Msg {
     Claim(Event<ResourceClaim>),
     LocalQueue(Event<DynamicObject>),
     ClusterQueue(Event<DynamicObject>),
+    /// A one-item list of a troubled kind succeeded: the server answers for it again, and
+    /// its watch resumes within its backoff without losing events (resourceVersion, or a
+    /// re-list that removes what went away).
+    Reachable(Kind),
     /// A watch failed; `code` is the HTTP status when the server answered.
     Error {
         kind: Kind,
@@ -191,6 +195,7 @@ pub struct Translator {
     quotas: HashMap<String, (String, Vec<String>)>,
     quota_objs: HashMap<String, ResourceQuota>,
     feed_errors: HashMap<Kind, String>,
+    trouble_since: HashMap<Kind, Ts>,
     // Kueue: LocalQueue (ns/name) → ClusterQueue; namespace → ClusterQueue; CQ → quota keys.
     local_queues: HashMap<String, String>,
     ns_kueue: HashMap<String, String>,
@@ -218,6 +223,7 @@ impl Translator {
             quotas: HashMap::new(),
             quota_objs: HashMap::new(),
             feed_errors: HashMap::new(),
+            trouble_since: HashMap::new(),
             local_queues: HashMap::new(),
             ns_kueue: HashMap::new(),
             cq_quotas: HashMap::new(),
@@ -246,7 +252,13 @@ impl Translator {
         }
     }
 
+    /// Kinds whose watch is failing now (not the ones the server does not serve).
+    pub fn troubled(&self) -> Vec<Kind> {
+        self.feed_errors.iter().filter(|(_, e)| !e.is_empty()).map(|(k, _)| *k).collect()
+    }
+
     fn live(&mut self, k: Kind, out: &mut Vec<Delta>) {
+        self.trouble_since.remove(&k);
         if self.feed_errors.remove(&k).is_some() {
             out.push(Delta::Feed { source: k.name().into(), state: FeedState::Live });
         }
@@ -267,6 +279,7 @@ impl Translator {
             Msg::LocalQueue(e) => self.on_event(Kind::LocalQueues, e, &mut out, Self::local_queue),
             Msg::ClusterQueue(e) => self.on_event(Kind::ClusterQueues, e, &mut out, Self::cluster_queue),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
+            Msg::Reachable(kind) => self.live(kind, &mut out),
         }
         out
     }
@@ -295,6 +308,13 @@ impl Translator {
                 Some(FeedState::Reconnecting { since: now, reason: reason.clone() }),
             ),
         };
+        // Trouble that goes on keeps the time it began, whatever the next error says.
+        let since = *self.trouble_since.entry(kind).or_insert(now);
+        let state = state.map(|s| match s {
+            FeedState::Reconnecting { reason, .. } => FeedState::Reconnecting { since, reason },
+            FeedState::Stale { reason, .. } => FeedState::Stale { since, reason },
+            FeedState::Live => FeedState::Live,
+        });
         // One message per change of state, not one per retry.
         if self.feed_errors.get(&kind) == Some(&text) {
             return;
@@ -760,6 +780,29 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
     }
 }
 
+/// Lists one object of a troubled kind; success means the server answers for it again.
+fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
+    tokio::spawn(async move {
+        let lp = kube::api::ListParams::default().limit(1);
+        let ok = match kind {
+            Kind::Namespaces => Api::<Namespace>::all(c).list(&lp).await.is_ok(),
+            Kind::VClusters => Api::<Pod>::all(c).list(&lp.labels("app=vcluster")).await.is_ok(),
+            Kind::Nodes => Api::<Node>::all(c).list(&lp).await.is_ok(),
+            Kind::Pods => Api::<Pod>::all(c).list(&lp).await.is_ok(),
+            Kind::Quotas => Api::<ResourceQuota>::all(c).list(&lp).await.is_ok(),
+            Kind::Pdbs => Api::<PodDisruptionBudget>::all(c).list(&lp).await.is_ok(),
+            Kind::Events => Api::<KEvent>::all(c).list(&lp).await.is_ok(),
+            Kind::Slices => Api::<ResourceSlice>::all(c).list(&lp).await.is_ok(),
+            Kind::Claims => Api::<ResourceClaim>::all(c).list(&lp).await.is_ok(),
+            // Their watch reports itself; discovery decides whether they exist at all.
+            Kind::LocalQueues | Kind::ClusterQueues => false,
+        };
+        if ok {
+            let _ = tx.send(Msg::Reachable(kind)).await;
+        }
+    });
+}
+
 /// Kueue's CRDs, when installed: v1beta2 (storage since v0.16), else v1beta1. Not installed
 /// is a 404 for the translator: an information event, the rest of the cockpit goes on.
 fn kueue(
@@ -770,22 +813,38 @@ fn kueue(
     tx: mpsc::Sender<Msg>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut found = None;
-        let mut last = String::new();
-        for version in ["v1beta2", "v1beta1"] {
-            let gvk = kube::api::GroupVersionKind::gvk(l::KUEUE_GROUP, version, kind_name);
-            match kube::discovery::pinned_kind(&c, &gvk).await {
-                Ok((ar, _caps)) => {
-                    found = Some(ar);
-                    break;
+        // Discovery answers 404 when Kueue is not installed; anything else (the server is
+        // down, a timeout) is retried with backoff, never taken for "not installed".
+        let mut wait = Duration::from_millis(500);
+        let ar = loop {
+            let mut found = None;
+            let mut answer: Option<(Option<u16>, String)> = None;
+            for version in ["v1beta2", "v1beta1"] {
+                let gvk = kube::api::GroupVersionKind::gvk(l::KUEUE_GROUP, version, kind_name);
+                match kube::discovery::pinned_kind(&c, &gvk).await {
+                    Ok((ar, _caps)) => {
+                        found = Some(ar);
+                        break;
+                    }
+                    Err(kube::Error::Api(s)) => {
+                        answer.get_or_insert((Some(s.code), s.message.clone()));
+                    }
+                    Err(kube::Error::Discovery(e)) => {
+                        answer.get_or_insert((Some(404), e.to_string()));
+                    }
+                    Err(e) => answer = Some((None, e.to_string())),
                 }
-                Err(e) => last = crate::cluster::describe(&e),
             }
-        }
-        let Some(ar) = found else {
-            let code = if last.contains("403") { Some(403) } else { Some(404) };
-            let _ = tx.send(Msg::Error { kind, code, reason: last }).await;
-            return;
+            if let Some(ar) = found {
+                break ar;
+            }
+            let (code, reason) = answer.unwrap_or((None, "no answer".into()));
+            let done = matches!(code, Some(403 | 404));
+            if tx.send(Msg::Error { kind, code, reason }).await.is_err() || done {
+                return;
+            }
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(30));
         };
         let api = Api::<DynamicObject>::all_with(c, &ar);
         let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
@@ -815,10 +874,19 @@ pub async fn run(client: kube::Client, cfg: KubeFeedConfig, out: mpsc::Sender<Ba
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let _ = out.send(vec![Delta::Clock(now_ms())]).await;
+    let mut ticks = 0u64;
     loop {
         let mut batch: Batch = Vec::new();
         tokio::select! {
-            _ = clock.tick() => batch.push(Delta::Clock(now_ms())),
+            _ = clock.tick() => {
+                batch.push(Delta::Clock(now_ms()));
+                ticks += 1;
+                if ticks.is_multiple_of(3) {
+                    for kind in t.troubled() {
+                        probe(kind, client.clone(), tx.clone());
+                    }
+                }
+            }
             msg = rx.recv() => {
                 let Some(msg) = msg else { break };
                 let now = now_ms();

@@ -329,3 +329,22 @@ fn a_slice_listed_before_its_node_gives_its_gpus_when_the_node_arrives() {
     feed(&mut t, &mut f, vec![Msg::Node(Event::Apply(node("n1", json!({}), 0, "True")))]);
     assert_eq!(f.totals.gpus, 1);
 }
+
+#[test]
+fn trouble_keeps_the_time_it_began_until_the_kind_answers_again() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let since = |out: &[Delta]| {
+        out.iter().find_map(|d| match d {
+            Delta::Feed { state: FeedState::Reconnecting { since, .. }, .. } => Some(*since),
+            _ => None,
+        })
+    };
+    let a = t.apply(Msg::Error { kind: Kind::Pods, code: None, reason: "connection refused".into() }, 1_000);
+    assert_eq!(since(&a), Some(1_000));
+    let b = t.apply(Msg::Error { kind: Kind::Pods, code: None, reason: "tcp connect error".into() }, 9_000);
+    assert_eq!(since(&b), Some(1_000), "a different error text is the same trouble: {b:?}");
+    assert_eq!(t.troubled(), vec![Kind::Pods]);
+    let c = t.apply(Msg::Reachable(Kind::Pods), 12_000);
+    assert!(c.iter().any(|d| matches!(d, Delta::Feed { state: FeedState::Live, .. })), "{c:?}");
+    assert!(t.troubled().is_empty());
+}

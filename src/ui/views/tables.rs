@@ -390,6 +390,8 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     let a = f.node_allocated_gpus(n);
                     (format!("{a}/{}", n.gpu_count()), if a == n.gpu_count() { "ui.text" } else { "gpu.free" })
                 }
+                // No sample ever (a cluster without node agents): unknown, not zero.
+                5..=7 if !n.gpus.iter().filter_map(|g| f.gpu(*g)).any(|g| g.last_sample_at.is_some()) => muted("—"),
                 5 => {
                     let stale = n
                         .gpus
@@ -465,6 +467,8 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                         muted("full")
                     }
                 }
+                4 | 6 | 7 if gpu.last_sample_at.is_none() => muted("—"),
+                5 if gpu.last_sample_at.is_none() => muted(format!("?/{}G", gpu.memory_mib / 1024)),
                 4 => {
                     if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) {
                         (format!("{}%?", gpu.last.util), "ui.stale")
