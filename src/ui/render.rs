@@ -125,7 +125,7 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             format!("idle-alloc {} ", t.idle_allocated),
             theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" }),
         ),
-        Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
+        Span::styled(format!("MIG {}/{} ", mig_in_use(f), t.mig_instances), theme.style("gpu.mig.used")),
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(
             format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),
@@ -141,6 +141,13 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         ),
     ];
     frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
+}
+
+/// MIG instances held by running pods. With the device plugin the API does not say which
+/// instance a pod got, so count what pods hold, not only instances bound to a pod.
+fn mig_in_use(f: &Fleet) -> u32 {
+    let by_pods: u32 = f.tenants.iter().flatten().map(|t| t.usage.allocated_mig).sum();
+    f.totals.mig_allocated.max(by_pods)
 }
 
 fn feed_state(f: &Fleet) -> (String, &'static str) {
