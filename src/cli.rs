@@ -100,7 +100,9 @@ pub struct KubeSimArgs {
     /// Every Nth node hands out its GPUs through DRA instead of the device plugin (0: none).
     #[arg(long, default_value_t = 4)]
     pub dra_every: u32,
-    /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds.
+    /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds or fails. The config
+    /// name `fabrik-wedged` stays `pending` for good (for stuck-reslice tests); the node annotation
+    /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
     #[arg(long, default_value_t = 3)]
     pub mig_seconds: u64,
     /// Remove the simulated nodes (and the workload mix) from the cluster, then exit.

@@ -277,6 +277,12 @@ impl Sim {
         &self.cfg
     }
 
+    /// The nodes and their GPUs as the seed built them (for `fabrik sim --kubeconfig`,
+    /// which plays them against a real API server).
+    pub fn node_inventory(&self) -> Vec<(NodeSpec, Vec<GpuSpec>)> {
+        self.nodes.iter().map(|n| (n.spec.clone(), n.gpus.iter().map(|g| g.spec.clone()).collect())).collect()
+    }
+
     fn setup_tenants(&mut self) {
         for (name, nss, source) in TENANTS {
             self.tenants.push(STenant {

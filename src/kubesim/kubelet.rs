@@ -1,0 +1,355 @@
+//! The pod side of the simulated kubelets: bound pods start, Job pods complete, graceful
+//! deletions are finished.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::model;
+use super::nodes::Shared;
+use super::{describe, is_status};
+
+/// A stable 64-bit hash (FNV-1a) for delays and ids that must not depend on the process.
+pub fn hash(parts: &[&str]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for p in parts {
+        for b in p.bytes().chain([0xff]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h
+}
+
+/// How long a pod takes to start: 0.5–1 s.
+pub fn start_delay(uid: &str) -> Duration {
+    Duration::from_millis(500 + hash(&[uid, "start"]) % 500)
+}
+
+/// How long a Job pod runs: 30 s to 4 minutes, from the seed and the pod's name.
+pub fn job_duration(seed: u64, namespace: &str, name: &str) -> Duration {
+    Duration::from_secs(30 + hash(&[&seed.to_string(), namespace, name]) % 210)
+}
+
+pub fn is_job_pod(pod: &Pod) -> bool {
+    pod.metadata.owner_references.as_ref().is_some_and(|o| o.iter().any(|r| r.kind == "Job"))
+}
+
+/// Pod IP number `n` as 10.a.b.c (10.0.0.0/8 less the first /16).
+pub fn pod_ip(n: u32) -> String {
+    let n = n + 65_536;
+    format!("10.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
+}
+
+fn hex64(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(64);
+    for i in 0..4 {
+        out.push_str(&format!("{:016x}", hash(&[parts.join("/").as_str(), &i.to_string()])));
+    }
+    out
+}
+
+/// The status a kubelet posts once the pod's containers run.
+pub fn running_status(pod: &Pod, host_ip: &str, pod_ip: &str, now: &str) -> Value {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let spec = pod.spec.as_ref();
+    let containers: Vec<Value> = spec
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let image = c.image.clone().unwrap_or_default();
+            json!({
+                "name": c.name, "image": image,
+                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(""), hex64(&[&image])),
+                "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])),
+                "ready": true, "started": true, "restartCount": 0,
+                "state": { "running": { "startedAt": now } },
+            })
+        })
+        .collect();
+    let inits: Vec<Value> = spec
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            json!({
+                "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                "containerID": format!("containerd://{}", hex64(&[&uid, "init", &c.name])),
+                "ready": true, "restartCount": 0,
+                "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": now, "finishedAt": now } },
+            })
+        })
+        .collect();
+    let cond = |t: &str| json!({ "type": t, "status": "True", "lastProbeTime": null, "lastTransitionTime": now });
+    let mut status = json!({
+        "phase": "Running",
+        "hostIP": host_ip, "hostIPs": [{ "ip": host_ip }],
+        "podIP": pod_ip, "podIPs": [{ "ip": pod_ip }],
+        "startTime": now,
+        "conditions": [cond("PodReadyToStartContainers"), cond("Initialized"), cond("Ready"),
+            cond("ContainersReady"), cond("PodScheduled")],
+        "containerStatuses": containers,
+    });
+    if !inits.is_empty() {
+        status["initContainerStatuses"] = Value::Array(inits);
+    }
+    json!({ "status": status })
+}
+
+/// The status of a pod whose containers all exited 0.
+pub fn succeeded_status(pod: &Pod, now: &str) -> Value {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| model::time_str(t.0));
+    let started = started.unwrap_or_else(|| now.to_string());
+    let containers: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let image = c.image.clone().unwrap_or_default();
+            json!({
+                "name": c.name, "image": image,
+                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(""), hex64(&[&image])),
+                "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])),
+                "ready": false, "started": false, "restartCount": 0,
+                "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now,
+                    "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } },
+            })
+        })
+        .collect();
+    let cond = |t: &str, s: &str| {
+        json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now,
+            "reason": if s == "False" { Value::from("PodCompleted") } else { Value::Null } })
+    };
+    json!({ "status": {
+        "phase": "Succeeded",
+        "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
+            cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
+        "containerStatuses": containers,
+    }})
+}
+
+struct Kubelet {
+    shared: Arc<Shared>,
+    seed: u64,
+    ips: AtomicU32,
+    started: std::sync::Mutex<HashSet<String>>,
+    deleting: std::sync::Mutex<HashSet<String>>,
+}
+
+fn key(pod: &Pod) -> Option<(String, String, String, String)> {
+    Some((
+        pod.metadata.namespace.clone()?,
+        pod.metadata.name.clone()?,
+        pod.metadata.uid.clone()?,
+        pod.spec.as_ref()?.node_name.clone()?,
+    ))
+}
+
+impl Kubelet {
+    fn on_pod(self: &Arc<Self>, pod: &Pod) {
+        let Some((ns, name, uid, node)) = key(pod) else { return };
+        if !self.shared.is_sim_node(&node) || self.shared.is_faulted(&node) {
+            return;
+        }
+        let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &ns);
+        if pod.metadata.deletion_timestamp.is_some() {
+            if !self.deleting.lock().is_ok_and(|mut d| d.insert(uid.clone())) {
+                return;
+            }
+            let sem = self.shared.sem.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_millis(800 + hash(&[&uid, "kill"]) % 400)).await;
+                let Ok(_permit) = sem.acquire_owned().await else { return };
+                let dp = DeleteParams {
+                    grace_period_seconds: Some(0),
+                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
+                    ..Default::default()
+                };
+                match api.delete(&name, &dp).await {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+                    Err(e) => eprintln!("fabrik sim: kubelet: deleting {ns}/{name}: {}", describe(&e)),
+                }
+            });
+            return;
+        }
+        let phase = pod.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_else(|| "Pending".into());
+        let job = is_job_pod(pod);
+        let start = phase == "Pending";
+        if !(start || (phase == "Running" && job)) {
+            return;
+        }
+        if !self.started.lock().is_ok_and(|mut s| s.insert(uid.clone())) {
+            return;
+        }
+        let me = self.clone();
+        let pod = pod.clone();
+        tokio::spawn(async move {
+            let pp = PatchParams::default();
+            if start {
+                tokio::time::sleep(start_delay(&uid)).await;
+                if me.shared.is_faulted(&node) {
+                    // The kubelet died meanwhile; try again once it is back.
+                    if let Ok(mut s) = me.started.lock() {
+                        s.remove(&uid);
+                    }
+                    return;
+                }
+                let host = me.shared.node_index(&node).map(model::node_ip).unwrap_or_default();
+                let ip = pod_ip(me.ips.fetch_add(1, Ordering::Relaxed));
+                let status = running_status(&pod, &host, &ip, &model::now_str());
+                let res = {
+                    let Ok(_permit) = me.shared.sem.acquire().await else { return };
+                    api.patch_status(&name, &pp, &Patch::Merge(&status)).await
+                };
+                match res {
+                    Ok(_) => {}
+                    Err(e) if is_status(&e, 404) => return,
+                    Err(e) => {
+                        eprintln!("fabrik sim: kubelet: starting {ns}/{name}: {}", describe(&e));
+                        if let Ok(mut s) = me.started.lock() {
+                            s.remove(&uid);
+                        }
+                        return;
+                    }
+                }
+            }
+            if !job {
+                return;
+            }
+            tokio::time::sleep(job_duration(me.seed, &ns, &name)).await;
+            while me.shared.is_faulted(&node) {
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            let current = match api.get_opt(&name).await {
+                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid.as_str()) => p,
+                _ => return,
+            };
+            if current.metadata.deletion_timestamp.is_some()
+                || current.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Running")
+            {
+                return;
+            }
+            let status = succeeded_status(&current, &model::now_str());
+            let Ok(_permit) = me.shared.sem.acquire().await else { return };
+            if let Err(e) = api.patch_status(&name, &pp, &Patch::Merge(&status)).await
+                && !is_status(&e, 404)
+            {
+                eprintln!("fabrik sim: kubelet: completing {ns}/{name}: {}", describe(&e));
+            }
+        });
+    }
+
+    fn forget(&self, pod: &Pod) {
+        if let Some(uid) = pod.metadata.uid.as_ref() {
+            if let Ok(mut s) = self.started.lock() {
+                s.remove(uid);
+            }
+            if let Ok(mut d) = self.deleting.lock() {
+                d.remove(uid);
+            }
+        }
+    }
+}
+
+/// Watches bound pods and plays the kubelets of the simulated nodes. `resume` hears nodes
+/// whose fault was cleared: their pods are looked at again.
+pub async fn run(shared: Arc<Shared>, seed: u64, mut resume: mpsc::UnboundedReceiver<String>) {
+    let kubelet = Arc::new(Kubelet {
+        shared: shared.clone(),
+        seed,
+        ips: AtomicU32::new(0),
+        started: Default::default(),
+        deleting: Default::default(),
+    });
+    let api: Api<Pod> = Api::all(shared.client.clone());
+    let (store, writer): (Store<Pod>, _) = reflector::store();
+    let cfg = watcher::Config::default().fields("spec.nodeName!=");
+    let mut stream = watcher(api, cfg).default_backoff().reflect(writer).boxed();
+    loop {
+        tokio::select! {
+            ev = stream.try_next() => match ev {
+                Ok(Some(watcher::Event::Apply(p) | watcher::Event::InitApply(p))) => kubelet.on_pod(&p),
+                Ok(Some(watcher::Event::Delete(p))) => kubelet.forget(&p),
+                Ok(Some(_)) => {}
+                Ok(None) => return,
+                Err(e) => eprintln!("fabrik sim: pod watch: {e}"),
+            },
+            Some(node) = resume.recv() => {
+                for p in store.state() {
+                    if p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(node.as_str()) {
+                        kubelet.on_pod(&p);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod() -> Pod {
+        serde_json::from_value(json!({
+            "metadata": { "name": "p", "namespace": "ns", "uid": "u-1",
+                "ownerReferences": [{ "apiVersion": "batch/v1", "kind": "Job", "name": "j", "uid": "j1" }] },
+            "spec": { "nodeName": "h100-0000", "containers": [{ "name": "main", "image": "nvcr.io/x/y:1" }] },
+        }))
+        .expect("pod")
+    }
+
+    #[test]
+    fn running_status_is_complete() {
+        let p = pod();
+        let s = running_status(&p, "172.16.0.10", &pod_ip(0), "2026-01-01T00:00:00Z");
+        let st = &s["status"];
+        assert_eq!(st["phase"], "Running");
+        assert_eq!(st["podIP"], "10.1.0.0");
+        assert_eq!(st["hostIP"], "172.16.0.10");
+        let types: Vec<&str> =
+            st["conditions"].as_array().into_iter().flatten().filter_map(|c| c["type"].as_str()).collect();
+        for t in ["PodScheduled", "Initialized", "ContainersReady", "Ready"] {
+            assert!(types.contains(&t), "{t}");
+        }
+        let cs = &st["containerStatuses"][0];
+        assert!(cs["containerID"].as_str().is_some_and(|c| c.starts_with("containerd://") && c.len() == 13 + 64));
+        assert!(cs["state"]["running"]["startedAt"].is_string());
+        // Typed round trip.
+        let typed: Result<k8s_openapi::api::core::v1::PodStatus, _> = serde_json::from_value(st.clone());
+        assert!(typed.is_ok());
+    }
+
+    #[test]
+    fn job_pods_complete_with_exit_zero() {
+        let p = pod();
+        assert!(is_job_pod(&p));
+        let s = succeeded_status(&p, "2026-01-01T00:01:00Z");
+        assert_eq!(s["status"]["phase"], "Succeeded");
+        assert_eq!(s["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 0);
+        let d = job_duration(42, "ns", "p");
+        assert!(d >= Duration::from_secs(30) && d < Duration::from_secs(240));
+        assert_eq!(d, job_duration(42, "ns", "p"));
+        let s = start_delay("u-1");
+        assert!(s >= Duration::from_millis(500) && s < Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn pod_ips_are_unique() {
+        let ips: HashSet<String> = (0..200_000).map(pod_ip).collect();
+        assert_eq!(ips.len(), 200_000);
+    }
+}

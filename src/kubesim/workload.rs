@@ -1,0 +1,557 @@
+//! `--workload`: a tenant mix that makes a fresh control plane look like an AI factory.
+//! Planning is pure ([`plan`]); [`create`] sends the objects, 32 at a time. Nothing gets a
+//! nodeName: the real kube-scheduler places the pods and allocates the DRA claims.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+use super::model::{self, SimNode};
+use super::{describe, is_status};
+use crate::cluster::labels;
+use crate::sim::Rng;
+
+/// Label on every namespace the workload creates (cleanup deletes by it).
+pub const WORKLOAD_LABEL: &str = "fabrik.io/sim-workload";
+pub const VCLUSTER: &str = "research";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Deployment,
+    Job,
+    /// Bare pods (no owner).
+    Bare,
+}
+
+/// What a pod asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Ask {
+    Gpus(u16),
+    /// One instance of this MIG resource (`nvidia.com/mig-…`).
+    Mig(String),
+    /// One DRA claim per pod, device class `gpu.nvidia.com`, one device.
+    Dra,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct App {
+    pub tenant: &'static str,
+    pub namespace: String,
+    pub name: String,
+    pub kind: Kind,
+    pub ask: Ask,
+    pub replicas: u32,
+    pub image: &'static str,
+    /// (maxUnavailable, minAvailable).
+    pub pdb: Option<(Option<i32>, Option<i32>)>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// (namespace, tenant).
+    pub namespaces: Vec<(String, String)>,
+    pub apps: Vec<App>,
+    /// (namespace, resource, hard).
+    pub quotas: Vec<(String, String, i64)>,
+}
+
+impl Plan {
+    pub fn gpu_pods(&self) -> u32 {
+        self.apps.iter().map(|a| a.replicas).sum()
+    }
+}
+
+fn ns_of(tenant: &str) -> String {
+    if tenant == VCLUSTER { format!("vcluster-{VCLUSTER}") } else { tenant.to_string() }
+}
+
+/// The mix for `nodes` with about `target` GPU pods (default: 60% of the GPUs). Pods are
+/// spread over whole GPUs, MIG instances and DRA GPUs in proportion to what the fleet has.
+pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
+    let mut whole = 0u64;
+    let mut dra = 0u64;
+    let mut mig: BTreeMap<String, u64> = BTreeMap::new();
+    for n in nodes {
+        if n.dra {
+            dra += n.gpus.iter().filter(|g| !g.mig_enabled).count() as u64;
+            continue;
+        }
+        for (r, c) in model::gpu_resources(n) {
+            if r == labels::GPU_RESOURCE {
+                whole += c as u64;
+            } else {
+                *mig.entry(r).or_default() += c as u64;
+            }
+        }
+    }
+    let total_gpus: u64 = nodes.iter().map(|n| n.gpus.len() as u64).sum();
+    let target = u64::from(target.unwrap_or(((total_gpus * 6) / 10) as u32));
+    let mig_total: u64 = mig.values().sum();
+    // MIG instances count a seventh of a GPU each for the split.
+    let units = whole + dra + mig_total / 7;
+    let share = |cap: u64| (target * cap).checked_div(units).unwrap_or(0);
+    let p_whole = share(whole);
+    let p_dra = if dra == 0 { 0 } else { share(dra).max(1) };
+    let p_mig = if mig_total == 0 { 0 } else { target.saturating_sub(p_whole + p_dra).max(1) };
+    let r = |p: u64, w: f64| -> u32 { ((p as f64 * w).round() as u32).max(u32::from(p > 0)) };
+
+    let mut apps = Vec::new();
+    let app = |tenant: &'static str, name: &str, kind, ask, replicas, image| App {
+        tenant,
+        namespace: ns_of(tenant),
+        name: name.to_string(),
+        kind,
+        ask,
+        replicas,
+        image,
+        pdb: None,
+    };
+    if p_whole > 0 {
+        let torch = "nvcr.io/nvidia/pytorch:25.01-py3";
+        apps.push(App {
+            pdb: Some((Some(0), None)),
+            ..app("llm-pretrain", "pretrain-llama-70b", Kind::Deployment, Ask::Gpus(8), r(p_whole, 0.03), torch)
+        });
+        apps.push(app("llm-finetune", "ft-mistral-lora", Kind::Job, Ask::Gpus(4), r(p_whole, 0.05), torch));
+        apps.push(App {
+            namespace: "llm-finetune-dev".into(),
+            ..app("llm-finetune", "ft-debug", Kind::Deployment, Ask::Gpus(1), r(p_whole, 0.08), torch)
+        });
+        let vllm = "vllm/vllm-openai:v0.8.4";
+        apps.push(App {
+            pdb: Some((Some(1), None)),
+            ..app("inference-prod", "vllm-llama3-8b", Kind::Deployment, Ask::Gpus(1), r(p_whole, 0.45), vllm)
+        });
+        let triton = r(p_whole, 0.10);
+        apps.push(App {
+            pdb: Some((None, Some(triton.saturating_sub(1) as i32))),
+            ..app(
+                "inference-prod",
+                "triton-embed",
+                Kind::Deployment,
+                Ask::Gpus(2),
+                triton,
+                "nvcr.io/nvidia/tritonserver:25.01-py3",
+            )
+        });
+        apps.push(app("vision", "yolo-train", Kind::Job, Ask::Gpus(2), r(p_whole, 0.07), torch));
+        apps.push(app("eval", "eval-harness", Kind::Job, Ask::Gpus(1), r(p_whole, 0.07), torch));
+        apps.push(app(
+            VCLUSTER,
+            "jupyter",
+            Kind::Bare,
+            Ask::Gpus(1),
+            r(p_whole, 0.15),
+            "jupyter/pytorch-notebook:2025",
+        ));
+    }
+    if p_mig > 0 {
+        // Whisper on every MIG resource in proportion to its count; a MIG eval job on the
+        // most common one.
+        let asr = p_mig - p_mig / 5;
+        for (res, c) in &mig {
+            let n = (asr * c / mig_total.max(1)) as u32;
+            if n == 0 {
+                continue;
+            }
+            let suffix = res.trim_start_matches(labels::MIG_RESOURCE_PREFIX).replace('.', "-");
+            apps.push(App {
+                pdb: Some((Some(1), None)),
+                ..app(
+                    "speech",
+                    &format!("whisper-asr-{suffix}"),
+                    Kind::Deployment,
+                    Ask::Mig(res.clone()),
+                    n,
+                    "nvcr.io/nvidia/riva/riva-speech:2.19.0",
+                )
+            });
+        }
+        if let Some((res, _)) = mig.iter().max_by_key(|(_, c)| **c) {
+            apps.push(app(
+                "eval",
+                "eval-mig",
+                Kind::Job,
+                Ask::Mig(res.clone()),
+                (p_mig / 5).max(1) as u32,
+                "nvcr.io/nvidia/pytorch:25.01-py3",
+            ));
+        }
+    }
+    if p_dra > 0 {
+        apps.push(app(
+            "recsys",
+            "ranker",
+            Kind::Bare,
+            Ask::Dra,
+            p_dra as u32,
+            "nvcr.io/nvidia/merlin/merlin-tensorflow:25.01",
+        ));
+    }
+    apps.retain(|a| a.replicas > 0);
+
+    let mut namespaces: Vec<(String, String)> = Vec::new();
+    for a in &apps {
+        if !namespaces.iter().any(|(n, _)| *n == a.namespace) {
+            namespaces.push((a.namespace.clone(), a.tenant.to_string()));
+        }
+    }
+    // Quotas on whole GPUs, per tenant's first namespace: most with headroom, llm-finetune
+    // near its quota, the vCluster tenant over it.
+    let mut quotas = Vec::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for a in &apps {
+        if seen.contains(&a.tenant) {
+            continue;
+        }
+        seen.push(a.tenant);
+        let used: i64 = apps
+            .iter()
+            .filter(|b| b.namespace == a.namespace)
+            .map(|b| match b.ask {
+                Ask::Gpus(g) => i64::from(g) * i64::from(b.replicas),
+                _ => 0,
+            })
+            .sum();
+        let hard = match a.tenant {
+            VCLUSTER => (used * 3 / 4).max(1),
+            "llm-finetune" => used + 1,
+            _ => used * 3 / 2 + 4,
+        };
+        quotas.push((a.namespace.clone(), format!("requests.{}", labels::GPU_RESOURCE), hard));
+        if a.tenant == "recsys" {
+            let claims: i64 = apps.iter().filter(|b| b.ask == Ask::Dra).map(|b| i64::from(b.replicas)).sum();
+            quotas.push((
+                a.namespace.clone(),
+                format!("{}.deviceclass.resource.k8s.io/devices", labels::DRA_GPU_CLASS),
+                claims * 3 / 2 + 4,
+            ));
+        }
+    }
+    Plan { namespaces, apps, quotas }
+}
+
+/// The resources block of a GPU container.
+fn resources(ask: &Ask) -> Value {
+    let mut limits = serde_json::Map::new();
+    match ask {
+        Ask::Gpus(g) => {
+            limits.insert(labels::GPU_RESOURCE.into(), json!(g.to_string()));
+        }
+        Ask::Mig(r) => {
+            limits.insert(r.clone(), json!("1"));
+        }
+        Ask::Dra => {}
+    }
+    let mut requests = limits.clone();
+    requests.insert("cpu".into(), json!("2"));
+    requests.insert("memory".into(), json!("8Gi"));
+    let mut out = json!({ "limits": limits, "requests": requests });
+    if *ask == Ask::Dra {
+        out["claims"] = json!([{ "name": "gpu" }]);
+    }
+    out
+}
+
+/// A pod template (metadata + spec) of an app.
+pub fn pod_template(a: &App, extra_labels: &[(&str, String)], empty_dir: bool) -> Value {
+    let mut labels_ = serde_json::Map::new();
+    labels_.insert("app".into(), json!(a.name));
+    labels_.insert(WORKLOAD_LABEL.into(), json!("true"));
+    for (k, v) in extra_labels {
+        labels_.insert(k.to_string(), json!(v));
+    }
+    let mut container = json!({
+        "name": "main", "image": a.image, "command": ["sleep", "infinity"],
+        "resources": resources(&a.ask),
+    });
+    let mut spec = json!({
+        "containers": [],
+        "terminationGracePeriodSeconds": 5,
+        "restartPolicy": if a.kind == Kind::Job { "Never" } else { "Always" },
+        "tolerations": [{ "key": labels::GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule" }],
+    });
+    if empty_dir {
+        spec["volumes"] = json!([{ "name": "scratch", "emptyDir": { "sizeLimit": "50Gi" } }]);
+        container["volumeMounts"] = json!([{ "name": "scratch", "mountPath": "/scratch" }]);
+    }
+    spec["containers"] = json!([container]);
+    json!({ "metadata": { "labels": labels_ }, "spec": spec })
+}
+
+/// One object to create: its API and its body.
+#[derive(Clone, Debug)]
+pub struct Obj {
+    pub gvk: (&'static str, &'static str, &'static str, &'static str),
+    pub namespace: Option<String>,
+    pub body: Value,
+}
+
+const NS: (&str, &str, &str, &str) = ("", "v1", "Namespace", "namespaces");
+const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");
+const QUOTA: (&str, &str, &str, &str) = ("", "v1", "ResourceQuota", "resourcequotas");
+const DEPLOY: (&str, &str, &str, &str) = ("apps", "v1", "Deployment", "deployments");
+const STS: (&str, &str, &str, &str) = ("apps", "v1", "StatefulSet", "statefulsets");
+const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
+const PDB: (&str, &str, &str, &str) = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets");
+const CLAIM: (&str, &str, &str, &str) = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims");
+
+fn obj(gvk: (&'static str, &'static str, &'static str, &'static str), ns: Option<&str>, mut body: Value) -> Obj {
+    let api_version = if gvk.0.is_empty() { gvk.1.to_string() } else { format!("{}/{}", gvk.0, gvk.1) };
+    body["apiVersion"] = json!(api_version);
+    body["kind"] = json!(gvk.2);
+    if let Some(n) = ns {
+        body["metadata"]["namespace"] = json!(n);
+    }
+    Obj { gvk, namespace: ns.map(String::from), body }
+}
+
+/// All objects of a plan, in creation waves: namespaces; then claims, controllers, PDBs and
+/// pods; then the quotas (after the pods, so one tenant can be over its quota).
+pub fn objects(plan: &Plan, seed: u64) -> [Vec<Obj>; 3] {
+    let mut rng = Rng::new(seed ^ 0x5eed_10ad);
+    let ns_objs = plan
+        .namespaces
+        .iter()
+        .map(|(ns, tenant)| {
+            obj(
+                NS,
+                None,
+                json!({ "metadata": { "name": ns, "labels": {
+                labels::DEFAULT_TENANT_LABEL: tenant, WORKLOAD_LABEL: "true" } } }),
+            )
+        })
+        .collect();
+    let mut work = Vec::new();
+    if plan.apps.iter().any(|a| a.tenant == VCLUSTER) {
+        let ns = ns_of(VCLUSTER);
+        work.push(obj(
+            STS,
+            Some(&ns),
+            json!({
+                "metadata": { "name": VCLUSTER, "labels": { "app": labels::VCLUSTER_APP, "release": VCLUSTER } },
+                "spec": { "replicas": 1, "serviceName": format!("{VCLUSTER}-headless"),
+                    "selector": { "matchLabels": { "app": labels::VCLUSTER_APP, "release": VCLUSTER } },
+                    "template": { "metadata": { "labels": { "app": labels::VCLUSTER_APP, "release": VCLUSTER } },
+                        "spec": { "containers": [{ "name": "syncer", "image": "ghcr.io/loft-sh/vcluster-pro:0.26.0",
+                            "resources": { "requests": { "cpu": "200m", "memory": "256Mi" } } }] } } },
+            }),
+        ));
+    }
+    let users = ["alice", "bob", "chen", "dana", "eli", "fatima", "gus", "hana", "ivan", "jo"];
+    for a in &plan.apps {
+        let ns = a.namespace.as_str();
+        let selector = json!({ "matchLabels": { "app": a.name } });
+        match a.kind {
+            Kind::Deployment => work.push(obj(
+                DEPLOY,
+                Some(ns),
+                json!({
+                    "metadata": { "name": a.name, "labels": { "app": a.name } },
+                    "spec": { "replicas": a.replicas, "selector": selector, "template": pod_template(a, &[], false) },
+                }),
+            )),
+            Kind::Job => work.push(obj(
+                JOB,
+                Some(ns),
+                json!({
+                    "metadata": { "name": a.name, "labels": { "app": a.name } },
+                    "spec": { "parallelism": a.replicas, "completions": a.replicas, "backoffLimit": 3,
+                        "template": pod_template(a, &[], false) },
+                }),
+            )),
+            Kind::Bare => {
+                for i in 0..a.replicas {
+                    let mut t = if a.tenant == VCLUSTER {
+                        let vname = format!("{}-{}{}", a.name, users[i as usize % users.len()], rng.hex(3));
+                        let mut t = pod_template(
+                            a,
+                            &[
+                                (labels::VCLUSTER_MANAGED_BY, VCLUSTER.to_string()),
+                                ("vcluster.loft.sh/namespace", "default".to_string()),
+                            ],
+                            i == 0,
+                        );
+                        t["metadata"]["name"] = json!(format!("{vname}-x-default-x-{VCLUSTER}"));
+                        t["metadata"]["annotations"] = json!({ "vcluster.loft.sh/object-name": vname,
+                            "vcluster.loft.sh/object-namespace": "default" });
+                        t
+                    } else {
+                        let mut t = pod_template(a, &[], false);
+                        t["metadata"]["name"] = json!(format!("{}-{i}", a.name));
+                        t
+                    };
+                    if a.ask == Ask::Dra {
+                        let claim = format!("{}-{i}-gpu", a.name);
+                        work.push(obj(CLAIM, Some(ns), json!({
+                            "metadata": { "name": claim, "labels": { "app": a.name } },
+                            "spec": { "devices": { "requests": [{ "name": "gpu", "exactly": {
+                                "deviceClassName": labels::DRA_GPU_CLASS, "allocationMode": "ExactCount", "count": 1 } }] } },
+                        })));
+                        t["spec"]["resourceClaims"] = json!([{ "name": "gpu", "resourceClaimName": claim }]);
+                    }
+                    work.push(obj(POD, Some(ns), t));
+                }
+            }
+        }
+        if let Some((max_u, min_a)) = a.pdb {
+            let mut spec = json!({ "selector": selector });
+            if let Some(m) = max_u {
+                spec["maxUnavailable"] = json!(m);
+            }
+            if let Some(m) = min_a {
+                spec["minAvailable"] = json!(m);
+            }
+            work.push(obj(PDB, Some(ns), json!({ "metadata": { "name": format!("{}-pdb", a.name) }, "spec": spec })));
+        }
+    }
+    let mut by_ns: BTreeMap<&str, serde_json::Map<String, Value>> = BTreeMap::new();
+    for (ns, res, hard) in &plan.quotas {
+        by_ns.entry(ns).or_default().insert(res.clone(), json!(hard.to_string()));
+    }
+    let quotas = by_ns
+        .into_iter()
+        .map(|(ns, hard)| {
+            obj(QUOTA, Some(ns), json!({ "metadata": { "name": "gpu-quota" }, "spec": { "hard": hard } }))
+        })
+        .collect();
+    [ns_objs, work, quotas]
+}
+
+fn api_for(client: &kube::Client, o: &Obj) -> kube::Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk(o.gvk.0, o.gvk.1, o.gvk.2);
+    let ar = ApiResource::from_gvk_with_plural(&gvk, o.gvk.3);
+    match &o.namespace {
+        Some(ns) => kube::Api::namespaced_with(client.clone(), ns, &ar),
+        None => kube::Api::all_with(client.clone(), &ar),
+    }
+}
+
+/// Creates one object; an existing one is left as it is. Retries while the namespace's
+/// `default` ServiceAccount does not exist yet, and on throttling or server errors.
+async fn create_one(client: &kube::Client, o: &Obj) -> Result<(), String> {
+    let api = api_for(client, o);
+    let name = o.body["metadata"]["name"].as_str().unwrap_or("?").to_string();
+    let what = format!("{} {}/{}", o.gvk.2, o.namespace.as_deref().unwrap_or(""), name);
+    let dynobj: DynamicObject = serde_json::from_value(o.body.clone()).map_err(|e| format!("{what}: {e}"))?;
+    let mut delay = Duration::from_millis(200);
+    for attempt in 0.. {
+        match api.create(&PostParams::default(), &dynobj).await {
+            Ok(_) => return Ok(()),
+            Err(e) if is_status(&e, 409) => {
+                // Exists: quotas are updated to the plan, other objects are left alone.
+                if o.gvk == QUOTA {
+                    let patch = json!({ "spec": o.body["spec"] });
+                    api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                        .await
+                        .map_err(|e| format!("updating {what}: {}", describe(&e)))?;
+                }
+                return Ok(());
+            }
+            Err(e) => {
+                let msg = describe(&e);
+                let retry = msg.contains("serviceaccount")
+                    || msg.contains("being terminated")
+                    || msg.contains("service account")
+                    || is_status(&e, 429)
+                    || matches!(&e, kube::Error::Api(s) if s.code >= 500)
+                    || !matches!(&e, kube::Error::Api(_));
+                if !retry || attempt >= 40 {
+                    return Err(format!("creating {what}: {msg}"));
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(3));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates the plan's objects wave by wave, 32 requests in flight.
+pub async fn create(client: &kube::Client, plan: &Plan, seed: u64) -> Result<(), String> {
+    for wave in objects(plan, seed) {
+        let results: Vec<Result<(), String>> =
+            futures::stream::iter(wave.iter()).map(|o| create_one(client, o)).buffer_unordered(32).collect().await;
+        let errors: Vec<&String> = results.iter().filter_map(|r| r.as_ref().err()).collect();
+        if let Some(first) = errors.first() {
+            for e in errors.iter().skip(1).take(4) {
+                eprintln!("fabrik sim: workload: {e}");
+            }
+            return Err(format!("{} of {} workload objects failed; first: {first}", errors.len(), wave.len()));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_hits_the_target_and_covers_the_mix() {
+        let nodes = model::build_nodes(42, 48, 4);
+        let p = plan(&nodes, None);
+        let gpus = 48 * 8;
+        let n = p.gpu_pods();
+        let want = gpus * 6 / 10;
+        assert!(n.abs_diff(want) <= 12, "{n} pods for a target of {want}");
+        assert!(p.apps.iter().any(|a| a.kind == Kind::Job));
+        assert!(p.apps.iter().any(|a| a.kind == Kind::Bare));
+        assert!(p.apps.iter().any(|a| a.ask == Ask::Dra));
+        assert!(p.apps.iter().any(|a| matches!(a.ask, Ask::Mig(_))));
+        assert!(p.apps.iter().any(|a| a.pdb.is_some()));
+        assert!(p.namespaces.iter().any(|(n, t)| n == "vcluster-research" && t == VCLUSTER));
+        let q = |ns: &str| p.quotas.iter().find(|(n, r, _)| n == ns && r == "requests.nvidia.com/gpu").map(|q| q.2);
+        let used = |ns: &str| -> i64 {
+            p.apps
+                .iter()
+                .filter(|a| a.namespace == ns)
+                .map(|a| if let Ask::Gpus(g) = a.ask { i64::from(g) * i64::from(a.replicas) } else { 0 })
+                .sum()
+        };
+        assert!(q("vcluster-research").is_some_and(|h| h < used("vcluster-research")));
+        assert_eq!(q("llm-finetune"), Some(used("llm-finetune") + 1));
+        assert!(plan(&nodes, Some(1000)).gpu_pods().abs_diff(1000) <= 20);
+    }
+
+    #[test]
+    fn objects_are_well_formed() {
+        let nodes = model::build_nodes(7, 16, 4);
+        let p = plan(&nodes, Some(60));
+        let [ns, work, quotas] = objects(&p, 7);
+        assert_eq!(ns.len(), p.namespaces.len());
+        assert!(ns.iter().all(|o| o.body["metadata"]["labels"][labels::DEFAULT_TENANT_LABEL].is_string()));
+        // Every pod-bearing object has an app label on its pods and GPU limits equal requests.
+        for o in &work {
+            let tmpl = match o.gvk.2 {
+                "Pod" => o.body.clone(),
+                "Deployment" | "Job" | "StatefulSet" => o.body["spec"]["template"].clone(),
+                _ => continue,
+            };
+            assert!(tmpl["metadata"]["labels"]["app"].is_string(), "{:?}", o.body);
+            assert!(o.body["spec"]["nodeName"].is_null());
+            let res = &tmpl["spec"]["containers"][0]["resources"];
+            if let Some(l) = res["limits"].as_object() {
+                for (k, v) in l {
+                    assert_eq!(&res["requests"][k], v);
+                }
+            }
+        }
+        let dra_pod = work.iter().find(|o| o.gvk.2 == "Pod" && o.body["spec"]["resourceClaims"].is_array());
+        let dra_pod = dra_pod.expect("a DRA pod");
+        let claim = dra_pod.body["spec"]["resourceClaims"][0]["resourceClaimName"].as_str().unwrap_or_default();
+        assert!(work.iter().any(|o| o.gvk.2 == "ResourceClaim" && o.body["metadata"]["name"] == claim));
+        assert_eq!(dra_pod.body["spec"]["containers"][0]["resources"]["claims"][0]["name"], "gpu");
+        assert!(work.iter().any(|o| o.gvk.2 == "Pod" && o.body["spec"]["volumes"][0]["emptyDir"].is_object()));
+        assert!(work.iter().any(|o| o.body["metadata"]["labels"][labels::VCLUSTER_MANAGED_BY] == VCLUSTER));
+        assert!(work.iter().any(|o| o.gvk.2 == "PodDisruptionBudget"));
+        assert!(!quotas.is_empty());
+        for o in work.iter().chain(&quotas) {
+            let typed: Result<DynamicObject, _> = serde_json::from_value(o.body.clone());
+            assert!(typed.is_ok());
+        }
+    }
+}
