@@ -21,6 +21,9 @@ pub struct NodeSpec {
     /// When the state label last changed, if the source knows (managedFields time on a
     /// cluster); otherwise the fleet counts from when it first saw the state.
     pub mig_state_since: Option<Ts>,
+    /// When the Ready condition last changed (lastTransitionTime on a cluster), if known;
+    /// otherwise a NotReady node counts from when the fleet first saw it so.
+    pub ready_since: Option<Ts>,
     pub created: Ts,
 }
 

@@ -477,7 +477,7 @@ impl Fleet {
                     n.mig_state_since = spec.mig_state_since.unwrap_or(now);
                 }
                 if n.ready && !spec.ready {
-                    n.not_ready_since = Some(now);
+                    n.not_ready_since = Some(spec.ready_since.unwrap_or(now));
                 } else if spec.ready {
                     n.not_ready_since = None;
                 }
@@ -503,7 +503,7 @@ impl Fleet {
                     mig_config,
                     mig_state: spec.mig_state,
                     mig_state_since: spec.mig_state_since.unwrap_or(now),
-                    not_ready_since: (!spec.ready).then_some(now),
+                    not_ready_since: (!spec.ready).then_some(spec.ready_since.unwrap_or(now)),
                     created: spec.created,
                     gpus: Vec::new(),
                     gpus_allocated: 0,
@@ -958,12 +958,17 @@ impl Fleet {
         let name = self.interner.intern(&spec.name);
         let namespaces: Vec<Sym> = spec.namespaces.iter().map(|n| self.interner.intern(n)).collect();
         let source = self.interner.intern(&spec.source);
+        let mut touched: Vec<Sym> = namespaces.clone();
         let tid = match self.tenant_by_name.get(&name).copied() {
             Some(tid) => {
                 if let Some(t) = self.tenants[tid.0 as usize].as_mut() {
                     for ns in &t.namespaces {
-                        self.tenant_by_ns.remove(ns);
+                        // Only what is still this tenant's: another may have taken it already.
+                        if self.tenant_by_ns.get(ns) == Some(&tid) {
+                            self.tenant_by_ns.remove(ns);
+                        }
                     }
+                    touched.extend(t.namespaces.iter().copied());
                     t.namespaces = namespaces.clone();
                     t.source = source;
                 }
@@ -985,7 +990,31 @@ impl Fleet {
         for ns in namespaces {
             self.tenant_by_ns.insert(ns, tid);
         }
+        // Pods follow their namespace to its tenant now (a namespace labelled, a vCluster or
+        // a LocalQueue appearing), with every counter moved along.
+        touched.sort();
+        touched.dedup();
+        for ns in touched {
+            self.retenant_pods(ns);
+        }
         tid
+    }
+
+    fn retenant_pods(&mut self, ns: Sym) {
+        let pids: Vec<PodId> = self.pod_by_name.get(&ns).map(|m| m.values().copied().collect()).unwrap_or_default();
+        if pids.is_empty() {
+            return;
+        }
+        let target = self.tenant_for_namespace(ns);
+        for pid in pids {
+            if self.pod(pid).is_some_and(|p| p.tenant != target) {
+                self.unlink_pod(pid);
+                if let Some(p) = self.pods[pid.0 as usize].as_mut() {
+                    p.tenant = target;
+                }
+                self.link_pod(pid);
+            }
+        }
     }
 
     fn tenant_for_namespace(&mut self, ns: Sym) -> TenantId {
@@ -1001,7 +1030,9 @@ impl Fleet {
         let Some(t) = self.tenants[tid.0 as usize].as_mut() else { return };
         // A tenant with pods stays (its pods still need an owner); it only loses its namespaces' mapping.
         for ns in &t.namespaces {
-            self.tenant_by_ns.remove(ns);
+            if self.tenant_by_ns.get(ns) == Some(&tid) {
+                self.tenant_by_ns.remove(ns);
+            }
         }
         if has_pods {
             return;

@@ -17,6 +17,7 @@ fn node(name: &str) -> NodeSpec {
         mig_config: "all-disabled".into(),
         mig_state: MigConfigState::Success,
         mig_state_since: None,
+        ready_since: None,
         created: 0,
     }
 }

@@ -250,6 +250,7 @@ impl Sim {
                     mig_config: layout.to_string(),
                     mig_state: MigConfigState::Success,
                     mig_state_since: None,
+                    ready_since: None,
                     created,
                 },
                 gpus,

@@ -402,17 +402,20 @@ impl Translator {
         {
             return;
         }
+        // The new owner first, so the namespace's pods move straight to it; then the old
+        // owner without the namespace (or gone).
+        let mut old_delta = None;
         if let Some(old) = &old {
             if let Some(set) = self.tenant_ns.get_mut(old) {
                 set.remove(ns);
                 let empty = set.is_empty();
-                if empty {
+                old_delta = Some(if empty {
                     self.tenant_ns.remove(old);
                     self.tenant_source.remove(old);
-                    out.push(Delta::TenantRemove(old.clone()));
+                    Delta::TenantRemove(old.clone())
                 } else {
-                    out.push(self.tenant_delta(old));
-                }
+                    self.tenant_delta(old)
+                });
             }
             self.ns_tenant.remove(ns);
         }
@@ -422,6 +425,7 @@ impl Translator {
             self.tenant_source.insert(t.clone(), source.to_string());
             out.push(self.tenant_delta(&t));
         }
+        out.extend(old_delta);
         // Quotas of the namespace follow it to its tenant.
         let keys: Vec<String> = self.quota_objs.keys().filter(|k| split(k).0 == ns).cloned().collect();
         for k in keys {

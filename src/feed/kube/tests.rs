@@ -34,7 +34,7 @@ fn node(name: &str, extra_labels: serde_json::Value, gpus: i64, ready: &str) -> 
         "status": {
             "capacity": {"cpu": "128", "memory": "1Ti", "nvidia.com/gpu": gpus.to_string()},
             "allocatable": {"cpu": "126", "memory": "1000Gi", "nvidia.com/gpu": gpus.to_string(), "nvidia.com/mig-1g.10gb": "14"},
-            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady"}]
+            "conditions": [{"type": "Ready", "status": ready, "reason": "KubeletReady", "lastTransitionTime": "2026-12-01T11:00:00Z"}]
         }
     }))
 }
@@ -109,6 +109,8 @@ fn nodes_pods_and_label_gpus_become_a_fleet() {
     assert!(f.synced);
     assert_eq!(f.totals.nodes, 2);
     assert_eq!(f.totals.nodes_ready, 1);
+    let since = f.node_by_name("gpu-2").and_then(|n| f.node(n)).and_then(|n| n.not_ready_since);
+    assert_eq!(since, Some(1_796_122_800_000), "NotReady since the condition's lastTransitionTime");
     assert_eq!(f.totals.gpus, 16, "8 GPUs per node from nvidia.com/gpu.count");
     assert_eq!(f.totals.gpus_allocated, 2);
     assert_eq!(f.totals.pods, 2);
@@ -347,4 +349,34 @@ fn trouble_keeps_the_time_it_began_until_the_kind_answers_again() {
     let c = t.apply(Msg::Reachable(Kind::Pods), 12_000);
     assert!(c.iter().any(|d| matches!(d, Delta::Feed { state: FeedState::Live, .. })), "{c:?}");
     assert!(t.troubled().is_empty());
+}
+
+#[test]
+fn pods_follow_their_namespace_when_it_is_labelled_for_a_tenant() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, listed(Msg::Namespace, vec![obj::<Namespace>(json!({"metadata": {"name": "team-a"}}))]));
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True")]));
+    feed(&mut t, &mut f, listed(Msg::Pod, vec![pod("team-a", "p1", Some("gpu-1"), "Running", 2)]));
+    let usage = |f: &Fleet, name: &str| {
+        f.tenants.iter().flatten().find(|t| f.s(t.name) == name).map(|t| t.usage.allocated_gpus)
+    };
+    assert_eq!(usage(&f, "team-a"), Some(2));
+    // Someone labels the namespace: its pods and their GPUs move to the tenant.
+    feed(
+        &mut t,
+        &mut f,
+        vec![Msg::Namespace(Event::Apply(obj(
+            json!({"metadata": {"name": "team-a", "labels": {"fabrik.io/tenant": "alpha"}}}),
+        )))],
+    );
+    assert_eq!(usage(&f, "alpha"), Some(2));
+    assert_eq!(usage(&f, "team-a").unwrap_or(0), 0);
+    let owner = f
+        .pod_by_name("team-a", "p1")
+        .and_then(|p| f.pod(p))
+        .and_then(|p| f.tenant(p.tenant))
+        .map(|t| f.s(t.name).to_string());
+    assert_eq!(owner.as_deref(), Some("alpha"));
+    crate::model::tests::check_invariants(&f);
 }

@@ -67,6 +67,11 @@ pub fn node_spec(n: &Node) -> Option<NodeSpec> {
     // The label's change time is only in managedFields, which the watch strips; the fleet
     // counts from when it first saw the state.
     let mig_state_since = None;
+    let ready_since = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(|t| ts(Some(t)));
     Some(NodeSpec {
         labels: labels
             .into_iter()
@@ -82,6 +87,7 @@ pub fn node_spec(n: &Node) -> Option<NodeSpec> {
         mig_config: label(l::MIG_CONFIG).unwrap_or_default().to_string(),
         mig_state: label(l::MIG_CONFIG_STATE).map(MigConfigState::parse).unwrap_or_default(),
         mig_state_since,
+        ready_since,
         created: ts(n.metadata.creation_timestamp.as_ref()),
         name,
     })
