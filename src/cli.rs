@@ -22,6 +22,9 @@ pub struct Cli {
     /// Kubernetes context to use (default: the current context).
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// Stream GPU telemetry from a node agent directly (repeatable): http://HOST:PORT.
+    #[arg(long = "agent", value_name = "URL")]
+    pub agents: Vec<String>,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -32,6 +32,7 @@ pub async fn run_cockpit(
     ui_args: &crate::cli::UiArgs,
     kubeconfig: Option<PathBuf>,
     mut context: Option<String>,
+    agents: &[String],
 ) -> color_eyre::Result<ExitCode> {
     loop {
         let conn = match cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
@@ -43,7 +44,12 @@ pub async fn run_cockpit(
         };
         let setup = Setup::load(ui_args);
         let (tx, rx) = mpsc::channel(256);
-        let feed = tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx));
+        let mut feeds =
+            vec![tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx.clone()))];
+        for a in agents {
+            feeds.push(tokio::spawn(crate::feed::agent::run(a.clone(), Duration::from_secs(1), tx.clone())));
+        }
+        drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.readonly = ui_args.readonly;
         ui.ops_unavailable = Some(OPS_UNAVAILABLE.into());
@@ -55,7 +61,9 @@ pub async fn run_cockpit(
         let fps = setup.config.fps;
         let app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(NoExecutor));
         let switch = crate::ui::run::run(app, rx, fps).await;
-        feed.abort();
+        for f in feeds {
+            f.abort();
+        }
         match switch? {
             Some(next) => context = Some(next),
             None => return Ok(ExitCode::SUCCESS),

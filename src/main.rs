@@ -25,7 +25,13 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
     match cli.command {
         None => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            rt.block_on(fabrik::live::run_cockpit(&cli.ui, cli.kubeconfig.clone(), cli.context.clone()))
+            for a in &cli.agents {
+                if let Err(e) = fabrik::feed::agent::parse_agent_url(a) {
+                    eprintln!("fabrik: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            }
+            rt.block_on(fabrik::live::run_cockpit(&cli.ui, cli.kubeconfig.clone(), cli.context.clone(), &cli.agents))
         }
         Some(Cmd::Demo(sim)) => {
             let setup = snapshot::Setup::load(&cli.ui);

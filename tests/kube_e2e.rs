@@ -137,14 +137,15 @@ fn sim(kubeconfig: &Path, dir: &Path) -> Proc {
 struct Model {
     fleet: Fleet,
     rx: mpsc::Receiver<Vec<Delta>>,
+    tx: mpsc::Sender<Vec<Delta>>,
     _feed: tokio::task::JoinHandle<()>,
 }
 
 impl Model {
     fn start(client: kube::Client) -> Model {
         let (tx, rx) = mpsc::channel(256);
-        let feed = tokio::spawn(fabrik::feed::kube::run(client, KubeFeedConfig::default(), tx));
-        Model { fleet: Fleet::new(Thresholds::default()), rx, _feed: feed }
+        let feed = tokio::spawn(fabrik::feed::kube::run(client, KubeFeedConfig::default(), tx.clone()));
+        Model { fleet: Fleet::new(Thresholds::default()), rx, tx, _feed: feed }
     }
 
     /// Applies deltas until `pred` holds on the fleet and on a fresh read of the API; the
@@ -413,6 +414,63 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     assert!(api.tenants.len() >= 3, "tenants from namespace labels: {:?}", api.tenants);
     assert!(!api.quota_used.is_empty(), "GPU quotas exist: {api:?}");
     let _ = converged(&client, &m.fleet).await;
+
+    // A node agent (the fake backend, as `fabrik agent --fake 8` on that node) streams
+    // into the same model: the node's GPUs, announced by labels only, get its telemetry.
+    let label_node = api
+        .nodes
+        .keys()
+        .find(|n| {
+            m.fleet.node_by_name(n).and_then(|id| m.fleet.node(id)).is_some_and(|nd| {
+                nd.gpus.iter().filter_map(|g| m.fleet.gpu(*g)).all(|g| m.fleet.s(g.uuid).starts_with(n.as_str()))
+            })
+        })
+        .cloned()
+        .expect("a node whose GPUs come from labels");
+    let port =
+        std::net::TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+    let agent_log = dir.join("agent.log");
+    let agent = Command::new(BIN)
+        .args([
+            "agent",
+            "--fake",
+            "8",
+            "--node",
+            &label_node,
+            "--interval",
+            "500ms",
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+        ])
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&agent_log).map(Stdio::from).unwrap_or(Stdio::null()))
+        .spawn()
+        .expect("start fabrik agent");
+    let _agent = Proc { child: agent, what: "fabrik agent" };
+    let _agent_feed = tokio::spawn(fabrik::feed::agent::run(
+        format!("http://127.0.0.1:{port}"),
+        Duration::from_millis(500),
+        m.tx.clone(),
+    ));
+    m.converge("after a node agent started streaming", Duration::from_secs(30), |f| {
+        let node = label_node.clone();
+        let fed = f
+            .node_by_name(&node)
+            .and_then(|id| f.node(id))
+            .map(|n| n.gpus.iter().filter_map(|g| f.gpu(*g)).filter(|g| g.last_sample_at.is_some()).count())
+            .unwrap_or(0);
+        async move { if fed == 8 { Ok(()) } else { Err(format!("{fed} of 8 GPUs of {node} have telemetry")) } }
+    })
+    .await;
+    let others = m
+        .fleet
+        .gpus
+        .iter()
+        .flatten()
+        .filter(|g| g.last_sample_at.is_some())
+        .filter(|g| m.fleet.node(g.node).is_some_and(|n| m.fleet.s(n.name) != label_node))
+        .count();
+    assert_eq!(others, 0, "only the agent's node has telemetry");
 
     // Churn 1: a pod created (in a new tenant's namespace) and one deleted.
     let nss: Api<Namespace> = Api::all(client.clone());

@@ -2,6 +2,7 @@
 //! one channel of delta batches. Today: the simulator; the Kubernetes watches, node agents
 //! and Prometheus arrive with their issues.
 
+pub mod agent;
 pub mod kube;
 pub mod sim;
 

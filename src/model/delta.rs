@@ -111,6 +111,9 @@ pub struct TelemetrySample {
     pub sample: Sample,
     /// Per MIG instance (uuid, utilisation, memory used MiB).
     pub instances: Vec<(String, u8, u32)>,
+    /// The node and index of the GPU, when the source knows them: a node agent reports the
+    /// NVML uuid, which the fleet does not know for GPUs announced only by node labels.
+    pub node_gpu: Option<(String, u8)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

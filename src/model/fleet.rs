@@ -806,7 +806,12 @@ impl Fleet {
     }
 
     fn apply_sample(&mut self, s: TelemetrySample) {
-        let Some(gid) = self.gpu_by_uuid(&s.gpu_uuid) else { return };
+        let by_place = || {
+            let (node, index) = s.node_gpu.as_ref()?;
+            let n = self.node(self.node_by_name(node)?)?;
+            n.gpus.iter().copied().find(|g| self.gpu(*g).is_some_and(|g| g.index == *index))
+        };
+        let Some(gid) = self.gpu_by_uuid(&s.gpu_uuid).or_else(by_place) else { return };
         let idle_thr = self.thresholds.idle_util_pct;
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
         g.last = s.sample;

@@ -58,6 +58,7 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
         at,
         sample: Sample::new(util, 50, 300, 50),
         instances: vec![],
+        node_gpu: None,
     }])
 }
 

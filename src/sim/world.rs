@@ -945,7 +945,13 @@ impl Sim {
         let g = &mut self.nodes[ni].gpus[gi];
         g.util = util;
         g.mem = mem;
-        TelemetrySample { gpu_uuid: uuid, at: now, sample: Sample::new(util, mem, power as u16, temp as u8), instances }
+        TelemetrySample {
+            gpu_uuid: uuid,
+            at: now,
+            sample: Sample::new(util, mem, power as u16, temp as u8),
+            instances,
+            node_gpu: None,
+        }
     }
 
     /// PDB status as the disruption controller computes it.
