@@ -16,3 +16,9 @@ pub mod quantity;
 pub mod sim;
 pub mod snapshot;
 pub mod ui;
+
+/// Wall-clock time in milliseconds since the Unix epoch (0 if the clock is before it): the
+/// time base of every feed and of the agent's samples.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}

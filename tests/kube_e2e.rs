@@ -375,11 +375,6 @@ fn diff(model: &Truth, api: &Truth) -> Result<(), String> {
     if out.is_empty() { Ok(()) } else { Err(out.join("\n")) }
 }
 
-async fn converged(client: &kube::Client, f: &Fleet) -> Result<(), String> {
-    let api = truth(client).await?;
-    diff(&seen(f), &api)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_model_converges_to_the_api_after_start_and_churn() {
     let dir = std::env::temp_dir().join(format!("fabrik-e2e-{}", std::process::id()));
@@ -413,7 +408,6 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     assert!(!api.dra.is_empty(), "at least one DRA claim was allocated by the scheduler: {api:?}");
     assert!(api.tenants.len() >= 3, "tenants from namespace labels: {:?}", api.tenants);
     assert!(!api.quota_used.is_empty(), "GPU quotas exist: {api:?}");
-    let _ = converged(&client, &m.fleet).await;
 
     // A node agent (the fake backend, as `fabrik agent --fake 8` on that node) streams
     // into the same model: the node's GPUs, announced by labels only, get its telemetry.
@@ -521,7 +515,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
             {
                 return Err(format!("{v} is still in the API"));
             }
-            if !snapshot.allocated.is_empty() && !api.tenants.contains("e2e") {
+            if !api.tenants.contains("e2e") {
                 return Err("tenant e2e not in the API yet".into());
             }
             let added = c.clone();

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::JoinHandle;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
@@ -356,9 +356,7 @@ fn raw_gpu_instance_info(nvml: &Nvml, parent: &Device<'_>, gi_id: u32) -> Option
     Some((info.profileId, info.placement.start, info.placement.size))
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::now_ms;
 
 /// The XID watcher: one EventSet for all GPUs, registered for CRITICAL_XID_ERROR (and
 /// DOUBLE_BIT_ECC_ERROR where the GPU supports it), waited on with a timeout so shutdown

@@ -7,7 +7,7 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
@@ -57,9 +57,7 @@ pub struct Shared {
     pub stats: Arc<Stats>,
 }
 
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::now_ms;
 
 /// "500ms", "2s", "1m", "1h", or plain seconds ("2"); 100 ms to 1 hour.
 pub fn parse_interval(s: &str) -> Result<Duration, String> {

@@ -17,9 +17,7 @@ use super::Batch;
 use crate::agent::wire::NodeSample;
 use crate::model::{Delta, FeedState, Sample, TelemetrySample, Ts};
 
-fn now_ms() -> Ts {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::now_ms;
 
 /// `http://host:port[/]` → `host:port`; anything else is refused with the reason.
 pub fn parse_agent_url(url: &str) -> Result<String, String> {

@@ -66,16 +66,7 @@ pub fn running_status(pod: &Pod, host_ip: &str, pod_ip: &str, now: &str) -> Valu
         .map(|s| s.containers.as_slice())
         .unwrap_or_default()
         .iter()
-        .map(|c| {
-            let image = c.image.clone().unwrap_or_default();
-            json!({
-                "name": c.name, "image": image,
-                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(""), hex64(&[&image])),
-                "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])),
-                "ready": true, "started": true, "restartCount": 0,
-                "state": { "running": { "startedAt": now } },
-            })
-        })
+        .map(|c| container_status(c, &uid, true, json!({ "running": { "startedAt": now } })))
         .collect();
     let inits: Vec<Value> = spec
         .and_then(|s| s.init_containers.as_deref())
@@ -106,6 +97,19 @@ pub fn running_status(pod: &Pod, host_ip: &str, pod_ip: &str, now: &str) -> Valu
     json!({ "status": status })
 }
 
+/// One entry of `containerStatuses`: ids derived from the pod uid and container name, so they
+/// stay the same across the pod's life.
+fn container_status(c: &k8s_openapi::api::core::v1::Container, uid: &str, running: bool, state: Value) -> Value {
+    let image = c.image.clone().unwrap_or_default();
+    json!({
+        "name": c.name, "image": image,
+        "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(""), hex64(&[&image])),
+        "containerID": format!("containerd://{}", hex64(&[uid, &c.name])),
+        "ready": running, "started": running, "restartCount": 0,
+        "state": state,
+    })
+}
+
 /// The status of a pod whose containers all exited 0.
 pub fn succeeded_status(pod: &Pod, now: &str) -> Value {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
@@ -118,15 +122,9 @@ pub fn succeeded_status(pod: &Pod, now: &str) -> Value {
         .unwrap_or_default()
         .iter()
         .map(|c| {
-            let image = c.image.clone().unwrap_or_default();
-            json!({
-                "name": c.name, "image": image,
-                "imageID": format!("{}@sha256:{}", image.split(':').next().unwrap_or(""), hex64(&[&image])),
-                "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])),
-                "ready": false, "started": false, "restartCount": 0,
-                "state": { "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now,
-                    "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } },
-            })
+            let state = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started,
+                "finishedAt": now, "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } });
+            container_status(c, &uid, false, state)
         })
         .collect();
     let cond = |t: &str, s: &str| {

@@ -279,26 +279,7 @@ async fn cleanup(client: &kube::Client) -> Result<(), String> {
     let slices_n = delete_all(&slices, &sim, "ResourceSlices").await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), nodes::LEASE_NS);
     let leases_n = delete_all(&leases, &sim, "leases").await?;
-    let results: Vec<Result<bool, String>> = futures::stream::iter(node_names.iter())
-        .map(|n| {
-            let api = nodes_api.clone();
-            async move {
-                match api.delete(n, &DeleteParams::default()).await {
-                    Ok(_) => Ok(true),
-                    Err(e) if is_status(&e, 404) => Ok(false),
-                    Err(e) => Err(format!("deleting node {n}: {}", describe(&e))),
-                }
-            }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
-    let mut nodes_n = 0;
-    for r in results {
-        if r? {
-            nodes_n += 1;
-        }
-    }
+    let nodes_n = delete_names(&nodes_api, node_names.iter().cloned(), "node").await?;
     // Namespaces finish terminating once their pods and claims are gone; wait for that, so that a
     // new run can create them again.
     let ns_lp = ListParams::default().labels(&format!("{}=true", workload::WORKLOAD_LABEL));
@@ -331,18 +312,25 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let list = api.list_metadata(lp).await.map_err(|e| format!("listing {what}: {}", describe(&e)))?;
-    let results: Vec<Result<bool, String>> =
-        futures::stream::iter(list.items.into_iter().filter_map(|i| i.metadata.name))
-            .map(|name| async move {
-                match api.delete(&name, &DeleteParams::default()).await {
-                    Ok(_) => Ok(true),
-                    Err(e) if is_status(&e, 404) => Ok(false),
-                    Err(e) => Err(format!("deleting {what} {name}: {}", describe(&e))),
-                }
-            })
-            .buffer_unordered(32)
-            .collect()
-            .await;
+    delete_names(api, list.items.into_iter().filter_map(|i| i.metadata.name), what).await
+}
+
+/// Deletes the named objects, 32 at a time; returns how many existed.
+async fn delete_names<K>(api: &Api<K>, names: impl Iterator<Item = String>, what: &str) -> Result<usize, String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let results: Vec<Result<bool, String>> = futures::stream::iter(names)
+        .map(|name| async move {
+            match api.delete(&name, &DeleteParams::default()).await {
+                Ok(_) => Ok(true),
+                Err(e) if is_status(&e, 404) => Ok(false),
+                Err(e) => Err(format!("deleting {what} {name}: {}", describe(&e))),
+            }
+        })
+        .buffer_unordered(32)
+        .collect()
+        .await;
     let mut n = 0;
     for r in results {
         if r? {

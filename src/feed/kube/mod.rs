@@ -25,7 +25,7 @@ use self::translate::{ClaimInfo, SliceDevice};
 use super::Batch;
 use crate::cluster::labels as l;
 use crate::model::{
-    Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, Severity, TenantSpec, Ts,
+    Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, QuotaSpec, Severity, TenantSpec, Ts,
 };
 
 /// What the feed was told to watch and how to name tenants.
@@ -186,14 +186,18 @@ pub struct Translator {
     vcluster_pods: HashMap<String, String>,
     // GPUs
     nodes: HashMap<String, NodeGpus>,
+    /// (pool, device name) → uuid, for claim allocations.
     devices: HashMap<(String, String), String>,
+    /// ResourceSlice name → (node, pool).
+    slice_of: HashMap<String, (String, String)>,
     // DRA
     claims: HashMap<String, ClaimInfo>,
     claim_pods: HashMap<String, BTreeSet<String>>,
     pods_with_claims: HashMap<String, PodSpec>,
     // quotas: key → (tenant, resources)
-    quotas: HashMap<String, (String, Vec<String>)>,
-    quota_objs: HashMap<String, ResourceQuota>,
+    /// What was sent per ResourceQuota (compact specs, not the object), so a tenant change
+    /// can move them and a delete can remove them.
+    quotas: HashMap<String, Vec<QuotaSpec>>,
     feed_errors: HashMap<Kind, String>,
     trouble_since: HashMap<Kind, Ts>,
     // Kueue: LocalQueue (ns/name) → ClusterQueue; namespace → ClusterQueue; CQ → quota keys.
@@ -217,11 +221,11 @@ impl Translator {
             vcluster_pods: HashMap::new(),
             nodes: HashMap::new(),
             devices: HashMap::new(),
+            slice_of: HashMap::new(),
             claims: HashMap::new(),
             claim_pods: HashMap::new(),
             pods_with_claims: HashMap::new(),
             quotas: HashMap::new(),
-            quota_objs: HashMap::new(),
             feed_errors: HashMap::new(),
             trouble_since: HashMap::new(),
             local_queues: HashMap::new(),
@@ -427,11 +431,14 @@ impl Translator {
         }
         out.extend(old_delta);
         // Quotas of the namespace follow it to its tenant.
-        let keys: Vec<String> = self.quota_objs.keys().filter(|k| split(k).0 == ns).cloned().collect();
+        let tenant = self.ns_tenant.get(ns).cloned().unwrap_or_else(|| ns.to_string());
+        let keys: Vec<String> = self.quotas.keys().filter(|k| split(k).0 == ns).cloned().collect();
         for k in keys {
-            if let Some(q) = self.quota_objs.get(&k).cloned() {
-                self.quota(Some(&q), &k, out);
+            let mut specs = self.quotas.get(&k).cloned().unwrap_or_default();
+            for s in specs.iter_mut() {
+                s.tenant = tenant.clone();
             }
+            self.send_quotas(&k, specs, out);
         }
     }
 
@@ -574,30 +581,45 @@ impl Translator {
     }
 
     fn slice(&mut self, s: Option<&ResourceSlice>, key: &str, out: &mut Vec<Delta>) {
-        // Forget what this slice announced before, wherever it was.
+        // Forget what this slice announced before.
         let mut touched: Vec<String> = Vec::new();
-        let devices = &mut self.devices;
-        for (name, g) in self.nodes.iter_mut() {
-            if let Some(old) = g.slices.remove(key) {
-                let gone: HashSet<&str> = old.iter().map(SliceDevice::uuid).collect();
-                devices.retain(|_, u| !gone.contains(u.as_str()));
-                touched.push(name.clone());
+        let mut pools: Vec<String> = Vec::new();
+        if let Some((node, pool)) = self.slice_of.remove(key) {
+            if let Some(old) = self.nodes.get_mut(&node).and_then(|g| g.slices.remove(key)) {
+                for d in &old {
+                    self.devices.remove(&(pool.clone(), d.name().to_string()));
+                }
             }
+            touched.push(node);
+            pools.push(pool);
         }
         if let Some((node, pool, devices)) = s.and_then(translate::slice_devices) {
             for d in &devices {
                 self.devices.insert((pool.clone(), d.name().to_string()), d.uuid().to_string());
             }
             self.nodes.entry(node.clone()).or_default().slices.insert(key.to_string(), devices);
+            self.slice_of.insert(key.to_string(), (node.clone(), pool.clone()));
             touched.push(node);
+            pools.push(pool);
         }
         touched.sort();
         touched.dedup();
         for n in touched {
             self.send_gpus(&n, out);
         }
-        // Claims allocated from this slice can name their devices now.
-        let pods: Vec<String> = self.pods_with_claims.keys().cloned().collect();
+        // Pods whose claims were allocated from this pool can name their devices now.
+        let pods: Vec<String> = self
+            .pods_with_claims
+            .iter()
+            .filter(|(_, spec)| {
+                spec.dra.iter().any(|c| {
+                    self.claims
+                        .get(&format!("{}/{}", spec.namespace, c.claim))
+                        .is_some_and(|info| info.allocated.iter().any(|(p, _)| pools.contains(p)))
+                })
+            })
+            .map(|(k, _)| k.clone())
+            .collect();
         for p in pods {
             self.send_claim_pod(&p, out);
         }
@@ -670,33 +692,28 @@ impl Translator {
     // ---------- quotas, PDBs, events ----------
 
     fn quota(&mut self, q: Option<&ResourceQuota>, key: &str, out: &mut Vec<Delta>) {
-        let (ns, name) = split(key);
+        let (ns, _) = split(key);
         let specs = match q {
             Some(q) => {
-                self.quota_objs.insert(key.to_string(), q.clone());
-                let (tenant, _) =
-                    self.ns_tenant.get(&ns).map(|t| (t.clone(), "")).unwrap_or_else(|| self.tenant_for(&ns));
+                let tenant = self.ns_tenant.get(&ns).cloned().unwrap_or_else(|| self.tenant_for(&ns).0);
                 translate::quota_specs(q, &tenant)
             }
-            None => {
-                self.quota_objs.remove(key);
-                Vec::new()
-            }
+            None => Vec::new(),
         };
-        let source = QuotaSourceSpec::ResourceQuota { namespace: ns, name };
-        if let Some((old_tenant, old_res)) = self.quotas.remove(key) {
-            for r in old_res {
-                let still = specs.iter().any(|s| s.resource == r && s.tenant == old_tenant);
-                if !still {
-                    out.push(Delta::QuotaRemove { tenant: old_tenant.clone(), source: source.clone(), resource: r });
-                }
+        self.send_quotas(key, specs, out);
+    }
+
+    /// Sends a quota object's specs, removing what was sent before and is not in them now.
+    fn send_quotas(&mut self, key: &str, specs: Vec<QuotaSpec>, out: &mut Vec<Delta>) {
+        for old in self.quotas.remove(key).unwrap_or_default() {
+            if !specs.iter().any(|s| s.resource == old.resource && s.tenant == old.tenant) {
+                out.push(Delta::QuotaRemove { tenant: old.tenant, source: old.source, resource: old.resource });
             }
         }
-        if let Some(first) = specs.first() {
-            self.quotas
-                .insert(key.to_string(), (first.tenant.clone(), specs.iter().map(|s| s.resource.clone()).collect()));
+        out.extend(specs.iter().cloned().map(Delta::QuotaUpsert));
+        if !specs.is_empty() {
+            self.quotas.insert(key.to_string(), specs);
         }
-        out.extend(specs.into_iter().map(Delta::QuotaUpsert));
     }
 
     fn pdb(&mut self, p: Option<&PodDisruptionBudget>, key: &str, out: &mut Vec<Delta>) {
@@ -716,9 +733,7 @@ impl Translator {
     }
 }
 
-fn now_ms() -> Ts {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
-}
+use crate::now_ms;
 
 fn error_code(e: &watcher::Error) -> (Option<u16>, String) {
     let api = |e: &kube::Error| match e {
@@ -744,25 +759,32 @@ fn watch<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    tokio::spawn(async move {
-        let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
-        while let Some(item) = stream.next().await {
-            let msg = match item {
-                Ok(e) => wrap(e),
-                Err(e) => {
-                    let (code, reason) = error_code(&e);
-                    let stop = code == Some(404);
-                    if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
-                        return;
-                    }
-                    continue;
+    tokio::spawn(pump(api, cfg, kind, wrap, tx))
+}
+
+/// Forwards one watch's events (and its errors, tagged) until the translator goes away; a
+/// 404 ends it: the server does not serve that kind.
+async fn pump<K>(api: Api<K>, cfg: watcher::Config, kind: Kind, wrap: fn(Event<K>) -> Msg, tx: mpsc::Sender<Msg>)
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    while let Some(item) = stream.next().await {
+        let msg = match item {
+            Ok(e) => wrap(e),
+            Err(e) => {
+                let (code, reason) = error_code(&e);
+                let stop = code == Some(404);
+                if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
+                    return;
                 }
-            };
-            if tx.send(msg).await.is_err() {
-                return;
+                continue;
             }
+        };
+        if tx.send(msg).await.is_err() {
+            return;
         }
-    })
+    }
 }
 
 fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tokio::task::JoinHandle<()> {
@@ -850,20 +872,7 @@ fn kueue(
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(30));
         };
-        let api = Api::<DynamicObject>::all_with(c, &ar);
-        let mut stream = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
-        while let Some(item) = stream.next().await {
-            let msg = match item {
-                Ok(e) => wrap(e),
-                Err(e) => {
-                    let (code, reason) = error_code(&e);
-                    Msg::Error { kind, code, reason }
-                }
-            };
-            if tx.send(msg).await.is_err() {
-                return;
-            }
-        }
+        pump(Api::<DynamicObject>::all_with(c, &ar), watcher::Config::default(), kind, wrap, tx).await;
     })
 }
 
