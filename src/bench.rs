@@ -212,7 +212,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         QuotaUpsert(_) | QuotaRemove { .. } => "quota",
         PdbUpsert(_) | PdbRemove { .. } => "pdb",
         Event(_) => "event",
-        Op(_) => "op",
+        Op(_) | Access(_) => "op",
         Feed { .. } | Synced => "feed",
     }
 }

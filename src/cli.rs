@@ -62,6 +62,9 @@ pub enum Cmd {
     /// Play simulated GPU nodes (kubelet, device plugin, DRA driver, mig-manager) against a
     /// real API server, for tests and demos on a test control plane. Never touches real nodes.
     Sim(KubeSimArgs),
+    /// Show the audit log of operations (planned, confirmed, each step, outcome); operations
+    /// that never reached an outcome are marked INTERRUPTED.
+    Audit(AuditArgs),
     /// The MIG planner, without a cluster.
     #[command(subcommand)]
     Mig(MigCmd),
@@ -111,6 +114,22 @@ pub struct KubeSimArgs {
     /// Remove the simulated nodes (and the workload mix) from the cluster, then exit.
     #[arg(long)]
     pub cleanup: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct AuditArgs {
+    /// Every record (each step, block and log line) instead of one line per operation.
+    #[arg(long)]
+    pub records: bool,
+    /// Only operations on this target (node, quota) or of this kind (drain, reslice, ...).
+    #[arg(long, default_value = "")]
+    pub filter: String,
+    /// Show the last N operations (or records).
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+    /// Print the log's path and exit.
+    #[arg(long)]
+    pub path: bool,
 }
 
 #[derive(Args, Debug)]

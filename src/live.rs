@@ -1,31 +1,110 @@
-//! Wiring for the commands that run on a real cluster: the cockpit on a kube context and
-//! `fabrik snapshot` against it. The feed is `feed::kube`; operations stay preview-only
-//! until the cluster executor exists.
+//! Wiring for the commands that run on a real cluster: the cockpit on a kube context (the
+//! feed is `feed::kube`, operations go to `ops::kube` after the access review) and
+//! `fabrik snapshot` against it.
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::cli::SnapshotArgs;
 use crate::cluster;
 use crate::feed::kube::KubeFeedConfig;
-use crate::model::{Delta, Fleet, Thresholds};
+use crate::model::{AccessSpec, Delta, EventSpec, Fleet, Severity, Thresholds};
+use crate::ops::access;
+use crate::ops::audit::{Audit, Phase};
+use crate::ops::kube::{ExecOptions, KubeExec};
 use crate::snapshot::{Setup, config_warnings_into, render_rows, view_kind};
 use crate::ui::{App, ExecRequest, Executor, Ui};
 
-/// Why operations do not run on a cluster yet; shown in previews and the footer.
-pub const OPS_UNAVAILABLE: &str =
-    "operations on a live cluster are not available in this version (they run on `fabrik demo`)";
+/// Hands requests to [`serve_ops`] without blocking the cockpit.
+struct KubeExecutor(mpsc::UnboundedSender<ExecRequest>);
 
-/// Accepts nothing: the app refuses to confirm while `ops_unavailable` is set, so this is
-/// never asked; if it were, nothing would be sent.
-struct NoExecutor;
+impl Executor for KubeExecutor {
+    fn send(&mut self, req: ExecRequest) {
+        // A stopped executor shows as an operation that never starts.
+        let _ = self.0.send(req);
+    }
+}
 
-impl Executor for NoExecutor {
+/// Read-only mode: the app refuses every operation before it gets here, and nothing it
+/// might still send (a preview) reaches the cluster or the audit log.
+struct Refuse;
+
+impl Executor for Refuse {
     fn send(&mut self, _req: ExecRequest) {}
+}
+
+/// The cluster side of operations: asks the API server what this identity may do (the
+/// answer goes to the cockpit as `Delta::Access`), then runs each confirmed plan on a task
+/// of its own, audited, with a cancel switch. Previews are audited as `planned`.
+pub async fn serve_ops(
+    client: kube::Client,
+    audit: Option<Audit>,
+    opts: ExecOptions,
+    out: mpsc::Sender<Vec<Delta>>,
+    mut rx: mpsc::UnboundedReceiver<ExecRequest>,
+) {
+    let mut spec = match access::check(&client).await {
+        Ok(spec) => spec,
+        Err(e) => {
+            // Unknown is not "allowed": operations stay possible, and each checks its own
+            // permissions again before it sends anything.
+            let _ = out
+                .send(vec![Delta::Event(EventSpec {
+                    ts: crate::now_ms(),
+                    severity: Severity::Warning,
+                    reason: "AccessReview".into(),
+                    object: "selfsubjectaccessreviews".into(),
+                    message: format!(
+                        "could not ask the API server what you may do ({}); each operation checks before it starts",
+                        cluster::describe(&e)
+                    ),
+                })])
+                .await;
+            AccessSpec::default()
+        }
+    };
+    let Some(mut audit) = audit else {
+        for k in access::KINDS {
+            spec.denied.push((
+                k.name().to_string(),
+                "there is no data directory for the audit log (no home directory?): set FABRIK_DATA_DIR".into(),
+            ));
+        }
+        let _ = out.send(vec![Delta::Access(spec)]).await;
+        return;
+    };
+    audit.user = spec.user.clone();
+    let _ = out.send(vec![Delta::Access(spec)]).await;
+    let ex = Arc::new(KubeExec { client, audit, opts, out });
+    let mut cancels: HashMap<u64, watch::Sender<bool>> = HashMap::new();
+    while let Some(req) = rx.recv().await {
+        match req {
+            ExecRequest::Preview { id, plan } => {
+                // A preview that cannot be audited still shows; the confirmation will not run.
+                let _ = ex.audit.record(id, &plan, Phase::Planned, &plan.title);
+            }
+            ExecRequest::Execute { id, plan } => {
+                let (tx, cancel) = watch::channel(false);
+                cancels.retain(|_, c| !c.is_closed());
+                cancels.insert(id, tx);
+                let ex = ex.clone();
+                tokio::spawn(async move { crate::ops::kube::execute(&ex, id, *plan, cancel).await });
+            }
+            ExecRequest::Cancel { id } => {
+                if let Some(c) = cancels.get(&id) {
+                    let _ = c.send(true);
+                }
+            }
+        }
+    }
+    // The cockpit quit: running operations see their cancel switch close, stop at the next
+    // step and record that they were interrupted.
 }
 
 pub async fn run_cockpit(
@@ -49,17 +128,26 @@ pub async fn run_cockpit(
         for a in agents {
             feeds.push(tokio::spawn(crate::feed::agent::run(a.clone(), Duration::from_secs(1), tx.clone())));
         }
+        let exec: Box<dyn Executor> = if ui_args.readonly {
+            Box::new(Refuse)
+        } else {
+            let (etx, erx) = mpsc::unbounded_channel();
+            let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &conn.context));
+            let opts =
+                ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
+            feeds.push(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx)));
+            Box::new(KubeExecutor(etx))
+        };
         drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.readonly = ui_args.readonly;
-        ui.ops_unavailable = Some(OPS_UNAVAILABLE.into());
         ui.contexts = conn.contexts.clone();
         ui.theme_name = setup.theme.name.clone();
         ui.keymap_name = setup.keymap.name.clone();
         let mut fleet = Fleet::new(setup.thresholds());
         config_warnings_into(&setup, &mut fleet, &mut ui);
         let fps = setup.config.fps;
-        let app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(NoExecutor));
+        let app = App::new(fleet, ui, setup.theme, setup.keymap, exec);
         let switch = crate::ui::run::run(app, rx, fps).await;
         for f in feeds {
             f.abort();

@@ -50,6 +50,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(fabrik::kubesim::run(args, cli.kubeconfig.clone(), cli.context.clone()))
         }
         Some(Cmd::Agent(args)) => run_agent(args),
+        Some(Cmd::Audit(args)) => run_audit(&args),
         Some(Cmd::Bench { nodes, frames, ticks }) => {
             fabrik::bench::run(nodes as usize, frames, ticks);
             Ok(ExitCode::SUCCESS)
@@ -88,6 +89,42 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             }
         }
     }
+}
+
+fn run_audit(args: &fabrik::cli::AuditArgs) -> color_eyre::Result<ExitCode> {
+    use fabrik::ops::audit;
+    let Some(dir) = fabrik::config::Paths::discover().data_dir else {
+        eprintln!("fabrik audit: there is no data directory (no home directory?): set FABRIK_DATA_DIR");
+        return Ok(ExitCode::from(2));
+    };
+    let path = dir.join(audit::FILE_NAME);
+    if args.path {
+        println!("{}", path.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let (records, bad) = match audit::read(&path) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("fabrik audit: cannot read {}: {e}", path.display());
+            return Ok(ExitCode::from(1));
+        }
+    };
+    let f = args.filter.to_lowercase();
+    let records: Vec<audit::Record> =
+        records.into_iter().filter(|r| f.is_empty() || r.target.to_lowercase().contains(&f) || r.kind == f).collect();
+    if records.is_empty() {
+        println!(
+            "no operations recorded in {}{}",
+            path.display(),
+            if f.is_empty() { "" } else { " (with this filter)" }
+        );
+    } else {
+        print!("{}", audit::render(&records, args.records, args.limit as usize));
+    }
+    if bad > 0 {
+        eprintln!("fabrik audit: {bad} line(s) of {} are not records (a torn write?) and were skipped", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn model_names() -> String {

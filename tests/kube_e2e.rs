@@ -12,9 +12,8 @@
 //! builds it first in `.ci/run`).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fabrik::feed::kube::KubeFeedConfig;
@@ -26,111 +25,14 @@ use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
-const BIN: &str = env!("CARGO_BIN_EXE_fabrik");
+mod common;
+use common::{BIN, Proc, control_plane, control_plane_with};
+
 const NODES: u32 = 12;
 
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A child process stopped on drop (SIGTERM, then SIGKILL), also when the test fails.
-struct Proc {
-    child: Child,
-    what: &'static str,
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = Command::new("kill").arg("-TERM").arg(self.child.id().to_string()).status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        eprintln!("{} did not stop on SIGTERM; killing it", self.what);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Reads the child's stdout until a line starting with `prefix`; returns that line.
-fn wait_line(child: &mut Child, prefix: &str, timeout: Duration, what: &str, log: &Path) -> String {
-    let Some(out) = child.stdout.take() else { panic!("{what}: no stdout") };
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let deadline = Instant::now() + timeout;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.starts_with(prefix) => return line,
-            Ok(_) => {}
-            Err(_) => {
-                let tail = std::fs::read_to_string(log).unwrap_or_default();
-                let tail: Vec<&str> = tail.lines().rev().take(40).collect();
-                let tail: Vec<&str> = tail.into_iter().rev().collect();
-                panic!(
-                    "{what} did not print {prefix:?} within {timeout:?}; last log lines ({}):\n{}",
-                    log.display(),
-                    tail.join("\n")
-                );
-            }
-        }
-    }
-}
-
-fn control_plane(dir: &Path) -> (Proc, PathBuf) {
-    control_plane_with(dir, &[])
-}
-
-fn control_plane_with(dir: &Path, extra: &[&str]) -> (Proc, PathBuf) {
-    let cp = repo().join("tests/controlplane/cp.sh");
-    let build = Command::new(&cp).arg("build").status();
-    match build {
-        Ok(s) if s.success() => {}
-        other => panic!(
-            "building the test control plane failed ({other:?}): it needs Go (see tests/controlplane/README.md); \
-             `.ci/run` installs and builds it"
-        ),
-    }
-    let bin = Command::new(&cp).arg("path").output().expect("cp.sh path");
-    let bin = String::from_utf8_lossy(&bin.stdout).trim().to_string();
-    let log = dir.join("up.log");
-    let mut child = Command::new(&bin)
-        .args(["up", "--dir"])
-        .arg(dir)
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or(Stdio::null()))
-        .spawn()
-        .unwrap_or_else(|e| panic!("start {bin}: {e}"));
-    let line =
-        wait_line(&mut child, "READY", Duration::from_secs(150), "the control plane", &dir.join("apiserver.log"));
-    let kubeconfig = PathBuf::from(line.trim_start_matches("READY").trim());
-    (Proc { child, what: "the control plane" }, kubeconfig)
-}
-
 fn sim(kubeconfig: &Path, dir: &Path) -> Proc {
-    let log = dir.join("sim.log");
-    let mut child = Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["sim", "--nodes", &NODES.to_string(), "--seed", "7", "--workload", "--pods", "40", "--mig-seconds", "2"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(std::fs::File::create(&log).map(Stdio::from).unwrap_or(Stdio::null()))
-        .spawn()
-        .unwrap_or_else(|e| panic!("start fabrik sim: {e}"));
-    wait_line(&mut child, "READY", Duration::from_secs(180), "fabrik sim", &log);
-    Proc { child, what: "fabrik sim" }
+    let n = NODES.to_string();
+    common::sim(kubeconfig, dir, &["--nodes", &n, "--seed", "7", "--workload", "--pods", "40", "--mig-seconds", "2"])
 }
 
 /// The cockpit's model, fed by the kube feed exactly as the cockpit is.

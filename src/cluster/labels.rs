@@ -23,6 +23,12 @@ pub const PAUSED_CLIENTS: [&str; 4] = [
     "nvidia.com/gpu.deploy.dcgm",
 ];
 pub const PAUSED_VALUE: &str = "paused-for-mig-change";
+/// The mig-parted ConfigMap mig-manager reads named configs from (GPU operator default).
+pub const MIG_CONFIGMAP_NS: &str = "gpu-operator";
+pub const MIG_CONFIGMAP: &str = "default-mig-parted-config";
+pub const MIG_CONFIGMAP_KEY: &str = "config.yaml";
+/// `fabrik sim`'s mig-manager says why a config failed here; a real one only logs it.
+pub const SIM_MIG_MESSAGE: &str = "fabrik.io/sim-mig-message";
 
 /// DRA: the NVIDIA driver's name, which is also its attribute domain.
 pub const DRA_DRIVER: &str = "gpu.nvidia.com";

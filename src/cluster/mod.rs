@@ -76,9 +76,14 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         },
     };
     let opts = KubeConfigOptions { context: Some(ctx.clone()), ..Default::default() };
-    let config = kube::Config::from_custom_kubeconfig(kc, &opts)
+    let mut config = kube::Config::from_custom_kubeconfig(kc, &opts)
         .await
         .map_err(|e| ConnectError::Client { context: ctx.clone(), reason: e.to_string() })?;
+    // kube's default layer retries 429/503/504 silently (up to 15 times, minutes apart).
+    // fabrik handles them where they happen: a PDB's 429 on an eviction is shown and retried
+    // on kubectl's schedule, watches back off on their own, and an overloaded server shows
+    // as trouble instead of a cockpit that seems to hang.
+    config.default_retry = false;
     let client = kube::Client::try_from(config)
         .map_err(|e| ConnectError::Client { context: ctx.clone(), reason: e.to_string() })?;
     Ok(Connection { client, context: ctx, contexts, kubeconfig: Some(path) })

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Batch;
+use crate::ops::ExecRequest;
 use crate::sim::{Sim, SimConfig};
-use crate::ui::ExecRequest;
 
 pub fn spawn(
     cfg: SimConfig,
@@ -33,6 +33,8 @@ pub fn spawn(
                     match exec.recv_timeout(next - now) {
                         Ok(ExecRequest::Execute { id, plan }) => sim.execute(id, *plan),
                         Ok(ExecRequest::Cancel { id }) => sim.cancel(id),
+                        // The demo keeps no audit log: previews leave no trace there.
+                        Ok(ExecRequest::Preview { .. }) => Vec::new(),
                         Err(RecvTimeoutError::Timeout) => Vec::new(),
                         Err(RecvTimeoutError::Disconnected) => {
                             exec_open = false;

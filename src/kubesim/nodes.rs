@@ -21,14 +21,13 @@ use crate::cluster::labels;
 
 pub const LEASE_NS: &str = "kube-node-lease";
 pub const FAULT_ANNOTATION: &str = "fabrik.io/sim-fault";
-pub const MIG_MESSAGE_ANNOTATION: &str = "fabrik.io/sim-mig-message";
+pub const MIG_MESSAGE_ANNOTATION: &str = labels::SIM_MIG_MESSAGE;
 pub const MANAGER: &str = "fabrik-sim";
 /// Taints the node lifecycle controller manages from the Ready condition.
 const NODE_CONDITION_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
 const LEASE_SECONDS: i32 = 40;
 const RENEW_EVERY: Duration = Duration::from_secs(10);
-pub const MIG_CONFIGMAP_NS: &str = "gpu-operator";
-pub const MIG_CONFIGMAP: &str = "default-mig-parted-config";
+pub use crate::cluster::labels::{MIG_CONFIGMAP, MIG_CONFIGMAP_NS};
 
 /// What mig-manager is doing on a node.
 #[derive(Clone, Debug, Default)]

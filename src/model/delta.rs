@@ -131,6 +131,27 @@ pub struct EventSpec {
     pub message: String,
 }
 
+/// What the person may do on this cluster (SelfSubjectAccessReview), by operation name.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct AccessSpec {
+    /// Who the API server says we are; empty when it did not say.
+    pub user: String,
+    pub checked: bool,
+    /// (operation, why not): the operation is disabled.
+    pub denied: Vec<(String, String)>,
+    /// (operation, note): allowed somewhere, not cluster-wide; checked per namespace at the start.
+    pub limited: Vec<(String, String)>,
+}
+
+impl AccessSpec {
+    pub fn denied(&self, op: &str) -> Option<&str> {
+        self.denied.iter().find(|(o, _)| o == op).map(|(_, w)| w.as_str())
+    }
+    pub fn limited(&self, op: &str) -> impl Iterator<Item = &str> {
+        self.limited.iter().filter(move |(o, _)| o == op).map(|(_, w)| w.as_str())
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpProgress {
     Started { id: u64, title: String, target: String, total: u32 },
@@ -200,6 +221,8 @@ pub enum Delta {
     },
     Event(EventSpec),
     Op(OpProgress),
+    /// The result of the up-front access review.
+    Access(AccessSpec),
     Feed {
         source: String,
         state: FeedState,

@@ -72,6 +72,8 @@ pub struct Fleet {
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     pub events: VecDeque<Event>,
     pub ops: Vec<OpStatus>,
+    /// The access review's answer; `None` until it arrives (and always on the demo).
+    pub access: Option<AccessSpec>,
     pub feeds: BTreeMap<String, FeedState>,
     pub synced: bool,
     pub totals: Totals,
@@ -126,6 +128,7 @@ impl Fleet {
             alerts: BTreeMap::new(),
             events: VecDeque::new(),
             ops: Vec::new(),
+            access: None,
             feeds: BTreeMap::new(),
             synced: false,
             totals: Totals::default(),
@@ -356,6 +359,10 @@ impl Fleet {
             }
             Delta::Op(p) => {
                 self.apply_op(p);
+                true
+            }
+            Delta::Access(a) => {
+                self.access = Some(a);
                 true
             }
             Delta::Feed { source, state } => self.feeds.insert(source, state.clone()) != Some(state),

@@ -1,19 +1,39 @@
 //! Operations on the cluster, as data: a request is planned from the current `Fleet`
-//! (pure, previewable), shown, confirmed, then handed to an executor (the simulator here;
-//! the Kubernetes executor arrives with the real-cluster issue), which reports progress
-//! back as `Delta::Op`.
+//! (pure, previewable), shown, confirmed, then handed to an executor (`sim::exec` on the
+//! demo, [`kube`] on a cluster), which reports progress back as `Delta::Op`. [`access`]
+//! asks the API server up front what the person may do; [`audit`] records every step.
 
+pub mod access;
+pub mod audit;
 mod drain;
+pub mod kube;
 mod quota;
 mod reslice;
 
-pub use drain::{DrainPlan, PodAction};
+pub use drain::{DrainPlan, DrainPod, PodAction};
 pub use quota::{QuotaPlan, is_extended, source_spec};
 pub use reslice::{GpuReslice, ReslicePlan, capacity, describe_layout};
 
 use crate::mig::LayoutError;
 use crate::model::Fleet;
 use crate::quantity::QuantityError;
+
+/// What the cockpit asks of an executor (the simulator, or the cluster).
+#[derive(Clone, Debug)]
+pub enum ExecRequest {
+    /// The person opened a preview: audited as `planned`; nothing is sent to the cluster.
+    Preview {
+        id: u64,
+        plan: Box<Plan>,
+    },
+    Execute {
+        id: u64,
+        plan: Box<Plan>,
+    },
+    Cancel {
+        id: u64,
+    },
+}
 
 /// What a person asked for, by name: the plan resolves it against the fleet.
 #[derive(Clone, Debug, PartialEq)]

@@ -14,12 +14,7 @@ use crate::mig;
 use crate::model::{Delta, Fleet, GpuId, NodeId, PodId};
 use crate::ops::{self, OpRequest, Plan, PlanDetail, QuotaKey};
 
-/// What the cockpit asks of an executor (the simulator, or the cluster).
-#[derive(Clone, Debug)]
-pub enum ExecRequest {
-    Execute { id: u64, plan: Box<Plan> },
-    Cancel { id: u64 },
-}
+pub use crate::ops::ExecRequest;
 
 pub trait Executor: Send {
     fn send(&mut self, req: ExecRequest);
@@ -354,10 +349,7 @@ impl App {
             }
         };
         match ops::plan(&self.fleet, &req) {
-            Ok(plan) => {
-                self.ui.pending = Some(req);
-                self.ui.dialog = Some(Dialog::Preview { plan: Box::new(plan), scroll: 0, error: None });
-            }
+            Ok(plan) => self.open_preview(req, plan),
             Err(e) => {
                 if let Some(Dialog::Edit { error, .. }) = self.ui.dialog.as_mut() {
                     *error = Some(e.to_string());
@@ -367,9 +359,14 @@ impl App {
     }
 
     fn dialog_command(&mut self, c: Command) {
-        let Some(Dialog::Preview { plan, scroll, error }) = self.ui.dialog.as_mut() else { return };
+        let denied = match self.ui.dialog.as_ref() {
+            Some(Dialog::Preview { plan, .. }) => self.op_denied(plan.kind),
+            _ => None,
+        };
+        let Some(Dialog::Preview { id, plan, scroll, error }) = self.ui.dialog.as_mut() else { return };
+        let id = *id;
         match c {
-            Command::Quit => self.ui.quit = true,
+            Command::Quit => self.request_quit(),
             Command::Cancel | Command::Back => {
                 self.ui.dialog = None;
                 self.ui.pending = None;
@@ -386,6 +383,7 @@ impl App {
                         Ok(p) => {
                             **plan = p;
                             *error = None;
+                            self.exec.send(ExecRequest::Preview { id, plan: plan.clone() });
                         }
                         Err(e) => *error = Some(e.to_string()),
                     }
@@ -396,8 +394,8 @@ impl App {
                     *error = Some("read-only mode (--readonly): nothing is sent to the cluster".into());
                     return;
                 }
-                if let Some(why) = &self.ui.ops_unavailable {
-                    *error = Some(format!("{why}: nothing was sent"));
+                if let Some(why) = denied {
+                    *error = Some(format!("{why}; nothing was sent"));
                     return;
                 }
                 if !plan.can_execute() {
@@ -407,8 +405,6 @@ impl App {
                 let plan = plan.clone();
                 self.ui.dialog = None;
                 self.ui.pending = None;
-                let id = self.ui.next_op;
-                self.ui.next_op += 1;
                 self.ui.my_ops.push(id);
                 self.ui.info(format!("started: {} — progress below and in :ops", plan.title));
                 self.exec.send(ExecRequest::Execute { id, plan });
@@ -512,9 +508,25 @@ impl App {
         table_height(render::table_area(v, self.body()).0).max(1) as isize
     }
 
+    /// Quits, unless operations this cockpit started are still running: then the first
+    /// quit says what quitting does to them, and the second quits.
+    fn request_quit(&mut self) {
+        let running =
+            self.ui.my_ops.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
+        if running == 0 || self.ui.quit_armed {
+            self.ui.quit = true;
+            return;
+        }
+        self.ui.quit_armed = true;
+        self.ui.warn(format!(
+            "{} still running: quitting stops it where it is (what was done stays; the audit log marks it interrupted) — quit again to quit",
+            ops::count(running, "operation")
+        ));
+    }
+
     pub fn dispatch(&mut self, c: Command) {
         match c {
-            Command::Quit => self.ui.quit = true,
+            Command::Quit => self.request_quit(),
             Command::Help => {
                 self.ui.help = true;
                 self.ui.help_scroll = 0;
@@ -735,6 +747,10 @@ impl App {
             self.ui.error(format!("read-only mode (--readonly): {} is disabled", c.name().replace('_', " ")));
             return;
         }
+        if let Some(why) = op_kind(c).and_then(|k| self.op_denied(k)) {
+            self.ui.error(why);
+            return;
+        }
         if c == Command::EditQuota {
             self.start_quota_edit();
             return;
@@ -774,12 +790,32 @@ impl App {
 
     fn preview(&mut self, req: OpRequest) {
         match ops::plan(&self.fleet, &req) {
-            Ok(plan) => {
-                self.ui.pending = Some(req);
-                self.ui.dialog = Some(Dialog::Preview { plan: Box::new(plan), scroll: 0, error: None });
-            }
+            Ok(plan) => self.open_preview(req, plan),
             Err(e) => self.ui.error(e.to_string()),
         }
+    }
+
+    /// Shows a plan for confirmation. The operation gets its number now, so the audit
+    /// log's `planned` record and what follows a confirmation share it.
+    fn open_preview(&mut self, req: OpRequest, mut plan: Plan) {
+        let id = self.ui.next_op;
+        self.ui.next_op += 1;
+        for note in self.fleet.access.iter().flat_map(|a| a.limited(plan.kind.name())) {
+            plan.warnings.push(format!("{note}; checked for the namespaces this touches when you confirm"));
+        }
+        self.ui.pending = Some(req);
+        self.exec.send(ExecRequest::Preview { id, plan: Box::new(plan.clone()) });
+        self.ui.dialog = Some(Dialog::Preview { id, plan: Box::new(plan), scroll: 0, error: None });
+    }
+
+    /// Why the person may not run `kind` here, if they may not: read-only mode, or what
+    /// the API server's access review said.
+    fn op_denied(&self, kind: ops::OpKind) -> Option<String> {
+        if self.ui.readonly {
+            return Some(format!("read-only mode (--readonly): {} is disabled", kind.name()));
+        }
+        let why = self.fleet.access.as_ref()?.denied(kind.name())?;
+        Some(format!("{} is disabled: {why}", kind.name()))
     }
 
     fn start_quota_edit(&mut self) {
@@ -831,6 +867,18 @@ fn describe_gpu(f: &Fleet, g: &crate::model::Gpu) -> String {
     let layout = mig::Layout::Enabled(g.instances.iter().map(|i| i.placement.profile).collect());
     let _ = f;
     format!("gpu{}: {}", g.index, ops::describe_layout(g.model, &layout))
+}
+
+/// The operation a command starts, if it starts one.
+pub fn op_kind(c: Command) -> Option<ops::OpKind> {
+    Some(match c {
+        Command::Cordon => ops::OpKind::Cordon,
+        Command::Uncordon => ops::OpKind::Uncordon,
+        Command::Drain => ops::OpKind::Drain,
+        Command::Reslice => ops::OpKind::Reslice,
+        Command::EditQuota => ops::OpKind::SetQuota,
+        _ => return None,
+    })
 }
 
 /// Whether an executed plan's detail names this node (used by tests and the status bar).

@@ -94,9 +94,9 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.gpu_row, theme),
     }
     render_status(f, ui, theme, frame, a.status);
-    render_footer(ui, theme, keymap, frame, a.footer);
+    render_footer(f, ui, theme, keymap, frame, a.footer);
     if let Some(d) = &ui.dialog {
-        render_dialog(d, ui, theme, keymap, frame, size);
+        render_dialog(f, d, ui, theme, keymap, frame, size);
     }
     if ui.help {
         render_help(ui, theme, keymap, frame, size);
@@ -110,7 +110,13 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
     let (feed, feed_tok) = feed_state(f);
     let spans = vec![
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
-        Span::styled(format!("{} ", ui.source), theme.style("ui.text.muted")),
+        Span::styled(
+            match f.access.as_ref().filter(|a| !a.user.is_empty()) {
+                Some(a) => format!("{} as {} ", ui.source, a.user),
+                None => format!("{} ", ui.source),
+            },
+            theme.style("ui.text.muted"),
+        ),
         Span::styled(format!("[{feed}]"), theme.style(feed_tok)),
         Span::styled(if ui.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
         Span::styled(
@@ -359,7 +365,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
     v
 }
 
-fn render_footer(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, area: Rect) {
+fn render_footer(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, area: Rect) {
     let mode = if ui.dialog.is_some() { Mode::Dialog } else { Mode::Normal };
     let mut spans = Vec::new();
     let cmds = match &ui.dialog {
@@ -381,22 +387,13 @@ fn render_footer(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, are
         if let Some(k) = keymap.hint(mode, c) {
             spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
             let label = c.name().replace('_', " ");
-            let disabled = ui.readonly
-                && matches!(
-                    c,
-                    Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota
-                );
-            let op = matches!(
-                c,
-                Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota
-            );
-            let why = if disabled {
-                " (read-only)"
-            } else if op && ui.ops_unavailable.is_some() {
-                " (preview only)"
-            } else {
-                ""
+            let kind = super::app::op_kind(c);
+            let why = match kind {
+                Some(_) if ui.readonly => " (read-only)",
+                Some(k) if f.access.as_ref().is_some_and(|a| a.denied(k.name()).is_some()) => " (no RBAC)",
+                _ => "",
             };
+            let disabled = !why.is_empty();
             spans.push(Span::styled(
                 format!("{label}{why} "),
                 theme.style(if disabled { "ui.text.muted" } else { "ui.footer.text" }),
@@ -412,10 +409,10 @@ fn centered(area: Rect, w: u16, h: u16) -> Rect {
     Rect { x: area.x + (area.width - w) / 2, y: area.y + (area.height - h) / 2, width: w, height: h }
 }
 
-fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size: Rect) {
+fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size: Rect) {
     let key = |c: Command| keymap.hint(Mode::Dialog, c).unwrap_or_else(|| c.name().to_string());
     match d {
-        Dialog::Preview { plan, scroll, error } => {
+        Dialog::Preview { plan, scroll, error, .. } => {
             let area =
                 centered(size, 100, (plan.effects.len() + plan.warnings.len() + plan.blockers.len() + 10) as u16);
             frame.render_widget(Clear, area);
@@ -452,10 +449,10 @@ fn render_dialog(d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mu
                     format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),
                     theme.style("ui.warning"),
                 ))
-            } else if let Some(why) = &ui.ops_unavailable {
+            } else if let Some(why) = f.access.as_ref().and_then(|a| a.denied(plan.kind.name())) {
                 Line::from(Span::styled(
-                    format!("{why}: preview only, nothing will be sent · {} close", key(Command::Cancel)),
-                    theme.style("ui.warning"),
+                    format!("{why}: nothing will be sent · {} close", key(Command::Cancel)),
+                    theme.style("ui.error"),
                 ))
             } else if plan.can_execute() {
                 Line::from(vec![

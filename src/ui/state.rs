@@ -62,8 +62,9 @@ pub enum EditKind {
 pub enum Dialog {
     /// Type a value (quota) or pick/type a layout (reslice); errors show in place.
     Edit { kind: EditKind, text: String, choices: Vec<String>, selected: Option<usize>, error: Option<String> },
-    /// What the plan will do; y confirms (naming the target), n cancels.
-    Preview { plan: Box<Plan>, scroll: u16, error: Option<String> },
+    /// What the plan will do; y confirms (naming the target), n cancels. `id` is the
+    /// operation's number from the moment it is previewed (the audit log's `planned`).
+    Preview { id: u64, plan: Box<Plan>, scroll: u16, error: Option<String> },
 }
 
 #[derive(Clone, Debug)]
@@ -85,14 +86,13 @@ pub struct Ui {
     pub readonly: bool,
     /// "demo · seed 42" or the kube context.
     pub source: String,
-    /// Why operations cannot run here (a cluster before the cluster executor exists); the
-    /// preview is still computed and shown, nothing is sent.
-    pub ops_unavailable: Option<String>,
     /// Kube contexts of the kubeconfig, for `:ctx`; empty on the demo.
     pub contexts: Vec<String>,
     /// Set by `:ctx NAME`: the runner reconnects to that context.
     pub switch_context: Option<String>,
     pub quit: bool,
+    /// Quit was asked for while operations ran; the next quit quits.
+    pub quit_armed: bool,
     /// Ops this cockpit started, newest last.
     pub my_ops: Vec<u64>,
     pub next_op: u64,
@@ -119,10 +119,10 @@ impl Ui {
             size: (120, 40),
             readonly: false,
             source,
-            ops_unavailable: None,
             contexts: Vec::new(),
             switch_context: None,
             quit: false,
+            quit_armed: false,
             my_ops: Vec::new(),
             next_op: 1,
             pending: None,

@@ -144,7 +144,7 @@ impl Rig {
             .into_iter()
             .filter_map(|r| match r {
                 ExecRequest::Execute { id, plan } => Some((id, *plan)),
-                ExecRequest::Cancel { .. } => None,
+                ExecRequest::Cancel { .. } | ExecRequest::Preview { .. } => None,
             })
             .collect()
     }
@@ -156,6 +156,7 @@ impl Rig {
             let deltas = match r {
                 ExecRequest::Execute { id, plan } => self.sim.execute(id, *plan),
                 ExecRequest::Cancel { id } => self.sim.cancel(id),
+                ExecRequest::Preview { .. } => Vec::new(),
             };
             self.app.apply(deltas);
         }
@@ -728,7 +729,7 @@ fn drain_with_unmanaged_pods_is_blocked_until_forced() {
 
     // y does not execute a blocked plan: it says why, in the dialog.
     send(&mut rig.app, "y");
-    assert!(rig.requests().is_empty(), "a blocked drain reached the executor");
+    assert!(rig.executes().is_empty(), "a blocked drain reached the executor");
     assert!(matches!(rig.app.ui.dialog, Some(Dialog::Preview { .. })), "the preview stays open");
     assert!(screen(&mut rig.app).contains("this plan is blocked; resolve the blockers above (or cancel)"));
 
@@ -741,14 +742,20 @@ fn drain_with_unmanaged_pods_is_blocked_until_forced() {
     let s = screen(&mut rig.app);
     assert!(s.contains("Drain? y confirm on h100-0038 · n cancel"), "{s}");
     assert!(s.contains("DELETE vc-research/jupyter-"), "{s}");
-    assert!(rig.requests().is_empty());
+    assert!(rig.executes().is_empty());
 
     // f again turns force off: blocked again.
     send(&mut rig.app, "ff");
     send(&mut rig.app, "y");
     let ex = rig.executes();
     assert_eq!(ex.len(), 1, "exactly one Execute: {:?}", rig.requests());
-    assert_eq!(rig.requests().len(), 1);
+    assert!(
+        rig.requests()
+            .iter()
+            .all(|r| matches!(r, ExecRequest::Preview { id: 1, .. } | ExecRequest::Execute { id: 1, .. })),
+        "each re-plan (f) is previewed again under the same operation: {:?}",
+        rig.requests()
+    );
     let (id, plan) = &ex[0];
     assert_eq!(*id, 1);
     assert_eq!(plan_node(plan), Some("h100-0038"));
@@ -777,7 +784,7 @@ fn drain_preview_n_and_esc_cancel_and_send_nothing() {
     send(&mut rig.app, "Dq");
     assert!(rig.app.ui.dialog.is_none());
     assert!(!rig.app.ui.quit);
-    assert!(rig.requests().is_empty(), "{:?}", rig.requests());
+    assert!(rig.executes().is_empty(), "{:?}", rig.requests());
     assert!(!rig.app.fleet.node(rig.app.fleet.node_by_name("h100-0000").unwrap()).unwrap().cordoned);
 }
 
@@ -833,6 +840,17 @@ fn running_drain() -> Rig {
     send(&mut rig.app, ":ops<Enter>");
     assert_eq!(rig.app.ui.rows(ViewKind::Ops).len(), 1);
     rig
+}
+
+#[test]
+fn quitting_while_an_operation_runs_asks_once_more() {
+    let mut rig = running_drain();
+    assert!(rig.app.fleet.op(1).is_some_and(|o| !o.state.finished()), "the drain is still running");
+    send(&mut rig.app, "q");
+    assert!(!rig.app.ui.quit, "the first q only warns");
+    assert!(message(&rig.app).starts_with("1 operation still running"), "{}", message(&rig.app));
+    send(&mut rig.app, "q");
+    assert!(rig.app.ui.quit);
 }
 
 fn assert_cancelled(mut rig: Rig) {
@@ -914,11 +932,10 @@ fn quota_edit_rejects_bad_input_in_place_then_previews_and_confirms() {
         s.contains(&format!("ResourceQuota llm-pretrain/gpu-quota: requests.nvidia.com/gpu {before} → 130")),
         "{s}"
     );
-    assert!(rig.requests().is_empty(), "a preview sends nothing");
+    assert!(rig.executes().is_empty(), "a preview executes nothing");
     send(&mut rig.app, "y");
     let ex = rig.executes();
     assert_eq!(ex.len(), 1);
-    assert_eq!(rig.requests().len(), 1);
     let PlanDetail::Quota(q) = &ex[0].1.detail else { panic!("not a quota plan: {:?}", ex[0].1.detail) };
     assert_eq!(q.tenant, "llm-pretrain");
     assert_eq!(q.key.resource, RES);
@@ -975,7 +992,7 @@ fn reslice_that_does_not_fit_shows_the_planners_reason() {
     assert_eq!(plan_node(plan), Some("h100-0004"));
     assert!(screen(&mut rig.app).contains("Preview: "));
     send(&mut rig.app, "n");
-    assert!(rig.requests().is_empty());
+    assert!(rig.executes().is_empty());
 }
 
 #[test]
@@ -1110,8 +1127,57 @@ fn readonly_refuses_operations_and_sends_nothing() {
     send(&mut rig.app, ":fleet h100-0000<Enter>c");
     rig.app.ui.readonly = true;
     send(&mut rig.app, "y");
-    assert!(rig.requests().is_empty());
+    assert!(rig.executes().is_empty(), "{:?}", rig.requests());
     assert!(screen(&mut rig.app).contains("read-only mode (--readonly): nothing is sent to the cluster"));
+}
+
+#[test]
+fn operations_rbac_denies_are_disabled_with_the_missing_permission_named() {
+    let mut rig = Rig::new(5);
+    let denied = "your identity may not patch nodes (check: kubectl auth can-i patch nodes)";
+    rig.app.apply([Delta::Access(crate::model::AccessSpec {
+        user: "tenant-a".into(),
+        checked: true,
+        denied: ["cordon", "uncordon", "drain", "reslice"].iter().map(|o| (o.to_string(), denied.to_string())).collect(),
+        limited: vec![(
+            "set-quota".into(),
+            "your identity may not patch resourcequotas (all namespaces) (check: kubectl auth can-i patch resourcequotas -A)"
+                .into(),
+        )],
+    })]);
+    send(&mut rig.app, "/h100-0000<Enter>");
+    let s = screen(&mut rig.app);
+    assert!(s.lines().next().unwrap().contains("as tenant-a"), "the header names the identity: {s}");
+    assert!(s.contains("D drain (no RBAC)"), "{s}");
+    for (k, name) in [("D", "drain"), ("c", "cordon"), ("u", "uncordon"), ("m", "reslice")] {
+        send(&mut rig.app, k);
+        assert!(rig.app.ui.dialog.is_none(), "{k} opened a dialog though RBAC says no");
+        assert_eq!(message(&rig.app), format!("{name} is disabled: {denied}"));
+    }
+    assert!(rig.requests().is_empty(), "nothing was previewed or sent");
+    // Allowed in some namespaces only: the preview opens and says it is checked on confirm.
+    send(&mut rig.app, ":quotas<Enter>e");
+    let Some(Dialog::Edit { .. }) = &rig.app.ui.dialog else { panic!("the quota editor opens") };
+    send(&mut rig.app, "<Esc>");
+}
+
+#[test]
+fn a_preview_and_its_confirmation_share_the_operation_id() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, "/h100-0000<Enter>c");
+    send(&mut rig.app, "n");
+    send(&mut rig.app, "c");
+    send(&mut rig.app, "y");
+    let ids: Vec<(&str, u64)> = rig
+        .requests()
+        .iter()
+        .map(|r| match r {
+            ExecRequest::Preview { id, .. } => ("preview", *id),
+            ExecRequest::Execute { id, .. } => ("execute", *id),
+            ExecRequest::Cancel { id } => ("cancel", *id),
+        })
+        .collect();
+    assert_eq!(ids, vec![("preview", 1), ("preview", 2), ("execute", 2)], "a cancelled preview keeps its number");
 }
 
 #[test]

@@ -1,0 +1,1094 @@
+//! The Kubernetes executor: runs a confirmed [`Plan`] against the API server, one audited
+//! step at a time, reporting progress as `Delta::Op`.
+//!
+//! - cordon: merge patch of `spec.unschedulable` (kubectl writes the same field);
+//! - drain: cordon, re-list the node's pods and re-apply kubectl's filters, evict (policy/v1
+//!   Eviction) what the person confirmed, retry 429 every 5 s while naming the PDB that holds
+//!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid);
+//! - reslice: cordon, evict the GPU's pods, add a named config to the mig-parted ConfigMap
+//!   when the layout has no builtin name, set `nvidia.com/mig.config`, follow
+//!   `nvidia.com/mig.config.state` (a `pending` that does not move is flagged with the paused
+//!   `nvidia.com/gpu.deploy.*` labels), compare capacity, uncordon;
+//! - quota: patch conditional on the resourceVersion the preview showed, so a concurrent edit
+//!   is a conflict reported with the new value, never overwritten.
+//!
+//! Every step is written to the audit log before it is reported; if the log cannot be
+//! written the operation stops there (and never starts without its `confirmed` record).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+use super::access::{self, Perm};
+use super::audit::{Audit, Phase};
+use super::{DrainPlan, Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
+use crate::cluster::{describe, labels};
+use crate::model::{Delta, OpProgress, QuotaSourceSpec};
+
+/// Pacing, from kubectl where it has a number.
+#[derive(Clone, Debug)]
+pub struct ExecOptions {
+    /// kubectl's `EvictErrorRetryDelay`.
+    pub evict_retry: Duration,
+    /// Eviction plus waiting for the pods to go (kubectl `--timeout`).
+    pub drain_timeout: Duration,
+    /// How often deletions and mig-manager's labels are polled.
+    pub poll: Duration,
+    /// A `pending` longer than this is flagged as stuck (config `mig_stuck_secs`).
+    pub mig_stuck: Duration,
+    /// Give up following mig-manager after this long.
+    pub mig_timeout: Duration,
+}
+
+impl Default for ExecOptions {
+    fn default() -> Self {
+        ExecOptions {
+            evict_retry: Duration::from_secs(5),
+            drain_timeout: Duration::from_secs(600),
+            poll: Duration::from_secs(1),
+            mig_stuck: Duration::from_secs(300),
+            mig_timeout: Duration::from_secs(1800),
+        }
+    }
+}
+
+pub struct KubeExec {
+    pub client: kube::Client,
+    pub audit: Audit,
+    pub opts: ExecOptions,
+    pub out: mpsc::Sender<Vec<Delta>>,
+}
+
+enum Stop {
+    Cancelled,
+    Failed(String),
+}
+
+type Step<T> = Result<T, Stop>;
+
+/// One running operation: its audit trail and its progress.
+struct Run<'a> {
+    ex: &'a KubeExec,
+    id: u64,
+    plan: &'a Plan,
+    done: u32,
+    total: u32,
+    cancel: watch::Receiver<bool>,
+    blocked_on: Option<String>,
+}
+
+impl Run<'_> {
+    async fn send(&self, d: OpProgress) {
+        let _ = self.ex.out.send(vec![Delta::Op(d)]).await;
+    }
+
+    fn audit(&self, phase: Phase, msg: &str) -> Step<()> {
+        self.ex
+            .audit
+            .record(self.id, self.plan, phase, msg)
+            .map_err(|e| Stop::Failed(format!("{e}; stopped after {} of {} steps", self.done, self.total)))
+    }
+
+    async fn step(&mut self, msg: String) -> Step<()> {
+        self.audit(Phase::Step, &msg)?;
+        self.done = (self.done + 1).min(self.total);
+        self.blocked_on = None;
+        self.send(OpProgress::Step { id: self.id, step: msg, done: self.done, total: self.total }).await;
+        Ok(())
+    }
+
+    async fn log(&mut self, msg: String) -> Step<()> {
+        self.audit(Phase::Log, &msg)?;
+        self.send(OpProgress::Log { id: self.id, line: msg }).await;
+        Ok(())
+    }
+
+    /// Reported (and audited) once per distinct reason.
+    async fn blocked(&mut self, msg: String) -> Step<()> {
+        if self.blocked_on.as_deref() == Some(msg.as_str()) {
+            return Ok(());
+        }
+        self.audit(Phase::Blocked, &msg)?;
+        self.blocked_on = Some(msg.clone());
+        self.send(OpProgress::Blocked { id: self.id, reason: msg }).await;
+        Ok(())
+    }
+
+    /// Sleeps unless cancelled first.
+    async fn sleep(&mut self, d: Duration) -> Step<()> {
+        if *self.cancel.borrow() {
+            return Err(Stop::Cancelled);
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(d) => Ok(()),
+            r = self.cancel.changed() => match r {
+                // The cockpit went away: stop where we are (the audit shows it interrupted).
+                Err(_) => Err(Stop::Cancelled),
+                Ok(()) if *self.cancel.borrow() => Err(Stop::Cancelled),
+                Ok(()) => Ok(()),
+            },
+        }
+    }
+
+    fn check_cancel(&self) -> Step<()> {
+        if *self.cancel.borrow() { Err(Stop::Cancelled) } else { Ok(()) }
+    }
+}
+
+/// The person's words for an API failure at `what`, with what to do about it.
+fn api_failure(what: &str, e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) if s.code == 403 => {
+            format!(
+                "{what}: forbidden — {} (your kubeconfig's identity lacks the permission; ask for it or use another context)",
+                s.message
+            )
+        }
+        kube::Error::Api(s) if s.code == 404 => format!("{what}: not found — {}", s.message),
+        _ => format!("{what}: {}", describe(e)),
+    }
+}
+
+fn code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+/// Runs a confirmed plan to its outcome. Never panics on cluster data; every way out is a
+/// `Finished` or `Cancelled` progress and an audit record.
+pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver<bool>) {
+    let total = match &plan.detail {
+        PlanDetail::Cordon { .. } => 1,
+        PlanDetail::Drain(d) => 2 + d.to_evict().count() as u32,
+        PlanDetail::Reslice(r) => 4 + r.pods.iter().filter(|p| p.action == PodAction::Evict).count() as u32,
+        PlanDetail::Quota(_) => 1,
+    };
+    let _ = ex
+        .out
+        .send(vec![Delta::Op(OpProgress::Started {
+            id,
+            title: plan.title.clone(),
+            target: plan.target.clone(),
+            total,
+        })])
+        .await;
+    let mut run = Run { ex, id, plan: &plan, done: 0, total, cancel, blocked_on: None };
+    if let Err(e) = ex.audit.record(id, &plan, Phase::Confirmed, &plan.title) {
+        run.send(OpProgress::Finished { id, outcome: Err(format!("{e}; nothing was sent")) }).await;
+        return;
+    }
+    // The plan said what it needs; ask again, for its namespaces, before sending anything.
+    match access::preflight(&ex.client, &perms_for(&plan)).await {
+        Ok(None) => {}
+        Ok(Some(why)) => {
+            let msg = format!("{why}; nothing was sent");
+            let _ = run.audit(Phase::Refused, &msg);
+            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
+            return;
+        }
+        Err(e) => {
+            let msg = format!("{}; nothing was sent", api_failure("checking your permissions", &e));
+            let _ = run.audit(Phase::Refused, &msg);
+            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
+            return;
+        }
+    }
+    let result = match &plan.detail {
+        PlanDetail::Cordon { node, cordon } => cordon_op(&mut run, node, *cordon).await,
+        PlanDetail::Drain(d) => drain_op(&mut run, d).await,
+        PlanDetail::Reslice(r) => reslice_op(&mut run, r).await,
+        PlanDetail::Quota(q) => quota_op(&mut run, q).await,
+    };
+    match result {
+        Ok(msg) => {
+            let outcome = match run.audit(Phase::Succeeded, &msg) {
+                Ok(()) => Ok(msg),
+                Err(Stop::Failed(e)) => Err(format!("{msg}, but {e}")),
+                Err(Stop::Cancelled) => Ok(msg),
+            };
+            run.send(OpProgress::Finished { id, outcome }).await;
+        }
+        Err(Stop::Failed(msg)) => {
+            let _ = run.audit(Phase::Failed, &msg);
+            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
+        }
+        Err(Stop::Cancelled) => {
+            let line = format!(
+                "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon)",
+                run.done, run.total
+            );
+            let _ = run.audit(Phase::Cancelled, &line);
+            run.send(OpProgress::Log { id, line }).await;
+            run.send(OpProgress::Cancelled { id }).await;
+        }
+    }
+}
+
+/// The permissions a plan needs, scoped to the namespaces it touches.
+pub fn perms_for(plan: &Plan) -> Vec<Perm> {
+    let mut v = vec![];
+    let pods_ns = |pods: &mut dyn Iterator<Item = &super::drain::DrainPod>| {
+        let mut ns: Vec<String> = pods.map(|p| p.namespace.clone()).collect();
+        ns.sort();
+        ns.dedup();
+        ns
+    };
+    match &plan.detail {
+        PlanDetail::Cordon { .. } => v.push(access::PATCH_NODES),
+        PlanDetail::Drain(d) => {
+            v.push(access::PATCH_NODES);
+            v.push(access::LIST_PODS);
+            for ns in pods_ns(&mut d.to_evict()) {
+                v.push(access::EVICT_PODS.in_namespace(&ns));
+            }
+        }
+        PlanDetail::Reslice(r) => {
+            v.push(access::PATCH_NODES);
+            v.push(access::LIST_PODS);
+            for ns in pods_ns(&mut r.pods.iter().filter(|p| p.action == PodAction::Evict)) {
+                v.push(access::EVICT_PODS.in_namespace(&ns));
+            }
+            if r.custom_config.is_some() {
+                v.push(access::UPDATE_CONFIGMAPS.in_namespace(labels::MIG_CONFIGMAP_NS));
+            }
+        }
+        PlanDetail::Quota(q) => match &q.key.source {
+            QuotaSourceSpec::ResourceQuota { namespace, .. } => v.push(access::PATCH_QUOTAS.in_namespace(namespace)),
+            QuotaSourceSpec::ClusterQueue { .. } => v.push(access::UPDATE_CLUSTERQUEUES),
+        },
+    }
+    v
+}
+
+// ---------- cordon ----------
+
+async fn set_unschedulable(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<bool> {
+    let api: Api<Node> = Api::all(run.ex.client.clone());
+    let current =
+        api.get_opt(node).await.map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?;
+    let Some(n) = current else {
+        return Err(Stop::Failed(format!("node {node} is gone from the cluster; nothing was changed")));
+    };
+    let is = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    if is == cordon {
+        return Ok(false);
+    }
+    run.check_cancel()?;
+    // kubectl's strategic merge patch leaves the field out when uncordoning; null does the same.
+    let value = if cordon { json!(true) } else { Value::Null };
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&json!({ "spec": { "unschedulable": value } })))
+        .await
+        .map_err(|e| {
+            Stop::Failed(api_failure(&format!("{} {node}", if cordon { "cordoning" } else { "uncordoning" }), &e))
+        })?;
+    Ok(true)
+}
+
+async fn cordon_op(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<String> {
+    let changed = set_unschedulable(run, node, cordon).await?;
+    let what = if cordon { "cordoned" } else { "uncordoned" };
+    if changed {
+        run.step(format!("{what} {node}")).await?;
+        Ok(format!("{node} {what}"))
+    } else {
+        run.step(format!("{node} was already {}", if cordon { "cordoned" } else { "schedulable" })).await?;
+        Ok(format!("{node} unchanged (already {})", if cordon { "cordoned" } else { "schedulable" }))
+    }
+}
+
+// ---------- drain ----------
+
+/// kubectl's filters on a pod from the API, in kubectl's order (protocols.md §9).
+pub fn drain_action(p: &Pod, force: bool) -> PodAction {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
+    let finished = matches!(phase, "Succeeded" | "Failed");
+    let controller = p.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
+    if p.metadata.deletion_timestamp.is_some() {
+        PodAction::Skip("already terminating".into())
+    } else if controller.is_some_and(|o| o.kind == "DaemonSet") && !finished {
+        PodAction::Skip("DaemonSet-managed (ignored like --ignore-daemonsets)".into())
+    } else if p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
+        PodAction::Skip("mirror pod (static, managed by the kubelet)".into())
+    } else if finished {
+        PodAction::Evict
+    } else if p.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()))
+    {
+        let why = "uses emptyDir local storage".to_string();
+        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --delete-emptydir-data)") }
+    } else if controller.is_none() {
+        let why = "declares no controller, so nothing will recreate it".to_string();
+        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --force)") }
+    } else {
+        PodAction::Evict
+    }
+}
+
+/// (namespace, name, uid) of a pod to evict: the uid is the eviction's precondition.
+pub type PodRef = (String, String, String);
+
+fn pod_key(p: &Pod) -> (String, String) {
+    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
+}
+
+/// Compares the node's pods now with what the person confirmed. Returns the pods to evict
+/// (key → uid) and what to tell them about the difference; an error when a pod that would
+/// need forcing appeared (kubectl stops before evicting anything in that case too).
+pub fn reconcile(
+    confirmed: &[(String, String)],
+    pods: &[Pod],
+    force: bool,
+) -> Result<(Vec<PodRef>, Vec<String>), String> {
+    let mut evict = Vec::new();
+    let mut notes = Vec::new();
+    let mut refused = Vec::new();
+    for p in pods {
+        let (ns, name) = pod_key(p);
+        let uid = p.metadata.uid.clone().unwrap_or_default();
+        let wanted = confirmed.iter().any(|(n, m)| *n == ns && *m == name);
+        match drain_action(p, force) {
+            PodAction::Evict | PodAction::ForceDelete(_) if wanted => evict.push((ns, name, uid)),
+            PodAction::Evict | PodAction::ForceDelete(_) => notes
+                .push(format!("{ns}/{name} arrived after the preview and is left in place; drain again to move it")),
+            PodAction::Refuse(why) => refused.push(format!("{ns}/{name} {why}")),
+            PodAction::Skip(_) => {}
+        }
+    }
+    for (ns, name) in confirmed {
+        if !pods.iter().any(|p| pod_key(p) == (ns.clone(), name.clone())) {
+            notes.push(format!("{ns}/{name} is already gone"));
+        }
+    }
+    if !refused.is_empty() {
+        return Err(format!(
+            "the node now has pods eviction would refuse: {}; nothing was evicted (drain again to see them, f forces)",
+            refused.join("; ")
+        ));
+    }
+    Ok((evict, notes))
+}
+
+/// Whether a PDB's selector picks a pod (matchLabels and matchExpressions).
+pub fn pdb_selects(pdb: &PodDisruptionBudget, pod_labels: &BTreeMap<String, String>) -> bool {
+    let Some(sel) = pdb.spec.as_ref().and_then(|s| s.selector.as_ref()) else { return false };
+    let labels_ok = sel.match_labels.iter().flatten().all(|(k, v)| pod_labels.get(k) == Some(v));
+    let exprs_ok = sel.match_expressions.iter().flatten().all(|e| {
+        let values = e.values.clone().unwrap_or_default();
+        let have = pod_labels.get(&e.key);
+        match e.operator.as_str() {
+            "In" => have.is_some_and(|v| values.contains(v)),
+            "NotIn" => have.is_none_or(|v| !values.contains(v)),
+            "Exists" => have.is_some(),
+            "DoesNotExist" => have.is_none(),
+            _ => false,
+        }
+    });
+    // An empty selector selects every pod in the namespace (policy/v1).
+    labels_ok && exprs_ok
+}
+
+/// "PodDisruptionBudget ml/trainer-pdb allows 0 disruptions now (2 healthy, 2 needed)".
+async fn blocking_pdb(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = pods.get_opt(name).await.ok()??;
+    let labels = pod.metadata.labels.clone().unwrap_or_default();
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), ns);
+    let list = pdbs.list(&ListParams::default()).await.ok()?;
+    let pdb = list.items.into_iter().find(|p| pdb_selects(p, &labels))?;
+    let st = pdb.status.as_ref();
+    Some(format!(
+        "PodDisruptionBudget {ns}/{} allows {} disruption{} now ({} healthy, {} needed)",
+        pdb.metadata.name.clone().unwrap_or_default(),
+        st.map(|s| s.disruptions_allowed).unwrap_or(0),
+        if st.map(|s| s.disruptions_allowed) == Some(1) { "" } else { "s" },
+        st.map(|s| s.current_healthy).unwrap_or(0),
+        st.map(|s| s.desired_healthy).unwrap_or(0),
+    ))
+}
+
+enum Evicted {
+    Done,
+    Gone,
+    Retry(String),
+}
+
+async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Result<Evicted, String> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    // The body kubectl sends (protocols.md §9), with the uid we confirmed as a precondition
+    // so a replacement with the same name is never evicted by mistake.
+    let body = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": { "name": name, "namespace": ns },
+        "deleteOptions": { "preconditions": { "uid": uid } },
+    });
+    match api.create_subresource::<Value, Value>("eviction", name, &PostParams::default(), &body).await {
+        Ok(_) => Ok(Evicted::Done),
+        Err(e) if code(&e) == Some(404) => Ok(Evicted::Gone),
+        // A uid precondition that fails: the pod was replaced, ours is gone.
+        Err(e) if code(&e) == Some(409) => Ok(Evicted::Gone),
+        Err(e) if code(&e) == Some(429) => Ok(Evicted::Retry(match &e {
+            kube::Error::Api(s) => s.message.clone(),
+            _ => String::new(),
+        })),
+        Err(kube::Error::Api(s))
+            if s.code == 403
+                && s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")) =>
+        {
+            Ok(Evicted::Retry("its namespace is terminating".into()))
+        }
+        Err(e) => Err(api_failure(&format!("evicting {ns}/{name}"), &e)),
+    }
+}
+
+/// Evicts `pods` (ns, name, uid), retrying 429s, then waits until each is gone.
+async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
+    let client = run.ex.client.clone();
+    let deadline = Instant::now() + run.ex.opts.drain_timeout;
+    let mut pending = pods;
+    let mut evicted: Vec<PodRef> = Vec::new();
+    while !pending.is_empty() {
+        run.check_cancel()?;
+        let mut waiting = Vec::new();
+        let mut reasons = Vec::new();
+        for (ns, name, uid) in std::mem::take(&mut pending) {
+            match evict_one(&client, &ns, &name, &uid).await {
+                Ok(Evicted::Done) => {
+                    run.step(format!("evicted {ns}/{name}")).await?;
+                    evicted.push((ns, name, uid));
+                }
+                Ok(Evicted::Gone) => run.step(format!("{ns}/{name} was already gone")).await?,
+                Ok(Evicted::Retry(msg)) => {
+                    let why = blocking_pdb(&client, &ns, &name).await.unwrap_or(msg);
+                    reasons.push(format!("{ns}/{name}: {why}"));
+                    waiting.push((ns, name, uid));
+                }
+                Err(e) => {
+                    return Err(Stop::Failed(format!(
+                        "{e}; {} evicted so far, the node stays cordoned",
+                        crate::ops::count(evicted.len(), "pod")
+                    )));
+                }
+            }
+        }
+        if waiting.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let left: Vec<String> = waiting.iter().map(|(n, m, _)| format!("{n}/{m}")).collect();
+            return Err(Stop::Failed(format!(
+                "timed out after {}s with {} not evicted: {}; the node stays cordoned",
+                run.ex.opts.drain_timeout.as_secs(),
+                crate::ops::count(left.len(), "pod"),
+                reasons.join("; ")
+            )));
+        }
+        run.blocked(format!(
+            "eviction refused (429), retrying every {}s — {}",
+            run.ex.opts.evict_retry.as_secs(),
+            reasons.join("; ")
+        ))
+        .await?;
+        run.sleep(run.ex.opts.evict_retry).await?;
+        pending = waiting;
+    }
+    // Wait until each evicted pod is gone or replaced (kubectl: 404 or a new uid).
+    let n = evicted.len() as u32;
+    loop {
+        let mut left = Vec::new();
+        for (ns, name, uid) in &evicted {
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            match api.get_opt(name).await {
+                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid.as_str()) => left.push(format!("{ns}/{name}")),
+                Ok(_) => {}
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("waiting for {ns}/{name}"), &e))),
+            }
+        }
+        if left.is_empty() {
+            break;
+        }
+        if Instant::now() >= deadline {
+            return Err(Stop::Failed(format!(
+                "timed out after {}s waiting for {} to terminate: {}; the node stays cordoned",
+                run.ex.opts.drain_timeout.as_secs(),
+                crate::ops::count(left.len(), "pod"),
+                left.join(", ")
+            )));
+        }
+        run.blocked(format!("waiting for {} to terminate: {}", crate::ops::count(left.len(), "pod"), left.join(", ")))
+            .await?;
+        run.sleep(run.ex.opts.poll).await?;
+    }
+    Ok(n)
+}
+
+async fn node_pods(run: &Run<'_>, node: &str) -> Step<Vec<Pod>> {
+    let api: Api<Pod> = Api::all(run.ex.client.clone());
+    api.list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
+        .await
+        .map(|l| l.items)
+        .map_err(|e| Stop::Failed(api_failure(&format!("listing the pods on {node}"), &e)))
+}
+
+async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
+    let node = d.node.as_str();
+    if set_unschedulable(run, node, true).await? {
+        run.step(format!("cordoned {node}")).await?;
+    } else {
+        run.step(format!("{node} was already cordoned")).await?;
+    }
+    let confirmed: Vec<(String, String)> = d.to_evict().map(|p| (p.namespace.clone(), p.name.clone())).collect();
+    let pods = node_pods(run, node).await?;
+    let (evict, notes) = reconcile(&confirmed, &pods, d.force).map_err(Stop::Failed)?;
+    let mut late = 0;
+    for n in notes {
+        late += usize::from(n.contains("arrived after the preview"));
+        run.log(n).await?;
+    }
+    // Pods that vanished before their eviction still count as steps of the plan.
+    for _ in evict.len()..confirmed.len() {
+        run.done = (run.done + 1).min(run.total);
+    }
+    let n = evict_and_wait(run, evict).await?;
+    let skipped = d.pods.iter().filter(|p| matches!(p.action, PodAction::Skip(_))).count();
+    run.step(format!("every evicted pod is gone from {node}")).await?;
+    let mut msg = format!("{node} drained: {} evicted", crate::ops::count(n as usize, "pod"));
+    if skipped > 0 {
+        msg.push_str(&format!(", {skipped} left in place (DaemonSet, mirror or finished)"));
+    }
+    if late > 0 {
+        msg.push_str(&format!("; {} arrived after the preview and stayed", crate::ops::count(late, "pod")));
+    }
+    Ok(msg)
+}
+
+// ---------- reslice ----------
+
+/// Adds `entry` (a mig-parted config block, two-space indented under `mig-configs:`) to a
+/// config file, re-indented to the file's own indentation. `None` when the name is there.
+pub fn add_mig_config(text: &str, name: &str, entry: &str) -> Result<Option<String>, String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(at) = lines.iter().position(|l| l.trim_end() == "mig-configs:") else {
+        return Err("it has no top-level `mig-configs:` key".into());
+    };
+    let indent = lines[at + 1..]
+        .iter()
+        .find(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        .map(|l| l.len() - l.trim_start().len())
+        .filter(|i| *i > 0)
+        .unwrap_or(2);
+    let quoted = format!("\"{name}\":");
+    if lines[at + 1..].iter().any(|l| {
+        let t = l.trim_end();
+        l.len() - l.trim_start().len() == indent && (t.trim_start() == format!("{name}:") || t.trim_start() == quoted)
+    }) {
+        return Ok(None);
+    }
+    // The entry is written with 2 spaces per level; re-indent it to the file's step by
+    // structure: a child is one step in from its parent, and the lines of a `- ` list item
+    // stay aligned with the text after the dash.
+    let mut block = String::new();
+    // (column in the entry, column in the file, is a list item), innermost last; the
+    // `mig-configs:` key itself is the root.
+    let mut parents: Vec<(usize, usize, bool)> = vec![(0, 0, false)];
+    for l in entry.lines().filter(|l| !l.trim().is_empty()) {
+        let own = l.len() - l.trim_start().len();
+        while parents.len() > 1 && parents.last().is_some_and(|p| p.0 > own) {
+            parents.pop();
+        }
+        let Some(&(col, new_col, dash)) = parents.last() else { break };
+        let at = if col == own {
+            parents.pop();
+            new_col
+        } else if dash && own == col + 2 {
+            new_col + 2
+        } else {
+            new_col + indent
+        };
+        parents.push((own, at, l.trim_start().starts_with("- ")));
+        block.push_str(&format!("{}{}\n", " ".repeat(at), l.trim_start()));
+    }
+    let mut out = String::new();
+    for (i, l) in lines.iter().enumerate() {
+        out.push_str(l);
+        out.push('\n');
+        if i == at {
+            out.push_str(&block);
+        }
+    }
+    Ok(Some(out))
+}
+
+async fn ensure_mig_config(run: &mut Run<'_>, name: &str, entry: &str) -> Step<()> {
+    let api: Api<ConfigMap> = Api::namespaced(run.ex.client.clone(), labels::MIG_CONFIGMAP_NS);
+    let what = format!("{}/{}", labels::MIG_CONFIGMAP_NS, labels::MIG_CONFIGMAP);
+    // Only ever adds an entry; a concurrent writer (409) makes us read again and re-add.
+    for _ in 0..5 {
+        let cm = api
+            .get_opt(labels::MIG_CONFIGMAP)
+            .await
+            .map_err(|e| Stop::Failed(api_failure(&format!("reading {what}"), &e)))?;
+        let Some(mut cm) = cm else {
+            return Err(Stop::Failed(format!(
+                "the mig-parted ConfigMap {what} does not exist, so mig-manager cannot learn config {name}; nothing was changed on the node (is the GPU operator's mig-manager installed?)"
+            )));
+        };
+        let text = cm.data.as_ref().and_then(|d| d.get(labels::MIG_CONFIGMAP_KEY)).cloned().unwrap_or_default();
+        let updated = add_mig_config(&text, name, entry).map_err(|why| {
+            Stop::Failed(format!("{what} key {}: {why}; nothing was changed", labels::MIG_CONFIGMAP_KEY))
+        })?;
+        let Some(updated) = updated else {
+            run.step(format!("{what} already has config {name}")).await?;
+            return Ok(());
+        };
+        cm.data.get_or_insert_with(Default::default).insert(labels::MIG_CONFIGMAP_KEY.into(), updated);
+        match api.replace(labels::MIG_CONFIGMAP, &PostParams::default(), &cm).await {
+            Ok(_) => {
+                run.step(format!("added config {name} to {what}")).await?;
+                return Ok(());
+            }
+            Err(e) if code(&e) == Some(409) => {
+                run.log(format!("{what} changed while we wrote it; reading it again")).await?;
+            }
+            Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
+        }
+    }
+    Err(Stop::Failed(format!("{what} kept changing under us; gave up adding {name}")))
+}
+
+fn node_labels(n: &Node) -> BTreeMap<String, String> {
+    n.metadata.labels.clone().unwrap_or_default()
+}
+
+/// The node's advertised extended GPU resources (device plugin), sorted.
+fn gpu_capacity(n: &Node) -> BTreeMap<String, i64> {
+    n.status
+        .as_ref()
+        .and_then(|s| s.capacity.as_ref())
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| k.starts_with("nvidia.com/"))
+        .filter_map(|(k, v)| v.0.parse::<i64>().ok().map(|n| (k.clone(), n)))
+        .filter(|(_, n)| *n > 0)
+        .collect()
+}
+
+fn paused_labels(l: &BTreeMap<String, String>) -> Vec<String> {
+    l.iter()
+        .filter(|(k, v)| k.starts_with(labels::DEPLOY_PREFIX) && v.starts_with("paused"))
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect()
+}
+
+fn secs(d: Duration) -> String {
+    let s = d.as_secs();
+    if s >= 120 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{s}s") }
+}
+
+/// `dra`: the node advertised no device-plugin GPU capacity before the change (its GPUs are
+/// in ResourceSlices), so there is no capacity to compare and only the state counts.
+async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> Step<String> {
+    let node = r.node.as_str();
+    let api: Api<Node> = Api::all(run.ex.client.clone());
+    let start = Instant::now();
+    let mut pending_since: Option<Instant> = None;
+    let mut seen_pending = false;
+    let expected: BTreeMap<String, i64> = r.capacity_after.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    loop {
+        let n = api
+            .get_opt(node)
+            .await
+            .map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?
+            .ok_or_else(|| Stop::Failed(format!("node {node} disappeared while mig-manager was reconfiguring it")))?;
+        let l = node_labels(&n);
+        let config = l.get(labels::MIG_CONFIG).cloned().unwrap_or_default();
+        if config != r.config_name {
+            return Err(Stop::Failed(format!(
+                "someone else set {}={config} while we waited; the node stays cordoned — look before retrying",
+                labels::MIG_CONFIG
+            )));
+        }
+        let state = l.get(labels::MIG_CONFIG_STATE).cloned().unwrap_or_default();
+        let caps = gpu_capacity(&n);
+        match state.as_str() {
+            "pending" | "rebooting" => {
+                seen_pending = true;
+                let since = *pending_since.get_or_insert_with(Instant::now);
+                let waited = since.elapsed();
+                if waited >= run.ex.opts.mig_stuck {
+                    let paused = paused_labels(&l);
+                    run.blocked(format!(
+                        "stuck? {}={state} for {} (flagged after {}); paused: {} — mig-manager's log on {node} says why",
+                        labels::MIG_CONFIG_STATE,
+                        secs(waited),
+                        secs(run.ex.opts.mig_stuck),
+                        if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+                    ))
+                    .await?;
+                } else {
+                    run.blocked(format!("mig-manager is applying {} ({state})", r.config_name)).await?;
+                }
+            }
+            "success" if seen_pending || dra || caps == expected => {
+                if !dra && caps != expected {
+                    run.log(format!(
+                        "capacity differs from the plan: expected {}, {node} advertises {}",
+                        caps_text(&expected),
+                        caps_text(&caps)
+                    ))
+                    .await?;
+                }
+                return Ok(if dra {
+                    "applied (capacity is published in the node's ResourceSlice)".to_string()
+                } else {
+                    format!("applied; {node} advertises {}", caps_text(&caps))
+                });
+            }
+            "failed" if seen_pending || start.elapsed() > run.ex.opts.poll * 10 => {
+                let paused = paused_labels(&l);
+                let note = n
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(labels::SIM_MIG_MESSAGE))
+                    .map(|m| format!(" ({m})"))
+                    .unwrap_or_default();
+                return Err(Stop::Failed(format!(
+                    "mig-manager reports {}=failed for {}{note}; left behind: capacity {}, paused clients {}; {node} stays cordoned — see mig-manager's log, fix the config, then reslice again or uncordon",
+                    labels::MIG_CONFIG_STATE,
+                    r.config_name,
+                    caps_text(&caps),
+                    if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+                )));
+            }
+            _ => {}
+        }
+        if start.elapsed() >= run.ex.opts.mig_timeout {
+            return Err(Stop::Failed(format!(
+                "gave up after {}: {}={state}; {node} stays cordoned",
+                secs(start.elapsed()),
+                labels::MIG_CONFIG_STATE
+            )));
+        }
+        run.sleep(run.ex.opts.poll).await?;
+    }
+}
+
+fn caps_text(c: &BTreeMap<String, i64>) -> String {
+    if c.is_empty() {
+        return "no GPU resources".into();
+    }
+    c.iter().map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/"))).collect::<Vec<_>>().join(", ")
+}
+
+async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
+    let node = r.node.as_str();
+    if set_unschedulable(run, node, true).await? {
+        run.step(format!("cordoned {node}")).await?;
+    } else {
+        run.step(format!("{node} was already cordoned")).await?;
+    }
+    let confirmed: Vec<(String, String)> =
+        r.pods.iter().filter(|p| p.action == PodAction::Evict).map(|p| (p.namespace.clone(), p.name.clone())).collect();
+    let pods = node_pods(run, node).await?;
+    let mine: Vec<Pod> =
+        pods.into_iter().filter(|p| confirmed.iter().any(|(n, m)| pod_key(p) == (n.clone(), m.clone()))).collect();
+    let (evict, notes) = reconcile(&confirmed, &mine, false).map_err(Stop::Failed)?;
+    for n in notes {
+        run.log(n).await?;
+    }
+    for _ in evict.len()..confirmed.len() {
+        run.done = (run.done + 1).min(run.total);
+    }
+    evict_and_wait(run, evict).await?;
+    run.step(format!("the GPUs' pods are gone from {node}")).await?;
+    if let Some(entry) = &r.custom_config {
+        ensure_mig_config(run, &r.config_name, entry).await?;
+    } else {
+        run.done = (run.done + 1).min(run.total);
+    }
+    run.check_cancel()?;
+    let api: Api<Node> = Api::all(run.ex.client.clone());
+    let before = api
+        .get_opt(node)
+        .await
+        .map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?
+        .ok_or_else(|| Stop::Failed(format!("node {node} is gone from the cluster")))?;
+    let dra = gpu_capacity(&before).is_empty();
+    let l = node_labels(&before);
+    if l.get(labels::MIG_CONFIG) == Some(&r.config_name)
+        && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success")
+    {
+        run.log(format!("{node} already runs {} (state success); mig-manager has nothing to do", r.config_name))
+            .await?;
+    }
+    let patch = json!({ "metadata": { "labels": { labels::MIG_CONFIG: r.config_name } } });
+    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Stop::Failed(api_failure(&format!("setting {} on {node}", labels::MIG_CONFIG), &e)))?;
+    run.step(format!("set {}={} on {node}", labels::MIG_CONFIG, r.config_name)).await?;
+    let applied = if l.get(labels::MIG_CONFIG) == Some(&r.config_name)
+        && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success")
+    {
+        "already applied".to_string()
+    } else {
+        follow_mig_manager(run, r, dra).await?
+    };
+    run.log(format!("{}=success: {applied}", labels::MIG_CONFIG_STATE)).await?;
+    if !r.was_cordoned {
+        set_unschedulable(run, node, false).await?;
+        run.step(format!("uncordoned {node}")).await?;
+    } else {
+        run.step(format!("{node} stays cordoned, as it was before")).await?;
+    }
+    Ok(format!("{node} runs {}: {applied}", r.config_name))
+}
+
+// ---------- quota ----------
+
+fn quantity_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "unset".into(),
+    }
+}
+
+fn conflict(what: &str, resource: &str, expected: &str, now_version: &str, now_value: &str) -> Stop {
+    Stop::Failed(format!(
+        "conflict: {what} changed since the preview (version {expected} → {now_version}); {resource} is now {now_value}. Nothing was overwritten — review the new value and edit again"
+    ))
+}
+
+async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
+    match &q.key.source {
+        QuotaSourceSpec::ResourceQuota { namespace, name } => {
+            let what = format!("ResourceQuota {namespace}/{name}");
+            let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(run.ex.client.clone(), namespace);
+            let read = |api: Api<k8s_openapi::api::core::v1::ResourceQuota>, what: String| async move {
+                match api.get_opt(name).await {
+                    Ok(Some(rq)) => Ok(rq),
+                    Ok(None) => Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
+                    Err(e) => Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+                }
+            };
+            let value_of = |rq: &k8s_openapi::api::core::v1::ResourceQuota| {
+                rq.spec
+                    .as_ref()
+                    .and_then(|s| s.hard.as_ref())
+                    .and_then(|h| h.get(&q.key.resource))
+                    .map(|v| v.0.clone())
+                    .unwrap_or_else(|| "unset".into())
+            };
+            let rq = read(api.clone(), what.clone()).await?;
+            let version = rq.metadata.resource_version.clone().unwrap_or_default();
+            if version != q.expected_version {
+                return Err(conflict(&what, &q.key.resource, &q.expected_version, &version, &value_of(&rq)));
+            }
+            run.check_cancel()?;
+            // The resourceVersion in the patch is a precondition: the server answers 409
+            // if the object moved on, and nothing is written.
+            let patch = json!({
+                "metadata": { "resourceVersion": q.expected_version },
+                "spec": { "hard": { q.key.resource.clone(): q.new.to_string() } },
+            });
+            match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some(409) => {
+                    let now = read(api.clone(), what.clone()).await?;
+                    let v = now.metadata.resource_version.clone().unwrap_or_default();
+                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &value_of(&now)));
+                }
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
+            }
+            run.step(format!("{what}: {} {} → {}", q.key.resource, q.old, q.new)).await?;
+            Ok(format!("{} quota of {} is {} (was {})", q.key.resource, q.tenant, q.new, q.old))
+        }
+        QuotaSourceSpec::ClusterQueue { queue, flavor } => {
+            let what = format!("ClusterQueue {queue}");
+            let mut last_err = None;
+            for version in ["v1beta2", "v1beta1"] {
+                let gvk = kube::api::GroupVersionKind::gvk(labels::KUEUE_GROUP, version, "ClusterQueue");
+                let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "clusterqueues");
+                let api: Api<kube::api::DynamicObject> = Api::all_with(run.ex.client.clone(), &ar);
+                let mut obj = match api.get_opt(queue).await {
+                    Ok(Some(o)) => o,
+                    Ok(None) => {
+                        return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed")));
+                    }
+                    Err(e) if code(&e) == Some(404) => {
+                        last_err = Some(e);
+                        continue;
+                    }
+                    Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+                };
+                let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
+                let slot = cq_slot(&mut obj.data, flavor, &q.key.resource);
+                let Some(slot) = slot else {
+                    return Err(Stop::Failed(format!(
+                        "{what} has no {} in flavor {flavor} any more; nothing was changed",
+                        q.key.resource
+                    )));
+                };
+                let current = quantity_text(slot.get("nominalQuota"));
+                if version_now != q.expected_version {
+                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
+                }
+                slot["nominalQuota"] = json!(q.new.to_string());
+                run.check_cancel()?;
+                // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
+                match api.replace(queue, &PostParams::default(), &obj).await {
+                    Ok(_) => {}
+                    Err(e) if code(&e) == Some(409) => {
+                        let now = api.get_opt(queue).await.ok().flatten();
+                        let (v, val) = match now {
+                            Some(mut o) => (
+                                o.metadata.resource_version.clone().unwrap_or_default(),
+                                cq_slot(&mut o.data, flavor, &q.key.resource)
+                                    .map(|s| quantity_text(s.get("nominalQuota")))
+                                    .unwrap_or_else(|| "gone".into()),
+                            ),
+                            None => ("(deleted)".into(), "gone".into()),
+                        };
+                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
+                    }
+                    Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
+                }
+                run.step(format!("{what} flavor {flavor}: {} nominalQuota {} → {}", q.key.resource, q.old, q.new))
+                    .await?;
+                return Ok(format!(
+                    "{} nominalQuota of {queue} ({flavor}) is {} (was {})",
+                    q.key.resource, q.new, q.old
+                ));
+            }
+            Err(Stop::Failed(match last_err {
+                Some(e) => api_failure("finding Kueue's ClusterQueue API (v1beta2, v1beta1)", &e),
+                None => "Kueue's ClusterQueue API is not served".into(),
+            }))
+        }
+    }
+}
+
+/// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.
+fn cq_slot<'a>(data: &'a mut Value, flavor: &str, resource: &str) -> Option<&'a mut Value> {
+    let groups = data.get_mut("spec")?.get_mut("resourceGroups")?.as_array_mut()?;
+    for g in groups {
+        let Some(flavors) = g.get_mut("flavors").and_then(|f| f.as_array_mut()) else { continue };
+        for f in flavors {
+            if f.get("name").and_then(|n| n.as_str()) != Some(flavor) {
+                continue;
+            }
+            let Some(resources) = f.get_mut("resources").and_then(|r| r.as_array_mut()) else { continue };
+            for r in resources {
+                if r.get("name").and_then(|n| n.as_str()) == Some(resource) {
+                    return Some(r);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(v: Value) -> Pod {
+        serde_json::from_value(v).expect("pod json")
+    }
+
+    fn base(name: &str) -> Value {
+        json!({
+            "metadata": { "name": name, "namespace": "ml", "uid": format!("uid-{name}"),
+                "ownerReferences": [{ "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u", "controller": true }] },
+            "spec": { "containers": [{ "name": "c" }] },
+            "status": { "phase": "Running" }
+        })
+    }
+
+    #[test]
+    fn kubectl_filters_on_api_pods() {
+        assert_eq!(drain_action(&pod(base("a")), false), PodAction::Evict);
+        let mut ds = base("ds");
+        ds["metadata"]["ownerReferences"][0]["kind"] = json!("DaemonSet");
+        assert!(matches!(drain_action(&pod(ds.clone()), false), PodAction::Skip(_)));
+        ds["status"]["phase"] = json!("Succeeded");
+        assert_eq!(drain_action(&pod(ds), false), PodAction::Evict, "finished DaemonSet pods are deletable");
+        let mut mirror = base("m");
+        mirror["metadata"]["annotations"] = json!({ "kubernetes.io/config.mirror": "x" });
+        assert!(matches!(drain_action(&pod(mirror), false), PodAction::Skip(_)));
+        let mut bare = base("bare");
+        bare["metadata"]["ownerReferences"] = json!([]);
+        assert!(matches!(drain_action(&pod(bare.clone()), false), PodAction::Refuse(w) if w.contains("--force")));
+        assert!(matches!(drain_action(&pod(bare), true), PodAction::ForceDelete(_)));
+        let mut local = base("local");
+        local["spec"]["volumes"] = json!([{ "name": "scratch", "emptyDir": {} }]);
+        assert!(matches!(drain_action(&pod(local), false), PodAction::Refuse(w) if w.contains("emptydir")));
+        let mut gone = base("gone");
+        gone["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(matches!(drain_action(&pod(gone), false), PodAction::Skip(_)));
+    }
+
+    #[test]
+    fn reconcile_evicts_only_what_was_confirmed() {
+        let pods = vec![pod(base("a")), pod(base("late"))];
+        let confirmed = vec![("ml".to_string(), "a".to_string()), ("ml".to_string(), "vanished".to_string())];
+        let (evict, notes) = reconcile(&confirmed, &pods, false).unwrap();
+        assert_eq!(evict, vec![("ml".to_string(), "a".to_string(), "uid-a".to_string())]);
+        assert!(notes.iter().any(|n| n.contains("ml/late arrived after the preview")), "{notes:?}");
+        assert!(notes.iter().any(|n| n.contains("ml/vanished is already gone")), "{notes:?}");
+        let mut bare = base("bare");
+        bare["metadata"]["ownerReferences"] = json!([]);
+        let e = reconcile(&confirmed, &[pod(base("a")), pod(bare)], false).unwrap_err();
+        assert!(e.contains("ml/bare") && e.contains("nothing was evicted"), "{e}");
+    }
+
+    #[test]
+    fn pdb_selectors_match_labels_and_expressions() {
+        let pdb: PodDisruptionBudget = serde_json::from_value(json!({
+            "metadata": { "name": "p" },
+            "spec": { "selector": { "matchLabels": { "app": "trainer" },
+                "matchExpressions": [{ "key": "tier", "operator": "In", "values": ["gpu"] }] } }
+        }))
+        .unwrap();
+        let l = |pairs: &[(&str, &str)]| pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        assert!(pdb_selects(&pdb, &l(&[("app", "trainer"), ("tier", "gpu")])));
+        assert!(!pdb_selects(&pdb, &l(&[("app", "trainer")])));
+        assert!(!pdb_selects(&pdb, &l(&[("app", "web"), ("tier", "gpu")])));
+    }
+
+    #[test]
+    fn mig_configs_are_added_once_in_the_files_indentation() {
+        let entry =
+            "  custom-x:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n";
+        let file =
+            "version: v1\nmig-configs:\n    all-disabled:\n        - devices: all\n          mig-enabled: false\n";
+        let out = add_mig_config(file, "custom-x", entry).unwrap().unwrap();
+        assert!(out.contains("\n    custom-x:\n        - devices: all\n          mig-enabled: true\n"), "{out}");
+        assert!(out.contains("          mig-devices:\n              \"1g.18gb\": 7\n"), "one step in: {out}");
+        assert!(out.contains("    all-disabled:"), "the existing config stays: {out}");
+        assert_eq!(add_mig_config(&out, "custom-x", entry).unwrap(), None, "added once");
+        assert!(add_mig_config("version: v1\n", "custom-x", entry).is_err());
+        let two = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n";
+        let out = add_mig_config(two, "custom-x", entry).unwrap().unwrap();
+        assert!(out.contains(entry), "a file in the entry's own style takes it as written: {out}");
+    }
+
+    #[test]
+    fn cluster_queue_slots_are_found_by_flavor_and_resource() {
+        let mut cq = json!({ "spec": { "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
+            { "name": "h100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": 8 }] },
+            { "name": "a100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": "4" }] } ] }] } });
+        let s = cq_slot(&mut cq, "a100", "nvidia.com/gpu").unwrap();
+        assert_eq!(quantity_text(s.get("nominalQuota")), "4");
+        s["nominalQuota"] = json!("6");
+        assert_eq!(cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"], json!("6"));
+        assert!(cq_slot(&mut cq, "b200", "nvidia.com/gpu").is_none());
+    }
+}

@@ -1,0 +1,631 @@
+//! Operations on a real control plane (issue: Real Kubernetes, part 2): kube-apiserver with
+//! etcd, kube-controller-manager (disruption, ReplicaSet and DaemonSet controllers) and
+//! kube-scheduler from tests/controlplane, `fabrik sim` as the GPU nodes and mig-manager.
+//!
+//! Each operation is planned from the cockpit's model (the kube feed into a `Fleet`), run by
+//! the Kubernetes executor exactly as the cockpit runs it, and checked with an independent
+//! client (kubectl, or raw API reads): a drain evicts what `kubectl drain --ignore-daemonsets`
+//! would and waits out a PodDisruptionBudget (429 first); a reslice ends in
+//! `mig.config.state=success` with the capacity kubectl sees; a stuck `pending` is flagged; a
+//! quota edit lands and a concurrent kubectl edit is a conflict, never overwritten; a node
+//! that is gone is an error that changes nothing; the limited tenant identity is refused up
+//! front. Then the real binary in tmux: a drain from the keyboard recorded in the audit log,
+//! `--readonly` sending nothing, the tenant told why it may not drain.
+//!
+//! There is no skip: without Go, the control plane, kubectl or tmux this test fails and says
+//! why (`.ci/run` installs them).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fabrik::feed::kube::KubeFeedConfig;
+use fabrik::model::{Delta, Fleet, OpProgress, QuotaSourceSpec, Thresholds};
+use fabrik::ops::audit::{self, Audit, Phase};
+use fabrik::ops::kube::{ExecOptions, KubeExec};
+use fabrik::ops::{OpRequest, Plan, PlanDetail, PodAction, QuotaKey};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use kube::Api;
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use tokio::sync::{mpsc, watch};
+
+mod common;
+use common::{BIN, Tmux, control_plane, session};
+
+const NS: &str = "e2e-ops";
+
+fn opts() -> ExecOptions {
+    ExecOptions {
+        evict_retry: Duration::from_secs(1),
+        drain_timeout: Duration::from_secs(120),
+        poll: Duration::from_millis(300),
+        mig_stuck: Duration::from_secs(3),
+        mig_timeout: Duration::from_secs(90),
+    }
+}
+
+/// One executor and the progress it reports, as the cockpit's app task would see it.
+struct Exec {
+    ex: Arc<KubeExec>,
+    rx: mpsc::Receiver<Vec<Delta>>,
+    next: u64,
+}
+
+impl Exec {
+    fn new(client: kube::Client, audit_dir: &Path, context: &str) -> Exec {
+        let (out, rx) = mpsc::channel(1024);
+        let audit = Audit::new(audit_dir, context);
+        Exec { ex: Arc::new(KubeExec { client, audit, opts: opts(), out }), rx, next: 1 }
+    }
+
+    /// Starts `plan`; returns its id and the cancel switch.
+    fn start(&mut self, plan: Plan) -> (u64, watch::Sender<bool>) {
+        let id = self.next;
+        self.next += 1;
+        let (tx, cancel) = watch::channel(false);
+        let ex = self.ex.clone();
+        tokio::spawn(async move { fabrik::ops::kube::execute(&ex, id, plan, cancel).await });
+        (id, tx)
+    }
+
+    /// Progress of `id` until `stop` holds on one of them (that one included).
+    async fn until(
+        &mut self,
+        id: u64,
+        what: &str,
+        timeout: Duration,
+        stop: impl Fn(&OpProgress) -> bool,
+    ) -> Vec<OpProgress> {
+        let deadline = Instant::now() + timeout;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.rx.recv()).await {
+                Ok(Some(batch)) => {
+                    for d in batch {
+                        if let Delta::Op(p) = d
+                            && p.id() == id
+                        {
+                            let done = stop(&p);
+                            seen.push(p);
+                            if done {
+                                return seen;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => panic!("{what}: the executor's channel closed; progress so far: {seen:#?}"),
+                Err(_) => panic!("{what}: not seen within {timeout:?}; progress so far: {seen:#?}"),
+            }
+        }
+    }
+
+    /// Runs `plan` to its outcome.
+    async fn run(&mut self, plan: Plan, timeout: Duration) -> (Result<String, String>, Vec<OpProgress>) {
+        let what = plan.title.clone();
+        let (id, _cancel) = self.start(plan);
+        let seen = self.until(id, &what, timeout, |p| matches!(p, OpProgress::Finished { .. })).await;
+        match seen.last() {
+            Some(OpProgress::Finished { outcome, .. }) => (outcome.clone(), seen),
+            _ => unreachable!("until returns on Finished"),
+        }
+    }
+}
+
+fn steps(seen: &[OpProgress]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|p| match p {
+            OpProgress::Step { step, .. } => Some(step.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+async fn fleet(client: &kube::Client) -> Fleet {
+    fabrik::live::load_fleet(client.clone(), KubeFeedConfig::default(), Thresholds::default(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("the cockpit's model: {e}"))
+}
+
+fn plan(f: &Fleet, req: OpRequest) -> Plan {
+    fabrik::ops::plan(f, &req).unwrap_or_else(|e| panic!("plan {req:?}: {e}"))
+}
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let o = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
+    serde_json::from_value(v).expect("object json")
+}
+
+/// Polls `check` (a read of the API) until it returns `Some`.
+async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
+}
+
+async fn unschedulable(c: &kube::Client, node: &str) -> bool {
+    Api::<Node>::all(c.clone()).get(node).await.ok().and_then(|n| n.spec).and_then(|s| s.unschedulable).unwrap_or(false)
+}
+
+/// Running, Ready pods of app `app` on `node`: (name, uid).
+async fn running(c: &kube::Client, app: &str, node: &str) -> Vec<(String, String)> {
+    let pods = Api::<Pod>::namespaced(c.clone(), NS)
+        .list(&ListParams::default().labels(&format!("app={app}")).fields(&format!("spec.nodeName={node}")))
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+    pods.into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+        .map(|p| (p.metadata.name.unwrap_or_default(), p.metadata.uid.unwrap_or_default()))
+        .collect()
+}
+
+fn audit_records(dir: &Path) -> Vec<audit::Record> {
+    audit::read(&dir.join(audit::FILE_NAME)).expect("read the audit log").0
+}
+
+/// The phases recorded for the operation whose records name `target` and `kind`, last op first.
+fn phases(dir: &Path, kind: &str, target: &str) -> Vec<Phase> {
+    let recs = audit_records(dir);
+    let Some(op) = recs.iter().rev().find(|r| r.kind == kind && r.target == target).map(|r| r.op.clone()) else {
+        return Vec::new();
+    };
+    recs.iter().filter(|r| r.op == op).map(|r| r.phase).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() {
+    let dir = std::env::temp_dir().join(format!("fabrik-ops-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let audit_dir = dir.join("data");
+    let (_cp, kubeconfig) = control_plane(&dir);
+    let _sim =
+        common::sim(&kubeconfig, &dir, &["--nodes", "4", "--seed", "11", "--dra-every", "0", "--mig-seconds", "2"]);
+    let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
+    let c = conn.client.clone();
+    let pp = PostParams::default();
+
+    let mut names: Vec<String> = Api::<Node>::all(c.clone())
+        .list(&ListParams::default().labels("fabrik.io/simulated=true"))
+        .await
+        .expect("list nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    let (drain_node, reslice_node, stuck_node) = (names[0].clone(), names[1].clone(), names[2].clone());
+
+    // ---------- a tenant's workload on the drain node ----------
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .create(&pp, &obj(json!({"metadata": {"name": NS, "labels": {"fabrik.io/tenant": "e2e"}}})))
+        .await
+        .expect("create the namespace");
+    let gpu = json!({"limits": {"nvidia.com/gpu": "1"}, "requests": {"nvidia.com/gpu": "1"}});
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "trainer", "namespace": NS},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "trainer"}},
+            "template": {"metadata": {"labels": {"app": "trainer"}},
+                // No blanket toleration: that would tolerate the cordon's unschedulable taint too.
+                "spec": {"nodeSelector": {"kubernetes.io/hostname": drain_node},
+                    "containers": [{"name": "c", "image": "busybox", "resources": gpu}]}}}});
+    let ds = json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "exporter", "namespace": NS},
+        "spec": {"selector": {"matchLabels": {"app": "exporter"}},
+            "template": {"metadata": {"labels": {"app": "exporter"}},
+                "spec": {"tolerations": [{"operator": "Exists"}], "containers": [{"name": "c", "image": "busybox"}]}}}});
+    let dyn_api = |kind: &str, plural: &str| {
+        let gvk = kube::api::GroupVersionKind::gvk("apps", "v1", kind);
+        Api::<DynamicObject>::namespaced_with(
+            c.clone(),
+            NS,
+            &kube::api::ApiResource::from_gvk_with_plural(&gvk, plural),
+        )
+    };
+    // The namespace's default ServiceAccount comes from the controller manager: retry.
+    eventually("create the Deployment", Duration::from_secs(30), || {
+        let api = dyn_api("Deployment", "deployments");
+        let d: DynamicObject = obj(deploy.clone());
+        async move { api.create(&PostParams::default(), &d).await.map(|_| ()).map_err(|e| e.to_string()) }
+    })
+    .await;
+    dyn_api("DaemonSet", "daemonsets").create(&pp, &obj(ds)).await.expect("create the DaemonSet");
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), NS);
+    pdbs.create(
+        &pp,
+        &obj(json!({"metadata": {"name": "trainer-pdb"},
+            "spec": {"minAvailable": 2, "selector": {"matchLabels": {"app": "trainer"}}}})),
+    )
+    .await
+    .expect("create the PDB");
+    let trainers = eventually("two trainer pods running on the drain node", Duration::from_secs(90), || {
+        let (c, n) = (c.clone(), drain_node.clone());
+        async move {
+            let r = running(&c, "trainer", &n).await;
+            let ds = running(&c, "exporter", &n).await;
+            if r.len() == 2 && ds.len() == 1 {
+                Ok(r)
+            } else {
+                Err(format!("{} trainers, {} exporters", r.len(), ds.len()))
+            }
+        }
+    })
+    .await;
+    eventually("the PDB's status (2 healthy, 0 disruptions allowed)", Duration::from_secs(60), || {
+        let pdbs = pdbs.clone();
+        async move {
+            let s = pdbs.get("trainer-pdb").await.map_err(|e| e.to_string())?.status;
+            match s {
+                Some(s) if s.current_healthy == 2 && s.disruptions_allowed == 0 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+
+    // ---------- drain: what kubectl would evict, a PDB that says 429, then allows ----------
+    let f = fleet(&c).await;
+    let p = plan(&f, OpRequest::Drain { node: drain_node.clone(), force: false });
+    assert!(p.can_execute(), "{:?}", p.blockers);
+    let PlanDetail::Drain(d) = &p.detail else { panic!("a drain plan") };
+    let planned: BTreeSet<String> = d.to_evict().map(|p| format!("{}/{}", p.namespace, p.name)).collect();
+    let skipped: Vec<String> =
+        d.pods.iter().filter(|p| matches!(p.action, PodAction::Skip(_))).map(|p| p.name.clone()).collect();
+    let dry = kubectl(&kubeconfig, &["drain", &drain_node, "--ignore-daemonsets", "--dry-run=client"]);
+    let kubectl_evicts: BTreeSet<String> = dry
+        .lines()
+        .filter_map(|l| l.split("evicting pod ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(planned, kubectl_evicts, "the preview evicts what kubectl drain would:\n{dry}");
+    assert_eq!(planned.len(), 2, "{planned:?}");
+    assert!(skipped.iter().any(|n| n.starts_with("exporter-")), "the DaemonSet pod is skipped: {:?}", d.pods);
+    assert!(p.warnings.iter().any(|w| w.contains("trainer-pdb")), "the preview names the PDB: {:?}", p.warnings);
+    assert!(!unschedulable(&c, &drain_node).await, "a preview changes nothing");
+
+    let mut admin = Exec::new(c.clone(), &audit_dir, "admin");
+    let (id, _cancel) = admin.start(p);
+    let blocked = admin
+        .until(
+            id,
+            "the PDB blocking the drain",
+            Duration::from_secs(60),
+            |p| matches!(p, OpProgress::Blocked { reason, .. } if reason.contains("429")),
+        )
+        .await;
+    let Some(OpProgress::Blocked { reason, .. }) = blocked.last() else { unreachable!() };
+    assert!(
+        reason
+            .contains(&format!("PodDisruptionBudget {NS}/trainer-pdb allows 0 disruptions now (2 healthy, 2 needed)")),
+        "{reason}"
+    );
+    assert!(unschedulable(&c, &drain_node).await, "cordoned before the first eviction");
+    assert_eq!(running(&c, "trainer", &drain_node).await.len(), 2, "nothing was evicted while the PDB said no");
+    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(json!({"spec": {"minAvailable": 0}})))
+        .await
+        .expect("relax the PDB");
+    let seen = admin
+        .until(id, "the drain's outcome", Duration::from_secs(90), |p| matches!(p, OpProgress::Finished { .. }))
+        .await;
+    let Some(OpProgress::Finished { outcome, .. }) = seen.last() else { unreachable!() };
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("2 pods evicted")), "{outcome:?}");
+    let evicted: BTreeSet<String> =
+        steps(&seen).iter().filter_map(|s| s.strip_prefix("evicted ").map(str::to_string)).collect();
+    assert_eq!(evicted, kubectl_evicts, "evicted exactly what kubectl would");
+    let pods_api: Api<Pod> = Api::namespaced(c.clone(), NS);
+    for (name, uid) in &trainers {
+        let now = pods_api.get_opt(name).await.expect("read pod");
+        assert!(now.is_none_or(|p| p.metadata.uid.as_deref() != Some(uid)), "{name} is gone");
+    }
+    assert_eq!(running(&c, "exporter", &drain_node).await.len(), 1, "the DaemonSet pod stays");
+    let ph = phases(&audit_dir, "drain", &drain_node);
+    assert_eq!(ph.first(), Some(&Phase::Confirmed), "{ph:?}");
+    assert!(ph.contains(&Phase::Blocked) && ph.contains(&Phase::Step), "{ph:?}");
+    assert_eq!(ph.last(), Some(&Phase::Succeeded), "{ph:?}");
+
+    // Uncordon through the executor: the ReplicaSet's replacements come back to the node.
+    let f = fleet(&c).await;
+    let (outcome, _) =
+        admin.run(plan(&f, OpRequest::Uncordon { node: drain_node.clone() }), Duration::from_secs(30)).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert!(!unschedulable(&c, &drain_node).await);
+
+    // ---------- reslice one GPU: a config added to mig-parted's ConfigMap, then success ----------
+    Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
+        .create(&pp, &obj(json!({"metadata": {"name": "gpu-operator"}})))
+        .await
+        .expect("create gpu-operator");
+    let cms: Api<ConfigMap> = Api::namespaced(c.clone(), "gpu-operator");
+    cms.create(
+        &pp,
+        &obj(json!({"metadata": {"name": "default-mig-parted-config"}, "data": {"config.yaml":
+            "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n"}})),
+    )
+    .await
+    .expect("create the mig-parted ConfigMap");
+    let f = fleet(&c).await;
+    let p = plan(&f, OpRequest::Reslice { node: reslice_node.clone(), gpus: vec![0], layout: "all-balanced".into() });
+    assert!(p.can_execute(), "{:?}", p.blockers);
+    let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice plan") };
+    let (config, expected) = (r.config_name.clone(), r.capacity_after.clone());
+    assert!(r.custom_config.is_some(), "one GPU of eight needs a config of its own");
+    let (outcome, seen) = admin.run(p, Duration::from_secs(90)).await;
+    assert!(outcome.is_ok(), "{outcome:?}\n{seen:#?}");
+    let cm = cms.get("default-mig-parted-config").await.expect("read the ConfigMap");
+    let text = cm.data.and_then(|d| d.get("config.yaml").cloned()).unwrap_or_default();
+    assert!(text.contains(&format!("{config}:")) && text.contains("all-disabled:"), "added, nothing lost:\n{text}");
+    let node: Value =
+        serde_json::from_str(&kubectl(&kubeconfig, &["get", "node", &reslice_node, "-o", "json"])).expect("node json");
+    assert_eq!(node["metadata"]["labels"]["nvidia.com/mig.config"], json!(config));
+    assert_eq!(node["metadata"]["labels"]["nvidia.com/mig.config.state"], json!("success"));
+    for (res, n) in expected.iter().filter(|(_, n)| *n > 0) {
+        assert_eq!(
+            node["status"]["capacity"][res.as_str()].as_str().and_then(|v| v.parse::<i64>().ok()),
+            Some(*n),
+            "kubectl sees {res}={n} after the reslice: {}",
+            node["status"]["capacity"]
+        );
+    }
+    assert!(!unschedulable(&c, &reslice_node).await, "uncordoned on success");
+    assert_eq!(phases(&audit_dir, "reslice", &reslice_node).last(), Some(&Phase::Succeeded));
+
+    // ---------- a reslice mig-manager never finishes: flagged as stuck, then cancelled ----------
+    let f = fleet(&c).await;
+    let mut p = plan(&f, OpRequest::Reslice { node: stuck_node.clone(), gpus: vec![], layout: "all-balanced".into() });
+    if let PlanDetail::Reslice(r) = &mut p.detail {
+        // `fabrik sim`'s mig-manager accepts this name and stays pending for good.
+        r.config_name = "fabrik-wedged".into();
+        r.custom_config = None;
+    }
+    let (id, cancel) = admin.start(p);
+    let seen = admin
+        .until(
+            id,
+            "the stuck flag",
+            Duration::from_secs(60),
+            |p| matches!(p, OpProgress::Blocked { reason, .. } if reason.starts_with("stuck?")),
+        )
+        .await;
+    let Some(OpProgress::Blocked { reason, .. }) = seen.last() else { unreachable!() };
+    assert!(reason.contains("nvidia.com/mig.config.state=pending"), "{reason}");
+    assert!(
+        reason.contains("nvidia.com/gpu.deploy.device-plugin=paused-for-mig-change"),
+        "paused clients shown: {reason}"
+    );
+    cancel.send(true).expect("cancel");
+    admin.until(id, "the cancellation", Duration::from_secs(30), |p| matches!(p, OpProgress::Cancelled { .. })).await;
+    assert!(unschedulable(&c, &stuck_node).await, "a cancelled reslice leaves the cordon for the person to judge");
+    assert_eq!(phases(&audit_dir, "reslice", &stuck_node).last(), Some(&Phase::Cancelled));
+
+    // ---------- quotas: a Quantity checked, an edit that lands, a concurrent edit detected ----------
+    let quotas: Api<ResourceQuota> = Api::namespaced(c.clone(), NS);
+    quotas
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "gpu-quota"}, "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})),
+        )
+        .await
+        .expect("create the quota");
+    let key = QuotaKey {
+        source: QuotaSourceSpec::ResourceQuota { namespace: NS.into(), name: "gpu-quota".into() },
+        resource: "requests.nvidia.com/gpu".into(),
+    };
+    let set = |v: &str| OpRequest::SetQuota { tenant: "e2e".into(), quota: key.clone(), value: v.into() };
+    let hard = |q: &Api<ResourceQuota>| {
+        let q = q.clone();
+        async move {
+            q.get("gpu-quota")
+                .await
+                .ok()
+                .and_then(|q| q.spec?.hard?.get("requests.nvidia.com/gpu").map(|v| v.0.clone()))
+        }
+    };
+    let f = eventually("the quota in the model", Duration::from_secs(30), || {
+        let c = c.clone();
+        let req = set("10");
+        async move {
+            let f = fleet(&c).await;
+            fabrik::ops::plan(&f, &req).map(|_| f).map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    for bad in ["ten", "-1", "1.5", "10Q"] {
+        let e = fabrik::ops::plan(&f, &set(bad)).map(|p| p.blockers).err().map(|e| e.to_string());
+        assert!(e.is_some(), "{bad:?} is refused before anything is sent");
+    }
+    let (outcome, _) = admin.run(plan(&f, set("10")), Duration::from_secs(30)).await;
+    assert!(outcome.is_ok(), "{outcome:?}");
+    assert_eq!(hard(&quotas).await.as_deref(), Some("10"), "the edit landed");
+    let f = fleet(&c).await;
+    let p = plan(&f, set("12"));
+    // Someone else edits the same quota between the preview and the confirmation.
+    kubectl(
+        &kubeconfig,
+        &[
+            "-n",
+            NS,
+            "patch",
+            "resourcequota",
+            "gpu-quota",
+            "--type=merge",
+            "-p",
+            r#"{"spec":{"hard":{"requests.nvidia.com/gpu":"9"}}}"#,
+        ],
+    );
+    let (outcome, _) = admin.run(p, Duration::from_secs(30)).await;
+    let e = outcome.expect_err("a concurrent edit is a conflict");
+    assert!(e.contains("conflict") && e.contains("is now 9") && e.contains("Nothing was overwritten"), "{e}");
+    assert_eq!(hard(&quotas).await.as_deref(), Some("9"), "the other edit stands");
+    assert_eq!(phases(&audit_dir, "set-quota", "e2e requests.nvidia.com/gpu").last(), Some(&Phase::Failed));
+
+    // ---------- a node that is gone by the time the person confirms ----------
+    let nodes: Api<Node> = Api::all(c.clone());
+    nodes.create(&pp, &obj(json!({"metadata": {"name": "e2e-gone"}}))).await.expect("create a node");
+    let f = eventually("the node in the model", Duration::from_secs(30), || {
+        let c = c.clone();
+        async move {
+            let f = fleet(&c).await;
+            if f.node_by_name("e2e-gone").is_some() { Ok(f) } else { Err("not listed yet".to_string()) }
+        }
+    })
+    .await;
+    let p = plan(&f, OpRequest::Drain { node: "e2e-gone".into(), force: false });
+    nodes.delete("e2e-gone", &DeleteParams::default()).await.expect("delete the node");
+    let (outcome, _) = admin.run(p, Duration::from_secs(30)).await;
+    let e = outcome.expect_err("a drain of a node that is gone fails");
+    assert!(e.contains("e2e-gone is gone from the cluster") && e.contains("nothing was changed"), "{e}");
+    assert!(nodes.get_opt("e2e-gone").await.expect("read").is_none(), "nothing was recreated");
+
+    // ---------- the tenant identity may not drain, and is told why, before anything is sent ----------
+    let tenant = fabrik::cluster::connect(Some(&kubeconfig), Some("tenant")).await.unwrap_or_else(|e| panic!("{e}"));
+    let access = fabrik::ops::access::check(&tenant.client).await.expect("access review");
+    assert_eq!(access.user, "tenant-a");
+    let why = access.denied("drain").expect("the tenant may not drain");
+    assert!(why.contains("patch nodes") && why.contains("kubectl auth can-i patch nodes"), "{why}");
+    assert!(access.denied("cordon").is_some() && access.denied("reslice").is_some());
+    let f = fleet(&c).await;
+    let mut as_tenant = Exec::new(tenant.client.clone(), &audit_dir, "tenant");
+    let (outcome, _) = as_tenant
+        .run(plan(&f, OpRequest::Drain { node: drain_node.clone(), force: false }), Duration::from_secs(30))
+        .await;
+    let e = outcome.expect_err("the tenant's drain is refused");
+    assert!(e.contains("may not patch nodes") && e.contains("nothing was sent"), "{e}");
+    assert!(!unschedulable(&c, &drain_node).await, "the tenant changed nothing");
+    assert_eq!(phases(&audit_dir, "drain", &drain_node).last(), Some(&Phase::Refused));
+
+    // ---------- the real binary in tmux ----------
+    eventually("the trainers back on the drain node", Duration::from_secs(60), || {
+        let (c, n) = (c.clone(), drain_node.clone());
+        async move { if running(&c, "trainer", &n).await.len() == 2 { Ok(()) } else { Err("not yet".to_string()) } }
+    })
+    .await;
+    let tui_data = dir.join("tui-data");
+    readonly_sends_nothing(&kubeconfig, &tui_data, &drain_node);
+    assert!(!unschedulable(&c, &drain_node).await, "--readonly changed nothing");
+    tenant_is_told_why(&kubeconfig, &tui_data, &drain_node);
+    drain_from_the_keyboard(&kubeconfig, &tui_data, &drain_node);
+    assert!(unschedulable(&c, &drain_node).await, "the keyboard drain cordoned the node");
+    let left = running(&c, "trainer", &drain_node).await;
+    assert!(
+        left.is_empty(),
+        "and evicted the trainers, but {left:?} run there; the audit log:\n{}",
+        audit_records(&tui_data).iter().map(|r| format!("{:?} {}", r.phase, r.message)).collect::<Vec<_>>().join("\n")
+    );
+    let ph = phases(&tui_data, "drain", &drain_node);
+    assert_eq!(ph.first(), Some(&Phase::Planned), "the preview is recorded: {ph:?}");
+    assert!(ph.contains(&Phase::Confirmed), "{ph:?}");
+    assert_eq!(ph.last(), Some(&Phase::Succeeded), "{ph:?}");
+    let recs = audit_records(&tui_data);
+    assert!(recs.iter().all(|r| r.context == "admin"), "only the admin's drain is recorded: {recs:#?}");
+    assert!(recs.iter().all(|r| r.user == "admin"), "the API server's name for the user is recorded: {recs:#?}");
+    let out = Command::new(BIN).arg("audit").env("FABRIK_DATA_DIR", &tui_data).output().expect("fabrik audit");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains(&drain_node))
+        .unwrap_or_else(|| panic!("fabrik audit lists the drain:\n{text}"));
+    assert!(line.contains("drain") && line.contains("succeeded") && line.contains("admin"), "{line}");
+}
+
+fn cockpit(t: &Tmux, kubeconfig: &Path, data: &Path, extra: &[&str]) {
+    let home = format!("HOME={}", t.home.display());
+    let cfg = format!("XDG_CONFIG_HOME={}", t.home.join("config").display());
+    let data = format!("FABRIK_DATA_DIR={}", data.display());
+    let mut cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
+    for a in extra {
+        cmd.push(' ');
+        cmd.push_str(a);
+    }
+    t.ok(&session(&[&home, &cfg, &data], &[&cmd]));
+}
+
+const SLOW: Duration = Duration::from_secs(60);
+
+/// Filters the fleet view to `node` and waits until it is the selected row.
+fn select_node(t: &Tmux, node: &str) {
+    t.wait_screen_for("the node in the fleet view", SLOW, |s| s.contains(node));
+    t.keys(&["/"]);
+    t.literal(node);
+    t.keys(&["Enter"]);
+    t.wait_screen_for("the filter applied", SLOW, |s| s.contains(&format!("/{node}")) || s.contains("1/1"));
+}
+
+fn readonly_sends_nothing(kubeconfig: &Path, data: &Path, node: &str) {
+    let t = Tmux::start();
+    cockpit(&t, kubeconfig, data, &["--readonly"]);
+    t.wait_screen_for("the read-only cockpit", SLOW, |s| s.contains("[read-only]") && s.contains("[live]"));
+    select_node(&t, node);
+    t.keys(&["D"]);
+    let s = t.wait_screen_for("the read-only refusal", SLOW, |s| s.contains("read-only mode (--readonly)"));
+    assert!(!s.contains("Preview:"), "no preview opens in read-only mode:\n{s}");
+    t.keys(&["q"]);
+    assert!(audit_records(data).is_empty(), "read-only mode writes nothing, not even a preview");
+}
+
+fn tenant_is_told_why(kubeconfig: &Path, data: &Path, node: &str) {
+    let t = Tmux::start();
+    cockpit(&t, kubeconfig, data, &["--context", "tenant"]);
+    t.wait_screen_for("the tenant's access review", SLOW, |s| s.contains("as tenant-a"));
+    select_node(&t, node);
+    let s = t.wait_screen_for("drain shown disabled", SLOW, |s| s.contains("(no RBAC)"));
+    assert!(s.contains("drain (no RBAC)") || s.contains("cordon (no RBAC)"), "{s}");
+    t.keys(&["D"]);
+    let s = t.wait_screen_for("why the tenant may not drain", SLOW, |s| s.contains("drain is disabled"));
+    assert!(s.contains("may not patch nodes"), "the missing permission is named:\n{s}");
+    t.keys(&["q"]);
+}
+
+fn drain_from_the_keyboard(kubeconfig: &Path, data: &Path, node: &str) {
+    let t = Tmux::start();
+    cockpit(&t, kubeconfig, data, &[]);
+    t.wait_screen_for("the cockpit, live", SLOW, |s| s.contains("[live]") && s.contains("as admin"));
+    select_node(&t, node);
+    t.keys(&["D"]);
+    let s = t.wait_screen_for("the drain preview", SLOW, |s| s.contains(&format!("Preview: Drain node {node}")));
+    assert!(s.contains("evict 2 pods"), "the preview says what will be evicted:\n{s}");
+    t.keys(&["y"]);
+    t.keys(&[":"]);
+    t.literal("ops");
+    t.keys(&["Enter"]);
+    let title = format!("Drain node {node}");
+    let s = t.wait_screen_for("the drain succeeded in :ops", SLOW, |s| {
+        s.lines().any(|l| l.contains(&title) && l.contains("succeeded"))
+    });
+    assert!(!s.lines().any(|l| l.contains(&title) && l.contains("failed")), "{s}");
+    t.keys(&["q"]);
+}
