@@ -25,7 +25,7 @@ use fabrik::feed::kube::KubeFeedConfig;
 use fabrik::model::{Delta, Fleet, OpProgress, QuotaSourceSpec, Thresholds};
 use fabrik::ops::audit::{self, Audit, Phase};
 use fabrik::ops::kube::{ExecOptions, KubeExec};
-use fabrik::ops::{OpRequest, Plan, PlanDetail, PodAction, QuotaKey};
+use fabrik::ops::{OpRequest, Plan, PlanDetail, PodAction, QuotaField, QuotaKey};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, ResourceQuota};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::Api;
@@ -443,6 +443,7 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     let key = QuotaKey {
         source: QuotaSourceSpec::ResourceQuota { namespace: NS.into(), name: "gpu-quota".into() },
         resource: "requests.nvidia.com/gpu".into(),
+        field: Default::default(),
     };
     let set = |v: &str| OpRequest::SetQuota { tenant: "e2e".into(), quota: key.clone(), value: v.into() };
     let hard = |q: &Api<ResourceQuota>| {
@@ -491,6 +492,90 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert!(e.contains("conflict") && e.contains("is now 9") && e.contains("Nothing was overwritten"), "{e}");
     assert_eq!(hard(&quotas).await.as_deref(), Some("9"), "the other edit stands");
     assert_eq!(phases(&audit_dir, "set-quota", "e2e requests.nvidia.com/gpu").last(), Some(&Phase::Failed));
+
+    // ---------- Kueue: a ClusterQueue's borrowing limit set, a concurrent edit detected ----------
+    // The ClusterQueue CRD as Kueue serves it (v1beta1), with an open schema: enough for
+    // the API server to store, version and watch ClusterQueues as it does for Kueue.
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    Api::<CustomResourceDefinition>::all(c.clone())
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+                "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+                    "names": {"plural": "clusterqueues", "singular": "clusterqueue", "kind": "ClusterQueue", "listKind": "ClusterQueueList"},
+                    "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})),
+        )
+        .await
+        .expect("create the ClusterQueue CRD");
+    let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq-e2e"},
+        "spec": {"cohort": "all", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100",
+            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "lendingLimit": 2}]}]}]}});
+    let cq_ar = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("kueue.x-k8s.io", "v1beta1", "ClusterQueue"),
+        "clusterqueues",
+    );
+    eventually("create a ClusterQueue once the CRD is established", Duration::from_secs(30), || {
+        let api = Api::<DynamicObject>::all_with(c.clone(), &cq_ar);
+        let o: DynamicObject = obj(cq.clone());
+        async move { api.create(&PostParams::default(), &o).await.map(|_| ()).map_err(|e| e.to_string()) }
+    })
+    .await;
+    let cq_key = |field: QuotaField| QuotaKey {
+        source: QuotaSourceSpec::ClusterQueue { queue: "cq-e2e".into(), flavor: "h100".into() },
+        resource: "nvidia.com/gpu".into(),
+        field,
+    };
+    let cq_set = |field: QuotaField, v: &str| OpRequest::SetQuota {
+        tenant: "cq-e2e".into(),
+        quota: cq_key(field),
+        value: v.into(),
+    };
+    let f = eventually("the ClusterQueue's quota in the model", Duration::from_secs(30), || {
+        let c = c.clone();
+        let req = cq_set(QuotaField::BorrowingLimit, "4");
+        async move {
+            let f = fleet(&c).await;
+            fabrik::ops::plan(&f, &req).map(|_| f).map_err(|e| e.to_string())
+        }
+    })
+    .await;
+    let lend_too_much = plan(&f, cq_set(QuotaField::LendingLimit, "9"));
+    assert!(
+        !lend_too_much.can_execute(),
+        "lending more than the nominal quota is blocked: {:?}",
+        lend_too_much.blockers
+    );
+    let (outcome, _) = admin.run(plan(&f, cq_set(QuotaField::BorrowingLimit, "4")), Duration::from_secs(30)).await;
+    assert!(
+        outcome.as_ref().is_ok_and(|m| m.contains("borrowingLimit of cq-e2e (h100) is 4 (was unset)")),
+        "{outcome:?}"
+    );
+    let slot = |kc: &Path| -> Value {
+        let o: Value =
+            serde_json::from_str(&kubectl(kc, &["get", "clusterqueue", "cq-e2e", "-o", "json"])).expect("json");
+        o["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0].clone()
+    };
+    let r = slot(&kubeconfig);
+    assert_eq!(r["borrowingLimit"], json!("4"), "{r}");
+    assert_eq!((r["nominalQuota"].clone(), r["lendingLimit"].clone()), (json!(8), json!(2)), "the rest stays: {r}");
+    let f = fleet(&c).await;
+    let p = plan(&f, cq_set(QuotaField::Hard, "10"));
+    kubectl(
+        &kubeconfig,
+        &[
+            "patch",
+            "clusterqueue",
+            "cq-e2e",
+            "--type=json",
+            "-p",
+            r#"[{"op":"replace","path":"/spec/resourceGroups/0/flavors/0/resources/0/nominalQuota","value":"6"}]"#,
+        ],
+    );
+    let (outcome, _) = admin.run(p, Duration::from_secs(30)).await;
+    let e = outcome.expect_err("a concurrent ClusterQueue edit is a conflict");
+    assert!(e.contains("conflict") && e.contains("is now 6"), "{e}");
+    assert_eq!(slot(&kubeconfig)["nominalQuota"], json!("6"), "the other edit stands");
 
     // ---------- a node that is gone by the time the person confirms ----------
     let nodes: Api<Node> = Api::all(c.clone());

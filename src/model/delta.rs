@@ -92,6 +92,10 @@ pub struct QuotaSpec {
     pub hard: Quantity,
     pub used: Quantity,
     pub version: String,
+    /// Kueue ClusterQueue only: how much more the queue may borrow from its cohort, and how
+    /// much of its nominal quota it may lend (unset: no limit).
+    pub borrowing_limit: Option<Quantity>,
+    pub lending_limit: Option<Quantity>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

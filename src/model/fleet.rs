@@ -1067,7 +1067,16 @@ impl Fleet {
         let source = self.intern_source(&spec.source);
         let resource = self.interner.intern(&spec.resource);
         let version = self.interner.intern(&spec.version);
-        let quota = Quota { tenant: tid, source: source.clone(), resource, hard: spec.hard, used: spec.used, version };
+        let quota = Quota {
+            tenant: tid,
+            source: source.clone(),
+            resource,
+            hard: spec.hard,
+            used: spec.used,
+            version,
+            borrowing_limit: spec.borrowing_limit,
+            lending_limit: spec.lending_limit,
+        };
         let existing = self.tenant(tid).and_then(|t| {
             t.quotas
                 .iter()

@@ -306,6 +306,8 @@ fn quotas_and_over_quota_alerts() {
         hard: Quantity::from_int(hard, Format::DecimalSI),
         used: Quantity::zero(),
         version: "1".into(),
+        borrowing_limit: None,
+        lending_limit: None,
     };
     f.apply(Delta::QuotaUpsert(q(1)));
     f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));

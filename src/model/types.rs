@@ -269,6 +269,9 @@ pub struct Quota {
     pub used: Quantity,
     /// Opaque version for optimistic concurrency (resourceVersion on a cluster).
     pub version: Sym,
+    /// Kueue ClusterQueue only (unset: no limit).
+    pub borrowing_limit: Option<Quantity>,
+    pub lending_limit: Option<Quantity>,
 }
 
 #[derive(Clone, Debug, Default)]

@@ -870,6 +870,9 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
     match &q.key.source {
         QuotaSourceSpec::ResourceQuota { namespace, name } => {
             let what = format!("ResourceQuota {namespace}/{name}");
+            if q.key.field != super::QuotaField::Hard {
+                return Err(Stop::Failed(format!("{what} has no {}; nothing was changed", q.key.field.kueue_name())));
+            }
             let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(run.ex.client.clone(), namespace);
             let read = |api: Api<k8s_openapi::api::core::v1::ResourceQuota>, what: String| async move {
                 match api.get_opt(name).await {
@@ -907,72 +910,70 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                 }
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
             }
-            run.step(format!("{what}: {} {} → {}", q.key.resource, q.old, q.new)).await?;
-            Ok(format!("{} quota of {} is {} (was {})", q.key.resource, q.tenant, q.new, q.old))
+            let old = super::shown(q.old);
+            run.step(format!("{what}: {} {old} → {}", q.key.resource, q.new)).await?;
+            Ok(format!("{} quota of {} is {} (was {old})", q.key.resource, q.tenant, q.new))
         }
         QuotaSourceSpec::ClusterQueue { queue, flavor } => {
             let what = format!("ClusterQueue {queue}");
-            let mut last_err = None;
-            for version in ["v1beta2", "v1beta1"] {
-                let gvk = kube::api::GroupVersionKind::gvk(labels::KUEUE_GROUP, version, "ClusterQueue");
-                let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, "clusterqueues");
-                let api: Api<kube::api::DynamicObject> = Api::all_with(run.ex.client.clone(), &ar);
-                let mut obj = match api.get_opt(queue).await {
-                    Ok(Some(o)) => o,
-                    Ok(None) => {
-                        return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed")));
-                    }
-                    Err(e) if code(&e) == Some(404) => {
-                        last_err = Some(e);
-                        continue;
-                    }
-                    Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
-                };
-                let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
-                let slot = cq_slot(&mut obj.data, flavor, &q.key.resource);
-                let Some(slot) = slot else {
-                    return Err(Stop::Failed(format!(
-                        "{what} has no {} in flavor {flavor} any more; nothing was changed",
-                        q.key.resource
-                    )));
-                };
-                let current = quantity_text(slot.get("nominalQuota"));
-                if version_now != q.expected_version {
-                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
-                }
-                slot["nominalQuota"] = json!(q.new.to_string());
-                run.check_cancel()?;
-                // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
-                match api.replace(queue, &PostParams::default(), &obj).await {
-                    Ok(_) => {}
-                    Err(e) if code(&e) == Some(409) => {
-                        let now = api.get_opt(queue).await.ok().flatten();
-                        let (v, val) = match now {
-                            Some(mut o) => (
-                                o.metadata.resource_version.clone().unwrap_or_default(),
-                                cq_slot(&mut o.data, flavor, &q.key.resource)
-                                    .map(|s| quantity_text(s.get("nominalQuota")))
-                                    .unwrap_or_else(|| "gone".into()),
-                            ),
-                            None => ("(deleted)".into(), "gone".into()),
-                        };
-                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
-                    }
-                    Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
-                }
-                run.step(format!("{what} flavor {flavor}: {} nominalQuota {} → {}", q.key.resource, q.old, q.new))
-                    .await?;
-                return Ok(format!(
-                    "{} nominalQuota of {queue} ({flavor}) is {} (was {})",
-                    q.key.resource, q.new, q.old
-                ));
+            let field = q.key.field.kueue_name();
+            let ar = kueue_cluster_queues(&run.ex.client).await?;
+            let api: Api<kube::api::DynamicObject> = Api::all_with(run.ex.client.clone(), &ar);
+            let value_of = |o: &mut kube::api::DynamicObject| {
+                cq_slot(&mut o.data, flavor, &q.key.resource)
+                    .map(|s| quantity_text(s.get(field)))
+                    .unwrap_or_else(|| "gone".into())
+            };
+            let mut obj = match api.get_opt(queue).await {
+                Ok(Some(o)) => o,
+                Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+            };
+            let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
+            let current = value_of(&mut obj);
+            if version_now != q.expected_version {
+                return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
             }
-            Err(Stop::Failed(match last_err {
-                Some(e) => api_failure("finding Kueue's ClusterQueue API (v1beta2, v1beta1)", &e),
-                None => "Kueue's ClusterQueue API is not served".into(),
-            }))
+            let Some(slot) = cq_slot(&mut obj.data, flavor, &q.key.resource) else {
+                return Err(Stop::Failed(format!(
+                    "{what} has no {} in flavor {flavor} any more; nothing was changed",
+                    q.key.resource
+                )));
+            };
+            slot[field] = json!(q.new.to_string());
+            run.check_cancel()?;
+            // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
+            match api.replace(queue, &PostParams::default(), &obj).await {
+                Ok(_) => {}
+                Err(e) if code(&e) == Some(409) => {
+                    let (v, val) = match api.get_opt(queue).await.ok().flatten() {
+                        Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
+                        None => ("(deleted)".into(), "gone".into()),
+                    };
+                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
+                }
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
+            }
+            let old = super::shown(q.old);
+            run.step(format!("{what} flavor {flavor}: {} {field} {old} → {}", q.key.resource, q.new)).await?;
+            Ok(format!("{} {field} of {queue} ({flavor}) is {} (was {old})", q.key.resource, q.new))
         }
     }
+}
+
+/// Where Kueue serves ClusterQueues: v1beta2 (storage since v0.16), else v1beta1.
+async fn kueue_cluster_queues(client: &kube::Client) -> Step<kube::api::ApiResource> {
+    let mut last = String::new();
+    for version in ["v1beta2", "v1beta1"] {
+        let gvk = kube::api::GroupVersionKind::gvk(labels::KUEUE_GROUP, version, "ClusterQueue");
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, _)) => return Ok(ar),
+            Err(e) => last = describe(&e),
+        }
+    }
+    Err(Stop::Failed(format!(
+        "Kueue's ClusterQueue API (kueue.x-k8s.io v1beta2 or v1beta1) is not served here ({last}); nothing was changed"
+    )))
 }
 
 /// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.

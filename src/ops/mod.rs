@@ -11,7 +11,7 @@ mod quota;
 mod reslice;
 
 pub use drain::{DrainPlan, DrainPod, PodAction};
-pub use quota::{QuotaPlan, is_extended, source_spec};
+pub use quota::{QuotaPlan, is_extended, shown, source_spec};
 pub use reslice::{GpuReslice, ReslicePlan, capacity, describe_layout};
 
 use crate::mig::LayoutError;
@@ -67,6 +67,46 @@ pub enum OpRequest {
 pub struct QuotaKey {
     pub source: crate::model::QuotaSourceSpec,
     pub resource: String,
+    pub field: QuotaField,
+}
+
+/// Which limit of a quota: a ResourceQuota has only its hard limit; a Kueue ClusterQueue
+/// flavor resource has a nominal quota and optional borrowing and lending limits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum QuotaField {
+    /// `spec.hard` of a ResourceQuota, `nominalQuota` of a ClusterQueue.
+    #[default]
+    Hard,
+    BorrowingLimit,
+    LendingLimit,
+}
+
+impl QuotaField {
+    /// The field's name in the object (`nominalQuota` for both kinds' main limit on Kueue).
+    pub fn kueue_name(self) -> &'static str {
+        match self {
+            QuotaField::Hard => "nominalQuota",
+            QuotaField::BorrowingLimit => "borrowingLimit",
+            QuotaField::LendingLimit => "lendingLimit",
+        }
+    }
+
+    /// `nominalQuota=8`, `borrowing 4`, `lendingLimit: 2`, or a plain value (the main limit).
+    /// Returns the field and the value text.
+    pub fn split(input: &str) -> (QuotaField, &str) {
+        let t = input.trim();
+        let Some(pos) = t.find(|c: char| c == '=' || c == ':' || c.is_whitespace()) else {
+            return (QuotaField::Hard, t);
+        };
+        let (name, rest) = t.split_at(pos);
+        let field = match name.to_ascii_lowercase().as_str() {
+            "nominal" | "nominalquota" | "hard" => QuotaField::Hard,
+            "borrowing" | "borrowinglimit" => QuotaField::BorrowingLimit,
+            "lending" | "lendinglimit" => QuotaField::LendingLimit,
+            _ => return (QuotaField::Hard, t),
+        };
+        (field, rest.trim_start_matches(['=', ':']).trim())
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,7 +2,7 @@
 //! extended resources), compare it with what the tenant uses, and carry the version the
 //! change is conditional on, so a concurrent edit is a conflict and never overwritten.
 
-use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError, QuotaKey};
+use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError, QuotaField, QuotaKey};
 use crate::model::{Fleet, QuotaSource, QuotaSourceSpec};
 use crate::quantity::{Quantity, QuantityError, parse_whole_count};
 
@@ -10,10 +10,16 @@ use crate::quantity::{Quantity, QuantityError, parse_whole_count};
 pub struct QuotaPlan {
     pub tenant: String,
     pub key: QuotaKey,
-    pub old: Quantity,
+    /// `None`: the limit is not set (Kueue's borrowing and lending limits).
+    pub old: Option<Quantity>,
     pub new: Quantity,
     /// The version the change is conditional on (resourceVersion on a cluster).
     pub expected_version: String,
+}
+
+/// A limit as people read it: its value, or `unset`.
+pub fn shown(q: Option<Quantity>) -> String {
+    q.map(|q| q.to_string()).unwrap_or_else(|| "unset".into())
 }
 
 /// Extended resources (GPUs, MIG devices, DRA device counts) are whole devices.
@@ -41,6 +47,18 @@ pub(super) fn plan(
         .find(|q| fleet.s(q.resource) == key.resource && source_matches(fleet, &q.source, &key.source))
         .ok_or_else(not_found)?;
     let value = value.trim();
+    let field = key.field;
+    if field != QuotaField::Hard && matches!(key.source, QuotaSourceSpec::ResourceQuota { .. }) {
+        return Err(PlanError::Invalid(format!(
+            "a ResourceQuota has one limit per resource (spec.hard); {} belongs to Kueue ClusterQueues — type just the value",
+            field.kueue_name()
+        )));
+    }
+    let old = match field {
+        QuotaField::Hard => Some(q.hard),
+        QuotaField::BorrowingLimit => q.borrowing_limit,
+        QuotaField::LendingLimit => q.lending_limit,
+    };
     let new = if is_extended(&key.resource) {
         parse_whole_count(value)?
     } else {
@@ -51,26 +69,51 @@ pub(super) fn plan(
         v
     };
     let mut warnings = Vec::new();
+    let mut blockers = Vec::new();
     let gpu = fleet.is_gpu_resource(q.resource);
     let requested = if gpu { Some(t.usage.requested_gpus as i64) } else { None };
     let used = q.used.value().max(requested.unwrap_or(0));
-    if new == q.hard {
-        warnings.push(format!("{} is already {}: nothing would change", key.resource, q.hard));
-    }
-    if new.value() < used {
-        warnings.push(format!(
-            "{new} is below what {tenant} uses now ({used}): running pods keep running, but new pods are refused until usage falls under it"
-        ));
-    }
-    if gpu && new.value() > fleet.totals.gpus as i64 {
-        warnings.push(format!("{new} is more than the fleet's {} GPUs", fleet.totals.gpus));
-    }
-    let where_ = match &key.source {
-        QuotaSourceSpec::ResourceQuota { namespace, name } => format!("ResourceQuota {namespace}/{name}"),
-        QuotaSourceSpec::ClusterQueue { queue, flavor } => format!("ClusterQueue {queue} flavor {flavor} nominalQuota"),
+    let (what, where_) = match &key.source {
+        QuotaSourceSpec::ResourceQuota { namespace, name } => {
+            (key.resource.clone(), format!("ResourceQuota {namespace}/{name}"))
+        }
+        QuotaSourceSpec::ClusterQueue { queue, flavor } => {
+            (format!("{} {}", key.resource, field.kueue_name()), format!("ClusterQueue {queue} flavor {flavor}"))
+        }
     };
+    if old == Some(new) {
+        warnings.push(format!("{what} is already {new}: nothing would change"));
+    }
+    match field {
+        QuotaField::Hard => {
+            if new.value() < used {
+                warnings.push(format!(
+                    "{new} is below what {tenant} uses now ({used}): running pods keep running, but new pods are refused until usage falls under it"
+                ));
+            }
+            if gpu && new.value() > fleet.totals.gpus as i64 {
+                warnings.push(format!("{new} is more than the fleet's {} GPUs", fleet.totals.gpus));
+            }
+            if let Some(l) = q.lending_limit.filter(|l| l.value() > new.value()) {
+                blockers.push(format!(
+                    "nominalQuota {new} would be below the lendingLimit {l}, which Kueue refuses: lower lendingLimit first (lending {new})"
+                ));
+            }
+        }
+        QuotaField::LendingLimit => {
+            if new.value() > q.hard.value() {
+                blockers.push(format!(
+                    "lendingLimit {new} is more than the nominalQuota {}: Kueue refuses it (a queue lends only what it has)",
+                    q.hard
+                ));
+            }
+        }
+        QuotaField::BorrowingLimit => warnings.push(format!(
+            "a borrowing limit applies only when ClusterQueue belongs to a cohort; {tenant} may then borrow up to {new} beyond its nominal quota"
+        )),
+    }
     let effects = vec![
-        format!("{where_}: {} {} → {new}", key.resource, q.hard),
+        format!("{where_}: {what} {} → {new}", shown(old)),
         format!(
             "in use now: {} (cluster status), {} GPUs requested by the tenant's pods",
             q.used, t.usage.requested_gpus
@@ -83,15 +126,18 @@ pub(super) fn plan(
     Ok(Plan {
         request,
         kind: OpKind::SetQuota,
-        title: format!("Set {} quota of {tenant} to {new}", key.resource),
+        title: match field {
+            QuotaField::Hard => format!("Set {} quota of {tenant} to {new}", key.resource),
+            f => format!("Set {} {} of {tenant} to {new}", key.resource, f.kueue_name()),
+        },
         target: format!("{tenant} {}", key.resource),
         effects,
         warnings,
-        blockers: Vec::new(),
+        blockers,
         detail: PlanDetail::Quota(QuotaPlan {
             tenant: tenant.to_string(),
             key: key.clone(),
-            old: q.hard,
+            old,
             new,
             expected_version: fleet.s(q.version).to_string(),
         }),

@@ -68,7 +68,7 @@ fn unknown_nodes_are_clear_errors() {
 fn gpu_quota(f: &Fleet, tenant: &str) -> QuotaKey {
     let t = f.tenant(f.tenant_by_name(tenant).unwrap()).unwrap();
     let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
-    QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string() }
+    QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string(), field: Default::default() }
 }
 
 #[test]
@@ -103,6 +103,7 @@ fn quota_values_are_validated_with_messages() {
             quota: QuotaKey {
                 source: QuotaSourceSpec::ResourceQuota { namespace: "x".into(), name: "y".into() },
                 resource: key.resource.clone(),
+                field: Default::default(),
             },
             value: "1".into(),
         },
@@ -160,4 +161,67 @@ fn cordon_preview_says_what_changes() {
     assert_eq!(p.title, format!("Cordon node {name}"));
     let u = plan(&f, &OpRequest::Uncordon { node: name }).unwrap();
     assert!(u.warnings.iter().any(|w| w.contains("already schedulable")));
+}
+
+#[test]
+fn quota_fields_are_named_before_the_value() {
+    use super::QuotaField::*;
+    assert_eq!(QuotaField::split("12"), (Hard, "12"));
+    assert_eq!(QuotaField::split(" borrowingLimit=4 "), (BorrowingLimit, "4"));
+    assert_eq!(QuotaField::split("lending 2"), (LendingLimit, "2"));
+    assert_eq!(QuotaField::split("nominalQuota: 16"), (Hard, "16"));
+    assert_eq!(QuotaField::split("lendinglimit="), (LendingLimit, ""));
+    // Anything else is a value, and the Quantity parser names what is wrong with it.
+    assert_eq!(QuotaField::split("12 Gi"), (Hard, "12 Gi"));
+}
+
+fn kueue_tenant(f: &Fleet) -> (String, QuotaKey) {
+    let q = f
+        .quotas
+        .iter()
+        .flatten()
+        .find(|q| matches!(q.source, crate::model::QuotaSource::ClusterQueue { .. }))
+        .expect("the demo has Kueue tenants");
+    let tenant = f.s(f.tenant(q.tenant).unwrap().name).to_string();
+    (
+        tenant,
+        QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string(), field: QuotaField::Hard },
+    )
+}
+
+#[test]
+fn cluster_queue_limits_plan_with_kueues_rules() {
+    let f = fleet();
+    let (tenant, key) = kueue_tenant(&f);
+    let set = |field: QuotaField, v: &str| {
+        plan(
+            &f,
+            &OpRequest::SetQuota { tenant: tenant.clone(), quota: QuotaKey { field, ..key.clone() }, value: v.into() },
+        )
+    };
+    let b = set(QuotaField::BorrowingLimit, "4").unwrap();
+    assert!(b.can_execute());
+    assert!(b.title.contains("borrowingLimit"), "{}", b.title);
+    assert!(b.effects[0].contains("borrowingLimit unset → 4"), "{:?}", b.effects);
+    assert!(b.warnings.iter().any(|w| w.contains("cohort")), "{:?}", b.warnings);
+    let PlanDetail::Quota(q) = &b.detail else { panic!() };
+    assert_eq!((q.old, q.new.value()), (None, 4));
+    // Lending more than the nominal quota: Kueue refuses it, so the plan is blocked.
+    let l = set(QuotaField::LendingLimit, "100000").unwrap();
+    assert!(!l.can_execute());
+    assert!(l.blockers[0].contains("more than the nominalQuota"), "{:?}", l.blockers);
+    let e = set(QuotaField::LendingLimit, "-1").unwrap_err();
+    assert!(e.to_string().contains("negative"), "{e}");
+    // A ResourceQuota has no such limits.
+    let rq = gpu_quota(&f, "vision");
+    let e = plan(
+        &f,
+        &OpRequest::SetQuota {
+            tenant: "vision".into(),
+            quota: QuotaKey { field: QuotaField::LendingLimit, ..rq },
+            value: "2".into(),
+        },
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("belongs to Kueue ClusterQueues"), "{e}");
 }

@@ -326,12 +326,16 @@ impl Sim {
                     self.finish(op, Err(msg));
                     return;
                 }
-                cur.hard = q.new;
+                match q.key.field {
+                    crate::ops::QuotaField::Hard => cur.hard = q.new,
+                    crate::ops::QuotaField::BorrowingLimit => cur.borrowing_limit = Some(q.new),
+                    crate::ops::QuotaField::LendingLimit => cur.lending_limit = Some(q.new),
+                }
                 let v: u64 = cur.version.parse().unwrap_or(0);
                 cur.version = (v + 1).to_string();
                 let spec = cur.clone();
                 self.out.push(Delta::QuotaUpsert(spec));
-                self.progress(op, format!("patched {} {} → {}", q.key.resource, q.old, q.new));
+                self.progress(op, format!("patched {} {} → {}", q.key.resource, crate::ops::shown(q.old), q.new));
                 self.finish(op, Ok(format!("{} of {} is now {}", q.key.resource, q.tenant, q.new)));
             }
             _ => {

@@ -171,7 +171,11 @@ fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
     let (mut sim, mut f) = start(42, 48);
     let t = f.tenant(f.tenant_by_name("vision").unwrap()).unwrap();
     let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
-    let key = QuotaKey { source: ops::source_spec(&f, &q.source), resource: f.s(q.resource).to_string() };
+    let key = QuotaKey {
+        source: ops::source_spec(&f, &q.source),
+        resource: f.s(q.resource).to_string(),
+        field: Default::default(),
+    };
     let plan = ops::plan(&f, &OpRequest::SetQuota { tenant: "vision".into(), quota: key.clone(), value: "33".into() })
         .unwrap();
     let states = drive(&mut sim, &mut f, 3, plan, 5);

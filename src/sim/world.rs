@@ -450,6 +450,8 @@ impl Sim {
                 hard: Quantity::from_int(hard, Format::DecimalSI),
                 used: Quantity::from_int(u, Format::DecimalSI),
                 version: "1".into(),
+                borrowing_limit: None,
+                lending_limit: None,
             });
             if tenant.name == "speech" {
                 let mig_used = self
@@ -465,6 +467,8 @@ impl Sim {
                     hard: Quantity::from_int(mig_used + 8, Format::DecimalSI),
                     used: Quantity::from_int(mig_used, Format::DecimalSI),
                     version: "1".into(),
+                    borrowing_limit: None,
+                    lending_limit: None,
                 });
             }
         }

@@ -342,7 +342,10 @@ impl App {
         let Some(Dialog::Edit { kind, text, .. }) = self.ui.dialog.clone() else { return };
         let req = match &kind {
             EditKind::Quota { tenant, key, .. } => {
-                OpRequest::SetQuota { tenant: tenant.clone(), quota: key.clone(), value: text.clone() }
+                // A ClusterQueue's limits are picked by name: `borrowingLimit=4`, `lending 2`.
+                let (field, value) = ops::QuotaField::split(&text);
+                let quota = QuotaKey { field, ..key.clone() };
+                OpRequest::SetQuota { tenant: tenant.clone(), quota, value: value.to_string() }
             }
             EditKind::Reslice { node, gpus, .. } => {
                 OpRequest::Reslice { node: node.clone(), gpus: gpus.clone(), layout: text.clone() }
@@ -848,12 +851,22 @@ impl App {
         let key = QuotaKey {
             source: ops::source_spec(&self.fleet, &q.source),
             resource: self.fleet.s(q.resource).to_string(),
+            field: ops::QuotaField::Hard,
         };
         let current = q.hard.to_string();
+        // A Kueue ClusterQueue has three limits per flavor resource: offer each, by name.
+        let choices = match key.source {
+            crate::model::QuotaSourceSpec::ClusterQueue { .. } => vec![
+                format!("nominalQuota={}", q.hard),
+                format!("borrowingLimit={}", q.borrowing_limit.map(|v| v.to_string()).unwrap_or_default()),
+                format!("lendingLimit={}", q.lending_limit.map(|v| v.to_string()).unwrap_or_default()),
+            ],
+            crate::model::QuotaSourceSpec::ResourceQuota { .. } => Vec::new(),
+        };
         self.ui.dialog = Some(Dialog::Edit {
             kind: EditKind::Quota { tenant: self.fleet.s(t.name).to_string(), key, current: current.clone() },
             text: current,
-            choices: Vec::new(),
+            choices,
             selected: None,
             error: None,
         });

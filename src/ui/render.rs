@@ -508,9 +508,14 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
             let (title, what) = match kind {
                 EditKind::Quota { tenant, key, current } => (
                     format!(" Edit quota: {tenant} {} ", key.resource),
-                    format!(
-                        "current hard limit {current}; type the new value (a whole number of devices), Enter to preview"
-                    ),
+                    match key.source {
+                        crate::model::QuotaSourceSpec::ClusterQueue { .. } => format!(
+                            "nominal quota {current}; type a value for it, or pick a limit with ↑/↓ and type after = (borrowingLimit=4, lendingLimit=2), Enter to preview"
+                        ),
+                        crate::model::QuotaSourceSpec::ResourceQuota { .. } => format!(
+                            "current hard limit {current}; type the new value (a whole number of devices), Enter to preview"
+                        ),
+                    },
                 ),
                 EditKind::Reslice { node, gpus, model, current } => {
                     let scope = if gpus.is_empty() {

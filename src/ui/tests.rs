@@ -894,6 +894,33 @@ fn quota_hard(f: &Fleet, tenant: &str, resource: &str) -> String {
 }
 
 #[test]
+fn a_cluster_queues_borrowing_limit_is_picked_by_name_previewed_and_set() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, ":quotas<Enter>/inference-prod<Enter>e");
+    let Some(Dialog::Edit { choices, .. }) = &rig.app.ui.dialog else { panic!("no edit dialog") };
+    assert_eq!(choices.len(), 3, "nominal, borrowing and lending limits: {choices:?}");
+    assert!(choices[1].starts_with("borrowingLimit="), "{choices:?}");
+    assert!(screen(&mut rig.app).contains("borrowingLimit=4, lendingLimit=2"), "the hint says how");
+    // ↓↓ picks borrowingLimit=; the person types the value after it.
+    send(&mut rig.app, "<Down><Down>4<Enter>");
+    let Some(Dialog::Preview { plan, .. }) = &rig.app.ui.dialog else { panic!("no preview: {:?}", rig.app.ui.dialog) };
+    assert!(plan.title.contains("borrowingLimit of inference-prod to 4"), "{}", plan.title);
+    send(&mut rig.app, "y");
+    let id = rig.executes()[0].0;
+    rig.forward();
+    assert_eq!(rig.run_until_finished(id), OpState::Succeeded);
+    let q = rig
+        .app
+        .fleet
+        .quotas
+        .iter()
+        .flatten()
+        .find(|q| matches!(q.source, crate::model::QuotaSource::ClusterQueue { .. }))
+        .expect("the ClusterQueue quota");
+    assert_eq!(q.borrowing_limit.map(|b| b.value()), Some(4));
+}
+
+#[test]
 fn quota_edit_rejects_bad_input_in_place_then_previews_and_confirms() {
     let mut rig = Rig::new(5);
     const RES: &str = "requests.nvidia.com/gpu";
@@ -940,7 +967,7 @@ fn quota_edit_rejects_bad_input_in_place_then_previews_and_confirms() {
     assert_eq!(q.tenant, "llm-pretrain");
     assert_eq!(q.key.resource, RES);
     assert_eq!(q.new.to_string(), "130");
-    assert_eq!(q.old.to_string(), before);
+    assert_eq!(crate::ops::shown(q.old), before);
     // Nothing changes until the executor reports back.
     assert_eq!(quota_hard(&rig.app.fleet, "llm-pretrain", RES), before);
 

@@ -450,6 +450,8 @@ pub fn quota_specs(q: &ResourceQuota, tenant: &str) -> Vec<QuotaSpec> {
                 hard,
                 used,
                 version: version.clone(),
+                borrowing_limit: None,
+                lending_limit: None,
             })
         })
         .collect()
@@ -498,7 +500,8 @@ pub fn event_spec(e: &Event) -> EventSpec {
 }
 
 /// Nominal quota per flavor for the GPU and MIG resources of a Kueue ClusterQueue, with
-/// what is in use (`status.flavorsUsage`); the tenant is the queue itself.
+/// what is in use (`status.flavorsUsage`) and its borrowing and lending limits; the tenant
+/// is the queue itself.
 pub fn cluster_queue_quotas(q: &kube::api::DynamicObject, name: &str) -> Vec<QuotaSpec> {
     let version = q.metadata.resource_version.clone().unwrap_or_default();
     let used_of = |flavor: &str, resource: &str| -> Option<Quantity> {
@@ -532,6 +535,8 @@ pub fn cluster_queue_quotas(q: &kube::api::DynamicObject, name: &str) -> Vec<Quo
                     hard,
                     used: used_of(flavor, resource).unwrap_or_default(),
                     version: version.clone(),
+                    borrowing_limit: r.get("borrowingLimit").and_then(quantity_of),
+                    lending_limit: r.get("lendingLimit").and_then(quantity_of),
                 });
             }
         }
