@@ -138,7 +138,10 @@ impl Audit {
 }
 
 pub fn rfc3339(ms: u64) -> String {
-    jiff::Timestamp::from_millisecond(ms as i64).map(|t| t.to_string()).unwrap_or_else(|_| ms.to_string())
+    // Always three fraction digits, so the log's times line up and sort as text.
+    jiff::Timestamp::from_millisecond(ms as i64)
+        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string())
+        .unwrap_or_else(|_| ms.to_string())
 }
 
 /// Reads a log. Lines that are not records (a torn last line after a crash, a hand edit)
@@ -358,5 +361,7 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc() {
         assert_eq!(rfc3339(1_700_000_000_123), "2023-11-14T22:13:20.123Z");
+        assert_eq!(rfc3339(1_700_000_000_630), "2023-11-14T22:13:20.630Z", "fixed width");
+        assert_eq!(rfc3339(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
     }
 }

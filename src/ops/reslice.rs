@@ -270,11 +270,9 @@ pub fn capacity(model: GpuModel, gpus: impl Iterator<Item = (bool, Vec<PlacedIns
 }
 
 fn caps_text(c: &[(String, i64)]) -> String {
-    c.iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/")))
-        .collect::<Vec<_>>()
-        .join(", ")
+    let parts: Vec<String> =
+        c.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/"))).collect();
+    if parts.is_empty() { "no GPU devices advertised".into() } else { parts.join(", ") }
 }
 
 fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8, Layout)>, model: GpuModel) -> String {
