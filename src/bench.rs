@@ -213,6 +213,6 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         PdbUpsert(_) | PdbRemove { .. } => "pdb",
         Event(_) => "event",
         Op(_) | Access(_) => "op",
-        Feed { .. } | Synced => "feed",
+        Feed { .. } | FeedRemove(_) | Synced => "feed",
     }
 }

@@ -25,6 +25,10 @@ pub struct Cli {
     /// Stream GPU telemetry from a node agent directly (repeatable): http://HOST:PORT.
     #[arg(long = "agent", value_name = "URL")]
     pub agents: Vec<String>,
+    /// Label selector of the agent DaemonSet's pods; their telemetry streams through the API
+    /// server's pod proxy for the nodes on screen. An empty value turns this off.
+    #[arg(long, value_name = "SELECTOR", default_value = crate::feed::agents::DEFAULT_SELECTOR)]
+    pub agent_selector: String,
 }
 
 #[derive(Args, Debug, Clone, Default)]

@@ -112,6 +112,7 @@ pub async fn run_cockpit(
     kubeconfig: Option<PathBuf>,
     mut context: Option<String>,
     agents: &[String],
+    agent_selector: &str,
 ) -> color_eyre::Result<ExitCode> {
     loop {
         let conn = match cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
@@ -127,6 +128,17 @@ pub async fn run_cockpit(
             vec![tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx.clone()))];
         for a in agents {
             feeds.push(tokio::spawn(crate::feed::agent::run(a.clone(), Duration::from_secs(1), tx.clone())));
+        }
+        // Agent pods stream through the pod proxy for the nodes on screen.
+        let (view_tx, view_rx) = watch::channel(std::collections::BTreeSet::new());
+        if !agent_selector.trim().is_empty() {
+            feeds.push(tokio::spawn(crate::feed::agents::run(
+                conn.client.clone(),
+                agent_selector.to_string(),
+                Duration::from_secs(1),
+                view_rx,
+                tx.clone(),
+            )));
         }
         let exec: Box<dyn Executor> = if ui_args.readonly {
             Box::new(Refuse)
@@ -147,7 +159,10 @@ pub async fn run_cockpit(
         let mut fleet = Fleet::new(setup.thresholds());
         config_warnings_into(&setup, &mut fleet, &mut ui);
         let fps = setup.config.fps;
-        let app = App::new(fleet, ui, setup.theme, setup.keymap, exec);
+        let mut app = App::new(fleet, ui, setup.theme, setup.keymap, exec);
+        app.on_view_nodes(move |nodes| {
+            let _ = view_tx.send(nodes.clone());
+        });
         let switch = crate::ui::run::run(app, rx, fps).await;
         for f in feeds {
             f.abort();

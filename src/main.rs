@@ -31,7 +31,13 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             }
-            rt.block_on(fabrik::live::run_cockpit(&cli.ui, cli.kubeconfig.clone(), cli.context.clone(), &cli.agents))
+            rt.block_on(fabrik::live::run_cockpit(
+                &cli.ui,
+                cli.kubeconfig.clone(),
+                cli.context.clone(),
+                &cli.agents,
+                &cli.agent_selector,
+            ))
         }
         Some(Cmd::Demo(sim)) => {
             let setup = snapshot::Setup::load(&cli.ui);

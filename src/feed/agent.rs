@@ -3,8 +3,9 @@
 //! backoff and the agent's feed shows "reconnecting since T"; the GPUs it fed go stale on
 //! their own (no sample for a minute shows as `?`).
 //!
-//! Today this is direct access (`--agent URL`); reaching agents through the API server's pod
-//! proxy is the next step (issue 5).
+//! An agent is reached directly (`--agent URL`) or, found as a pod of its DaemonSet by
+//! [`super::agents`], through the API server's pod proxy, so a jump host needs nothing but
+//! a kubeconfig.
 
 use std::time::Duration;
 
@@ -62,15 +63,44 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
     vec![Delta::Telemetry(samples)]
 }
 
+/// Where an agent is reached.
+#[derive(Clone)]
+pub enum AgentAddr {
+    /// `--agent http://host:port`.
+    Direct(String),
+    /// A pod of the agent DaemonSet, through
+    /// `/api/v1/namespaces/NS/pods/POD:PORT/proxy/v1/stream`.
+    Pod { client: kube::Client, namespace: String, pod: String, port: u16 },
+}
+
+impl AgentAddr {
+    fn name(&self) -> String {
+        match self {
+            AgentAddr::Direct(url) => url.clone(),
+            AgentAddr::Pod { namespace, pod, .. } => format!("{namespace}/{pod}"),
+        }
+    }
+}
+
 /// Streams one agent until the cockpit goes away, reconnecting with backoff (0.5 s → 30 s).
+/// `source` names it in the connection state ("agent http://…", "agent h100-0003").
 pub async fn run(url: String, interval: Duration, tx: mpsc::Sender<Batch>) {
     let source = format!("agent {url}");
+    run_addr(AgentAddr::Direct(url), source, interval, tx).await
+}
+
+pub async fn run_addr(addr: AgentAddr, source: String, interval: Duration, tx: mpsc::Sender<Batch>) {
     let mut wait = Duration::from_millis(500);
     let mut since: Option<Ts> = None;
     loop {
-        let result = stream_once(&url, interval, &source, &tx, &mut since).await;
+        let result = match &addr {
+            AgentAddr::Direct(url) => stream_direct(url, interval, &source, &tx, &mut since).await,
+            AgentAddr::Pod { client, namespace, pod, port } => {
+                stream_proxied(client, namespace, pod, *port, interval, &source, &tx, &mut since).await
+            }
+        };
         let reason = match result {
-            Ok(()) => "the agent closed the stream".to_string(),
+            Ok(()) => format!("the agent {} closed the stream", addr.name()),
             Err(e) => e,
         };
         if tx.is_closed() {
@@ -86,7 +116,47 @@ pub async fn run(url: String, interval: Duration, tx: mpsc::Sender<Batch>) {
     }
 }
 
-async fn stream_once(
+fn stream_path(interval: Duration) -> String {
+    format!("/v1/stream?interval={}ms", interval.as_millis().max(100))
+}
+
+/// No sample for three intervals (and at least 10 s) is a stuck stream: reconnect.
+fn stall_after(interval: Duration) -> Duration {
+    (interval * 3).max(Duration::from_secs(10))
+}
+
+/// Splits what arrived into sample lines and sends each as telemetry. `Ok(false)` when the
+/// cockpit went away.
+async fn take_lines(
+    buf: &mut Vec<u8>,
+    who: &str,
+    source: &str,
+    tx: &mpsc::Sender<Batch>,
+    since: &mut Option<Ts>,
+) -> Result<bool, String> {
+    // Bounded: a line longer than 16 MiB is not a sample set.
+    if buf.len() > 16 << 20 && !buf.contains(&b'\n') {
+        return Err(format!("{who} sent a line over 16 MiB"));
+    }
+    while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
+        let line: Vec<u8> = buf.drain(..=nl).collect();
+        let line = &line[..line.len() - 1];
+        if line.is_empty() {
+            continue;
+        }
+        let sample: NodeSample = serde_json::from_slice(line).map_err(|e| format!("{who} sent a bad sample: {e}"))?;
+        let mut batch = deltas(&sample);
+        if since.take().is_some() {
+            batch.push(Delta::Feed { source: source.to_string(), state: FeedState::Live });
+        }
+        if tx.send(batch).await.is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+async fn stream_direct(
     url: &str,
     interval: Duration,
     source: &str,
@@ -101,8 +171,7 @@ async fn stream_once(
     let (mut sender, conn) =
         hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
     let conn = tokio::spawn(conn);
-    let path = format!("/v1/stream?interval={}ms", interval.as_millis().max(100));
-    let req = hyper::Request::get(path)
+    let req = hyper::Request::get(stream_path(interval))
         .header(hyper::header::HOST, &authority)
         .body(Empty::<Bytes>::new())
         .map_err(|e| format!("request: {e}"))?;
@@ -113,8 +182,7 @@ async fn stream_once(
     }
     let mut body = resp.into_body();
     let mut buf: Vec<u8> = Vec::new();
-    // No sample for three intervals (and at least 10 s) is a stuck stream: reconnect.
-    let stall = (interval * 3).max(Duration::from_secs(10));
+    let stall = stall_after(interval);
     loop {
         let frame = match tokio::time::timeout(stall, body.frame()).await {
             Err(_) => return Err(format!("no sample from {authority} for {}s", stall.as_secs())),
@@ -124,25 +192,51 @@ async fn stream_once(
         };
         let Ok(data) = frame.into_data() else { continue };
         buf.extend_from_slice(&data);
-        // Bounded: a line longer than 16 MiB is not a sample set.
-        if buf.len() > 16 << 20 {
-            return Err(format!("{authority} sent a line over 16 MiB"));
+        if !take_lines(&mut buf, &authority, source, tx, since).await? {
+            return Ok(());
         }
-        while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = buf.drain(..=nl).collect();
-            let line = &line[..line.len() - 1];
-            if line.is_empty() {
-                continue;
-            }
-            let sample: NodeSample =
-                serde_json::from_slice(line).map_err(|e| format!("{authority} sent a bad sample: {e}"))?;
-            let mut batch = deltas(&sample);
-            if since.take().is_some() {
-                batch.push(Delta::Feed { source: source.to_string(), state: FeedState::Live });
-            }
-            if tx.send(batch).await.is_err() {
-                return Ok(());
-            }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn stream_proxied(
+    client: &kube::Client,
+    namespace: &str,
+    pod: &str,
+    port: u16,
+    interval: Duration,
+    source: &str,
+    tx: &mpsc::Sender<Batch>,
+    since: &mut Option<Ts>,
+) -> Result<(), String> {
+    use futures::AsyncReadExt;
+    let who = format!("agent pod {namespace}/{pod}");
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{}", stream_path(interval));
+    let req = http::Request::get(&path).body(Vec::new()).map_err(|e| format!("request: {e}"))?;
+    let stream = tokio::time::timeout(Duration::from_secs(10), client.request_stream(req))
+        .await
+        .map_err(|_| format!("{who}: the API server's pod proxy did not answer within 10s"))?
+        .map_err(|e| match &e {
+            kube::Error::Api(s) if s.code == 403 => format!(
+                "{who}: forbidden — {} (streaming agents needs `get pods/proxy` in {namespace}; kubectl auth can-i get pods --subresource=proxy -n {namespace})",
+                s.message
+            ),
+            _ => format!("{who} through the pod proxy: {}", crate::cluster::describe(&e)),
+        })?;
+    let mut stream = Box::pin(stream);
+    let mut chunk = vec![0u8; 64 << 10];
+    let mut buf: Vec<u8> = Vec::new();
+    let stall = stall_after(interval);
+    loop {
+        let n = match tokio::time::timeout(stall, stream.read(&mut chunk)).await {
+            Err(_) => return Err(format!("no sample from {who} for {}s", stall.as_secs())),
+            Ok(Err(e)) => return Err(format!("stream from {who}: {e}")),
+            Ok(Ok(0)) => return Ok(()),
+            Ok(Ok(n)) => n,
+        };
+        buf.extend_from_slice(&chunk[..n]);
+        if !take_lines(&mut buf, &who, source, tx, since).await? {
+            return Ok(());
         }
     }
 }

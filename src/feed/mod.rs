@@ -3,6 +3,7 @@
 //! and Prometheus arrive with their issues.
 
 pub mod agent;
+pub mod agents;
 pub mod kube;
 pub mod sim;
 

@@ -45,6 +45,10 @@ pub fn is_job_pod(pod: &Pod) -> bool {
 }
 
 /// Pod IP number `n` as 10.a.b.c (10.0.0.0/8 less the first /16).
+/// Pod annotation: the IP the simulated kubelet reports for the pod (for pods whose server
+/// a test runs itself); any other pod gets one from 10.1.0.0/16.
+pub const POD_IP_ANNOTATION: &str = "fabrik.io/sim-pod-ip";
+
 pub fn pod_ip(n: u32) -> String {
     let n = n + 65_536;
     format!("10.{}.{}.{}", (n >> 16) & 0xff, (n >> 8) & 0xff, n & 0xff)
@@ -207,7 +211,16 @@ impl Kubelet {
                     return;
                 }
                 let host = me.shared.node_index(&node).map(model::node_ip).unwrap_or_default();
-                let ip = pod_ip(me.ips.fetch_add(1, Ordering::Relaxed));
+                // A test that runs the pod's server itself (an agent in a network namespace)
+                // says where it listens; the API server's pod proxy then reaches it there.
+                let ip = pod
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(POD_IP_ANNOTATION))
+                    .filter(|v| v.parse::<std::net::IpAddr>().is_ok())
+                    .cloned()
+                    .unwrap_or_else(|| pod_ip(me.ips.fetch_add(1, Ordering::Relaxed)));
                 let status = running_status(&pod, &host, &ip, &model::now_str());
                 let res = {
                     let Ok(_permit) = me.shared.sem.acquire().await else { return };

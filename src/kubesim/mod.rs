@@ -9,7 +9,8 @@
 //! Only nodes labelled `fabrik.io/simulated=true` are ever touched. Test hooks: the node
 //! annotation `fabrik.io/sim-fault=notready` stops a node's kubelet (no lease renewals,
 //! Ready=False, no pods started) until it is removed; `nvidia.com/mig.config=fabrik-wedged`
-//! leaves mig-manager pending for good.
+//! leaves mig-manager pending for good; the pod annotation `fabrik.io/sim-pod-ip` sets the IP a
+//! pod reports (for servers a test runs itself, reached through the pod proxy).
 
 mod kubelet;
 mod migparted;
@@ -31,6 +32,7 @@ use tokio::sync::mpsc;
 use crate::cli::KubeSimArgs;
 use crate::cluster::labels;
 
+pub use kubelet::POD_IP_ANNOTATION;
 pub use migparted::WEDGED_CONFIGS;
 
 /// A short reason for a kube error (the API status message where there is one).

@@ -231,6 +231,8 @@ pub enum Delta {
         source: String,
         state: FeedState,
     },
+    /// A source that stopped on purpose (an agent stream for a node that left the view).
+    FeedRemove(String),
     /// The feed finished its initial listing: the fleet is complete.
     Synced,
 }

@@ -366,6 +366,7 @@ impl Fleet {
                 true
             }
             Delta::Feed { source, state } => self.feeds.insert(source, state.clone()) != Some(state),
+            Delta::FeedRemove(source) => self.feeds.remove(&source).is_some(),
             Delta::Synced => {
                 let changed = !self.synced;
                 self.synced = true;

@@ -1,6 +1,8 @@
 //! `App`: the one owner of state. Deltas and input come in; `update` changes `Fleet` and
 //! `Ui`; render reads them. Operations leave as `ExecRequest`s to the executor.
 
+use std::collections::BTreeSet;
+
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers, MouseButton, MouseEvent, MouseEventKind};
 use ratatui::layout::Rect;
 
@@ -39,12 +41,18 @@ impl Executor for Recorder {
     }
 }
 
+/// Told the names of the nodes on screen (the agent streams follow them).
+type ViewNodes = Box<dyn FnMut(&BTreeSet<String>) + Send>;
+
 pub struct App {
     pub fleet: Fleet,
     pub ui: Ui,
     pub theme: Theme,
     pub keymap: Keymap,
     exec: Box<dyn Executor>,
+    /// Told the names of the nodes on screen whenever they change (agent streams follow).
+    view_nodes: Option<ViewNodes>,
+    last_view_nodes: BTreeSet<String>,
 }
 
 fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
@@ -59,9 +67,16 @@ fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
 
 impl App {
     pub fn new(fleet: Fleet, ui: Ui, theme: Theme, keymap: Keymap, exec: Box<dyn Executor>) -> Self {
-        let mut app = Self { fleet, ui, theme, keymap, exec };
+        let mut app = Self { fleet, ui, theme, keymap, exec, view_nodes: None, last_view_nodes: BTreeSet::new() };
         app.prepare();
         app
+    }
+
+    /// Calls `tell` with the nodes on screen now and whenever they change.
+    pub fn on_view_nodes(&mut self, tell: impl FnMut(&BTreeSet<String>) + Send + 'static) {
+        self.view_nodes = Some(Box::new(tell));
+        self.last_view_nodes = BTreeSet::new();
+        self.prepare();
     }
 
     /// Applies a batch of deltas; returns whether a redraw is needed.
@@ -91,9 +106,45 @@ impl App {
         areas(Rect::new(0, 0, self.ui.size.0, self.ui.size.1)).body
     }
 
-    /// Rebuilds the current view's rows if their inputs changed, and keeps the selection
-    /// on the same object and inside the window.
+    /// Rebuilds the current view's rows if their inputs changed, keeps the selection on the
+    /// same object and inside the window, and tells the agent streams which nodes are seen.
     pub fn prepare(&mut self) {
+        self.prepare_rows();
+        if self.view_nodes.is_some() {
+            let seen = self.nodes_in_view();
+            if seen != self.last_view_nodes {
+                if let Some(tell) = self.view_nodes.as_mut() {
+                    tell(&seen);
+                }
+                self.last_view_nodes = seen;
+            }
+        }
+    }
+
+    /// Names of the nodes whose rows (or detail) are on screen now.
+    pub fn nodes_in_view(&self) -> BTreeSet<String> {
+        let name = |n: NodeId| self.fleet.node(n).map(|n| self.fleet.s(n.name).to_string());
+        let gpu_node = |g: GpuId| self.fleet.gpu(g).map(|g| g.node);
+        let ids: Vec<NodeId> = match self.ui.screen() {
+            Screen::Node(n) => vec![n],
+            Screen::Gpu(g) => gpu_node(g).into_iter().collect(),
+            Screen::Table(v) => {
+                let t = self.ui.table(v);
+                let h = table_height(render::table_area(v, self.body()).0).max(1);
+                let rows = self.ui.rows(v);
+                let window = rows.iter().skip(t.offset).take(h).copied();
+                match v {
+                    ViewKind::Fleet => window.map(NodeId).collect(),
+                    ViewKind::Gpus => window.filter_map(|id| gpu_node(GpuId(id >> 3))).collect(),
+                    ViewKind::Pods => window.filter_map(|p| self.fleet.pod(PodId(p)).and_then(|p| p.node)).collect(),
+                    _ => Vec::new(),
+                }
+            }
+        };
+        ids.into_iter().filter_map(name).collect()
+    }
+
+    fn prepare_rows(&mut self) {
         let Screen::Table(v) = self.ui.screen() else {
             self.clamp_detail();
             return;

@@ -1363,3 +1363,22 @@ fn the_header_counts_feeds_in_trouble_from_when_the_trouble_began() {
     let s = screen(&mut app);
     assert!(s.contains("[nodes stale since 4s]"), "{}", s.lines().next().unwrap_or(""));
 }
+
+#[test]
+fn the_nodes_on_screen_are_told_to_the_agent_streams_when_they_change() {
+    let mut rig = Rig::new(5);
+    let told: Arc<Mutex<Vec<std::collections::BTreeSet<String>>>> = Arc::default();
+    let t = told.clone();
+    rig.app.on_view_nodes(move |n| t.lock().expect("lock").push(n.clone()));
+    let first = told.lock().expect("lock").last().cloned().expect("told at once");
+    // The fleet view at 48 nodes shows a window of them, not all.
+    assert!(!first.is_empty() && first.len() < 48, "{} nodes", first.len());
+    assert!(first.contains("h100-0000"), "{first:?}");
+    send(&mut rig.app, ":node h100-0038<Enter>");
+    assert_eq!(told.lock().expect("lock").last().cloned(), Some(["h100-0038".to_string()].into()));
+    let n = told.lock().expect("lock").len();
+    send(&mut rig.app, "j");
+    assert_eq!(told.lock().expect("lock").len(), n, "moving inside the same node tells nothing new");
+    send(&mut rig.app, ":tenants<Enter>");
+    assert_eq!(told.lock().expect("lock").last().cloned(), Some(Default::default()), "no node rows, no streams");
+}

@@ -1,0 +1,281 @@
+//! Node agents through the API server's pod proxy, end to end: the real control plane,
+//! `fabrik sim` as the nodes, and one `fabrik agent --fake 8` per node as the DaemonSet
+//! would run it, each listening on its pod's IP. The pod proxy refuses loopback addresses,
+//! so the agents run in a network namespace this test makes (a veth pair on 10.213.N.0/24);
+//! nothing outside this machine is addressed.
+//!
+//! The cockpit's model, fed by the kube feed and the agent-pod feed exactly as the cockpit
+//! is, gets telemetry for the nodes in view only; when the view moves, the streams follow;
+//! a stopped agent shows as reconnecting and recovers; and the real binary in tmux shows
+//! utilisation for the nodes on screen. `kubectl get --raw` through the same proxy is the
+//! independent check that the agent answers there.
+//!
+//! No skip: without `ip netns` (root, iproute2) this test fails and says why.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use fabrik::feed::kube::KubeFeedConfig;
+use fabrik::model::{Delta, FeedState, Fleet, Thresholds};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::Api;
+use kube::api::{ListParams, PostParams};
+use serde_json::json;
+use tokio::sync::{mpsc, watch};
+
+mod common;
+use common::{BIN, Proc, Tmux, control_plane, session};
+
+const NODES: usize = 3;
+const NS: &str = "fabrik-system";
+
+fn sh(args: &[&str]) {
+    let o = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        o.status.success(),
+        "{args:?} failed ({}): {} — this test needs root and iproute2 to make a network namespace",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// A network namespace with a veth pair: the host end is `.1`, the agents listen on `.2…`.
+struct Netns {
+    name: String,
+    host_if: String,
+    subnet: String,
+}
+
+impl Netns {
+    fn new(agents: usize) -> Netns {
+        let id = std::process::id();
+        let n = Netns {
+            name: format!("fabrik-ag-{id}"),
+            host_if: format!("fah{}", id % 100_000),
+            subnet: format!("10.213.{}", id % 250),
+        };
+        let peer = format!("fan{}", id % 100_000);
+        let _ = Command::new("ip").args(["netns", "del", &n.name]).stderr(Stdio::null()).status();
+        let _ = Command::new("ip").args(["link", "del", &n.host_if]).stderr(Stdio::null()).status();
+        sh(&["ip", "netns", "add", &n.name]);
+        sh(&["ip", "link", "add", &n.host_if, "type", "veth", "peer", "name", &peer]);
+        sh(&["ip", "link", "set", &peer, "netns", &n.name]);
+        sh(&["ip", "addr", "add", &format!("{}.1/24", n.subnet), "dev", &n.host_if]);
+        sh(&["ip", "link", "set", &n.host_if, "up"]);
+        sh(&["ip", "netns", "exec", &n.name, "ip", "link", "set", "lo", "up"]);
+        sh(&["ip", "netns", "exec", &n.name, "ip", "link", "set", &peer, "up"]);
+        for i in 0..agents {
+            sh(&["ip", "netns", "exec", &n.name, "ip", "addr", "add", &n.ip(i, "/24"), "dev", &peer]);
+        }
+        n
+    }
+
+    fn ip(&self, agent: usize, suffix: &str) -> String {
+        format!("{}.{}{suffix}", self.subnet, agent + 2)
+    }
+
+    /// `fabrik agent --fake 8` for `node`, on agent address `i`, inside the namespace.
+    fn agent(&self, i: usize, node: &str, log: &Path) -> Proc {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &self.name, BIN, "agent", "--fake", "8", "--node", node, "--interval", "500ms"])
+            .args(["--listen", &format!("{}:9400", self.ip(i, ""))])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).map(Stdio::from).unwrap_or(Stdio::null()))
+            .spawn()
+            .expect("start fabrik agent in the network namespace");
+        Proc { child, what: "fabrik agent" }
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
+        let _ = Command::new("ip").args(["link", "del", &self.host_if]).stderr(Stdio::null()).status();
+    }
+}
+
+/// GPUs of `node` with telemetry in the model.
+fn fed(f: &Fleet, node: &str) -> usize {
+    f.node_by_name(node)
+        .and_then(|id| f.node(id))
+        .map(|n| n.gpus.iter().filter_map(|g| f.gpu(*g)).filter(|g| g.last_sample_at.is_some()).count())
+        .unwrap_or(0)
+}
+
+fn last_sample(f: &Fleet, node: &str) -> Option<u64> {
+    let n = f.node(f.node_by_name(node)?)?;
+    n.gpus.iter().filter_map(|g| f.gpu(*g)).filter_map(|g| g.last_sample_at).max()
+}
+
+struct Model {
+    fleet: Fleet,
+    rx: mpsc::Receiver<Vec<Delta>>,
+}
+
+impl Model {
+    /// Applies deltas until `check` holds, for at most `timeout`.
+    async fn until(&mut self, what: &str, timeout: Duration, check: impl Fn(&Fleet) -> Result<(), String>) {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Ok(Some(batch)) = tokio::time::timeout(Duration::from_millis(200), self.rx.recv()).await {
+                for d in batch {
+                    self.fleet.apply(d);
+                }
+            }
+            match check(&self.fleet) {
+                Ok(()) if self.fleet.synced => return,
+                Ok(()) => {}
+                Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
+                Err(_) => {}
+            }
+            assert!(Instant::now() < deadline + Duration::from_secs(1), "{what}: the model never synced");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
+    let dir = std::env::temp_dir().join(format!("fabrik-agents-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let net = Netns::new(NODES);
+    let (_cp, kubeconfig) = control_plane(&dir);
+    let n = NODES.to_string();
+    let _sim = common::sim(&kubeconfig, &dir, &["--nodes", &n, "--seed", "5", "--dra-every", "0"]);
+    let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
+    let c = conn.client.clone();
+    let pp = PostParams::default();
+
+    let mut nodes: Vec<String> = Api::<Node>::all(c.clone())
+        .list(&ListParams::default().labels("fabrik.io/simulated=true"))
+        .await
+        .expect("list nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    nodes.sort();
+    assert_eq!(nodes.len(), NODES);
+
+    // The agent DaemonSet's pods, one per node, each reporting the IP its agent listens on.
+    Api::<Namespace>::all(c.clone())
+        .create(&pp, &serde_json::from_value(json!({"metadata": {"name": NS}})).expect("ns"))
+        .await
+        .expect("create the namespace");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let mut agents = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("fabrik-agent-{node}"),
+                "labels": {"app.kubernetes.io/name": "fabrik-agent"},
+                "annotations": {fabrik::kubesim::POD_IP_ANNOTATION: net.ip(i, "")}},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": false,
+                "containers": [{"name": "agent", "image": "fabrik", "ports": [{"name": "http", "containerPort": 9400}]}]}
+        }))
+        .expect("pod json");
+        pods.create(&pp, &pod).await.expect("create an agent pod");
+        agents.push(Some(net.agent(i, node, &dir.join(format!("agent-{i}.log")))));
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list = pods.list(&ListParams::default()).await.expect("list agent pods");
+        let running = list
+            .items
+            .iter()
+            .filter(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_deref()).is_some_and(|ip| ip.starts_with("10.213.")))
+            .count();
+        if running == NODES {
+            break;
+        }
+        assert!(Instant::now() < deadline, "agent pods not running with their IPs: {list:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+
+    // The independent check: the agent answers through the API server's pod proxy.
+    let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{}:9400/proxy/v1/snapshot", nodes[0]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let snapshot = loop {
+        let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output();
+        match o {
+            Ok(o) if o.status.success() => break String::from_utf8_lossy(&o.stdout).into_owned(),
+            Ok(o) if Instant::now() < deadline => {
+                eprintln!("kubectl get --raw {path}: {}", String::from_utf8_lossy(&o.stderr));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => panic!("kubectl get --raw {path}: {other:?}"),
+        }
+    };
+    let doc: serde_json::Value = serde_json::from_str(&snapshot).expect("the snapshot is JSON");
+    assert_eq!(doc["node"], json!(nodes[0]), "{doc}");
+
+    // The cockpit's feeds: the cluster, and the agent pods for the nodes in view.
+    let (tx, rx) = mpsc::channel(256);
+    let (view, view_rx) = watch::channel(BTreeSet::from([nodes[0].clone()]));
+    let _kube = tokio::spawn(fabrik::feed::kube::run(c.clone(), KubeFeedConfig::default(), tx.clone()));
+    let _agents = tokio::spawn(fabrik::feed::agents::run(
+        c.clone(),
+        fabrik::feed::agents::DEFAULT_SELECTOR.into(),
+        Duration::from_millis(500),
+        view_rx,
+        tx.clone(),
+    ));
+    let mut m = Model { fleet: Fleet::new(Thresholds::default()), rx };
+    let (a, b, third) = (nodes[0].clone(), nodes[1].clone(), nodes[2].clone());
+    m.until("telemetry for the node in view", Duration::from_secs(60), |f| {
+        if fed(f, &a) == 8 { Ok(()) } else { Err(format!("{} of 8 GPUs of {a} have telemetry", fed(f, &a))) }
+    })
+    .await;
+    assert_eq!((fed(&m.fleet, &b), fed(&m.fleet, &third)), (0, 0), "nodes out of view are not streamed");
+
+    // The view moves to the second node: its stream starts, the first one's stops.
+    view.send(BTreeSet::from([b.clone()])).expect("the feed listens");
+    m.until("telemetry for the node now in view", Duration::from_secs(60), |f| {
+        if fed(f, &b) == 8 { Ok(()) } else { Err(format!("{} of 8 GPUs of {b} have telemetry", fed(f, &b))) }
+    })
+    .await;
+    let before = last_sample(&m.fleet, &a);
+    m.until("a few more samples of the node in view", Duration::from_secs(10), {
+        let start = last_sample(&m.fleet, &b);
+        let b = b.clone();
+        move |f| if last_sample(f, &b) > start.map(|s| s + 1500) { Ok(()) } else { Err("waiting".into()) }
+    })
+    .await;
+    assert_eq!(last_sample(&m.fleet, &a), before, "the node that left the view is no longer streamed");
+    assert_eq!(fed(&m.fleet, &third), 0);
+
+    // The agent of the node in view stops: its stream says so, then recovers when it is back.
+    drop(agents[1].take());
+    let src = format!("agent {b}");
+    m.until("the lost stream shown as reconnecting", Duration::from_secs(30), |f| match f.feeds.get(&src) {
+        Some(FeedState::Reconnecting { .. }) => Ok(()),
+        other => Err(format!("{src}: {other:?}")),
+    })
+    .await;
+    agents[1] = Some(net.agent(1, &b, &dir.join("agent-1b.log")));
+    m.until("the stream back to live", Duration::from_secs(60), |f| match f.feeds.get(&src) {
+        Some(FeedState::Live) => Ok(()),
+        other => Err(format!("{src}: {other:?}")),
+    })
+    .await;
+
+    // The real binary: every node is on screen, so every node shows utilisation.
+    let t = Tmux::start();
+    let home = format!("HOME={}", t.home.display());
+    let cfg = format!("XDG_CONFIG_HOME={}", t.home.join("config").display());
+    let cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
+    t.ok(&session(&[&home, &cfg], &[&cmd]));
+    // A node with telemetry shows its power draw ("412W") where one without shows "—".
+    let util_shown = |s: &str, node: &str| {
+        s.lines().find(|l| l.contains(&format!("│{node} "))).is_some_and(|l| {
+            l.split(|c: char| c.is_whitespace() || c == '│')
+                .any(|w| w.strip_suffix('W').is_some_and(|n| !n.is_empty() && n.parse::<u32>().is_ok()))
+        })
+    };
+    let s = t.wait_screen_for("utilisation from the agents on every node", Duration::from_secs(60), |s| {
+        nodes.iter().all(|n| util_shown(s, n))
+    });
+    assert!(s.contains("[live]"), "every stream is live: {s}");
+    t.keys(&["q"]);
+}
