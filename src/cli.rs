@@ -29,6 +29,13 @@ pub struct Cli {
     /// server's pod proxy for the nodes on screen. An empty value turns this off.
     #[arg(long, value_name = "SELECTOR", default_value = crate::feed::agents::DEFAULT_SELECTOR)]
     pub agent_selector: String,
+    /// Fleet-wide GPU telemetry from Prometheus (dcgm-exporter or agent series), one query
+    /// every --prometheus-every: http://HOST:PORT[/PREFIX].
+    #[arg(long, value_name = "URL")]
+    pub prometheus: Option<String>,
+    /// How often to query --prometheus (e.g. 5s, 30s; 1s to 1h).
+    #[arg(long, value_name = "INTERVAL", default_value = "5s", value_parser = parse_every)]
+    pub prometheus_every: std::time::Duration,
 }
 
 #[derive(Args, Debug, Clone, Default)]
@@ -213,6 +220,14 @@ pub struct AgentArgs {
     /// Most concurrent /v1/stream readers.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_readers: u32,
+}
+
+fn parse_every(s: &str) -> Result<std::time::Duration, String> {
+    let d = crate::agent::parse_interval(s)?;
+    if d < std::time::Duration::from_secs(1) {
+        return Err(format!("{s}: querying Prometheus more than once a second only loads it; use 1s or more"));
+    }
+    Ok(d)
 }
 
 /// "500ms", "2s", "1m", or plain seconds ("2"); 100 ms to 1 hour.

@@ -107,12 +107,22 @@ pub async fn serve_ops(
     // step and record that they were interrupted.
 }
 
+/// Where GPU telemetry comes from on a cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Telemetry {
+    /// `--agent URL`: agents read directly.
+    pub agents: Vec<String>,
+    /// Agent DaemonSet pods, through the pod proxy, for the nodes on screen ("" = off).
+    pub agent_selector: String,
+    /// `--prometheus URL` and how often to query it.
+    pub prometheus: Option<(String, Duration)>,
+}
+
 pub async fn run_cockpit(
     ui_args: &crate::cli::UiArgs,
     kubeconfig: Option<PathBuf>,
     mut context: Option<String>,
-    agents: &[String],
-    agent_selector: &str,
+    telemetry: &Telemetry,
 ) -> color_eyre::Result<ExitCode> {
     loop {
         let conn = match cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
@@ -126,19 +136,22 @@ pub async fn run_cockpit(
         let (tx, rx) = mpsc::channel(256);
         let mut feeds =
             vec![tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx.clone()))];
-        for a in agents {
+        for a in &telemetry.agents {
             feeds.push(tokio::spawn(crate::feed::agent::run(a.clone(), Duration::from_secs(1), tx.clone())));
         }
         // Agent pods stream through the pod proxy for the nodes on screen.
         let (view_tx, view_rx) = watch::channel(std::collections::BTreeSet::new());
-        if !agent_selector.trim().is_empty() {
+        if !telemetry.agent_selector.trim().is_empty() {
             feeds.push(tokio::spawn(crate::feed::agents::run(
                 conn.client.clone(),
-                agent_selector.to_string(),
+                telemetry.agent_selector.clone(),
                 Duration::from_secs(1),
                 view_rx,
                 tx.clone(),
             )));
+        }
+        if let Some((url, every)) = &telemetry.prometheus {
+            feeds.push(tokio::spawn(crate::feed::prometheus::run(url.clone(), *every, tx.clone())));
         }
         let exec: Box<dyn Executor> = if ui_args.readonly {
             Box::new(Refuse)

@@ -31,12 +31,19 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                     return Ok(ExitCode::from(2));
                 }
             }
+            if let Some(Err(e)) = cli.prometheus.as_deref().map(fabrik::feed::prometheus::parse_url) {
+                eprintln!("fabrik: {e}");
+                return Ok(ExitCode::from(2));
+            }
             rt.block_on(fabrik::live::run_cockpit(
                 &cli.ui,
                 cli.kubeconfig.clone(),
                 cli.context.clone(),
-                &cli.agents,
-                &cli.agent_selector,
+                &fabrik::live::Telemetry {
+                    agents: cli.agents.clone(),
+                    agent_selector: cli.agent_selector.clone(),
+                    prometheus: cli.prometheus.clone().map(|u| (u, cli.prometheus_every)),
+                },
             ))
         }
         Some(Cmd::Demo(sim)) => {

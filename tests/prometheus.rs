@@ -1,7 +1,10 @@
 //! A real Prometheus (Debian's `prometheus`, installed by .ci/run) scrapes a real
 //! `fabrik agent --fake` over loopback: the exposition must parse, and the series must carry
-//! the dcgm-exporter names and labels dashboards expect. Prometheus is required: without it
-//! the test fails and says how to install it.
+//! the dcgm-exporter names and labels dashboards expect. Then the cockpit's Prometheus source
+//! (`--prometheus URL`) queries it: one sample per GPU, equal to Prometheus's own answer at
+//! the same instant, each finding its GPU in the model; a Prometheus that stops answering is
+//! reported with the reason. Prometheus is required: without it the test fails and says how
+//! to install it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -51,11 +54,16 @@ fn wait_for<T>(what: &str, deadline: Duration, mut f: impl FnMut() -> Option<T>)
 
 /// The scalar value of an instant query, from Prometheus's JSON API.
 fn query(port: u16, promql: &str) -> Option<f64> {
+    query_at(port, promql, None)
+}
+
+fn query_at(port: u16, promql: &str, time: Option<f64>) -> Option<f64> {
     let q: String = promql
         .bytes()
         .map(|b| if b.is_ascii_alphanumeric() { (b as char).to_string() } else { format!("%{b:02X}") })
         .collect();
-    let (status, body) = get(port, &format!("/api/v1/query?query={q}"))?;
+    let at = time.map(|t| format!("&time={t:.3}")).unwrap_or_default();
+    let (status, body) = get(port, &format!("/api/v1/query?query={q}{at}"))?;
     if status != 200 {
         return None;
     }
@@ -147,7 +155,80 @@ fn prometheus_scrapes_the_fake_agent_with_dcgm_names_and_labels() {
     assert!(with_pods.is_some_and(|n| n >= 1.0), "series tied to pods carry pod and namespace: {with_pods:?}");
     let mig = query(prom_port, "count(DCGM_FI_DEV_FB_USED{GPU_I_PROFILE!=\"\",GPU_I_ID!=\"\"})");
     assert!(mig.is_some_and(|n| n >= 1.0), "MIG instances carry GPU_I_PROFILE and GPU_I_ID: {mig:?}");
+
+    // The cockpit's Prometheus source (`fabrik --prometheus URL`): one query for every GPU,
+    // evaluated at a fixed time so it can be compared with Prometheus's own answer.
+    let (_, snap) = get(agent_port, "/v1/snapshot").expect("the agent's snapshot");
+    let snap: serde_json::Value = serde_json::from_str(&dechunk(&snap)).expect("snapshot JSON");
+    let mut fleet = fabrik::model::Fleet::new(fabrik::model::Thresholds::default());
+    fleet.apply(fabrik::model::Delta::NodeUpsert(fabrik::model::NodeSpec {
+        name: "gpu-node-1".into(),
+        labels: Vec::new(),
+        ready: true,
+        cordoned: false,
+        gpu_model: Some(fabrik::mig::GpuModel::H100_80GB),
+        capacity: vec![("nvidia.com/gpu".into(), 4)],
+        allocatable: vec![("nvidia.com/gpu".into(), 4)],
+        mig_config: "all-disabled".into(),
+        mig_state: Default::default(),
+        mig_state_since: None,
+        ready_since: None,
+        created: 0,
+    }));
+    for g in snap["gpus"].as_array().expect("gpus") {
+        fleet.apply(fabrik::model::Delta::GpuUpsert(fabrik::model::GpuSpec {
+            uuid: g["uuid"].as_str().expect("uuid").to_string(),
+            node: "gpu-node-1".into(),
+            index: g["index"].as_u64().expect("index") as u8,
+            model: fabrik::mig::GpuModel::H100_80GB,
+            memory_mib: g["memory_total_mib"].as_u64().unwrap_or(0) as u32,
+            mig_enabled: false,
+            instances: Vec::new(),
+        }));
+    }
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_secs_f64();
+    let url = format!("http://127.0.0.1:{prom_port}");
+    let rt = tokio::runtime::Runtime::new().expect("a runtime");
+    let samples = rt.block_on(fabrik::feed::prometheus::query_once(&url, Some(t))).expect("the query");
+    let expected = query_at(prom_port, "count(DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=\"\"})", Some(t)).unwrap_or(0.0);
+    assert!(expected >= 3.0, "whole-GPU utilisation series: {expected}");
+    assert_eq!(samples.len() as f64, expected, "one sample per GPU with a utilisation series: {samples:?}");
+    for s in &samples {
+        let want =
+            query_at(prom_port, &format!("DCGM_FI_DEV_GPU_UTIL{{UUID=\"{}\",GPU_I_ID=\"\"}}", s.gpu_uuid), Some(t));
+        assert_eq!(Some(s.sample.util as f64), want.map(f64::round), "{} at {t}", s.gpu_uuid);
+        assert_eq!(s.node_gpu.as_ref().map(|(n, _)| n.as_str()), Some("gpu-node-1"));
+    }
+    fleet.apply(fabrik::model::Delta::Telemetry(samples.clone()));
+    let fed = fleet.gpus.iter().flatten().filter(|g| g.last_sample_at.is_some()).count();
+    assert_eq!(fed, samples.len(), "every sample found its GPU");
+    // The refresh loop reports a Prometheus that stops answering, with the reason.
+    let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+    let feed = rt.spawn(fabrik::feed::prometheus::run(url, Duration::from_secs(1), tx));
+    let first = rt.block_on(async { tokio::time::timeout(Duration::from_secs(10), rx.recv()).await });
+    assert!(
+        matches!(first, Ok(Some(ref b)) if matches!(b.first(), Some(fabrik::model::Delta::Telemetry(t)) if !t.is_empty())),
+        "{first:?}"
+    );
     drop(prom);
+    let trouble = rt.block_on(async {
+        loop {
+            match tokio::time::timeout(Duration::from_secs(30), rx.recv()).await {
+                Ok(Some(b)) => {
+                    if let Some(fabrik::model::Delta::Feed {
+                        state: fabrik::model::FeedState::Reconnecting { reason, .. },
+                        ..
+                    }) = b.first()
+                    {
+                        break reason.clone();
+                    }
+                }
+                other => panic!("no trouble reported after Prometheus stopped: {other:?}"),
+            }
+        }
+    });
+    assert!(trouble.contains(&format!("127.0.0.1:{prom_port}")), "{trouble}");
+    feed.abort();
     drop(agent);
     let _ = std::fs::remove_dir_all(&dir);
 }
