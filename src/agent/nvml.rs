@@ -45,6 +45,8 @@ pub struct NvmlGpus {
     nvml: Arc<Nvml>,
     node: String,
     proc_root: PathBuf,
+    /// Where the host's runtime state is mounted (`/host` in the DaemonSet), for pod names.
+    host_root: PathBuf,
     xids: XidTable,
     stop: Arc<AtomicBool>,
     xid_thread: Option<JoinHandle<()>>,
@@ -71,7 +73,13 @@ pub fn open_with_proc_root(node: &str, proc_root: PathBuf) -> Result<NvmlGpus, B
             .map_err(|e| eprintln!("fabrik agent: nvml: cannot start the XID thread ({e}); XIDs will not be reported"))
             .ok()
     };
-    Ok(NvmlGpus { nvml, node: node.to_string(), proc_root, xids, stop, xid_thread })
+    // The DaemonSet mounts the host's /proc at /host/proc and the runtimes' state under
+    // /host/run; run on the host itself, both are at /.
+    let host_root = match proc_root.parent() {
+        Some(p) if proc_root.ends_with("proc") && p != Path::new("/") => p.to_path_buf(),
+        _ => PathBuf::from("/"),
+    };
+    Ok(NvmlGpus { nvml, node: node.to_string(), proc_root, host_root, xids, stop, xid_thread })
 }
 
 /// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
@@ -227,7 +235,7 @@ impl NvmlGpus {
                 },
                 gpu_instance_id,
                 compute_instance_id,
-                pod: procmap::pod_of_pid(&self.proc_root, p.pid),
+                pod: procmap::pod_of_pid(&self.proc_root, p.pid).map(|pod| procmap::with_names(&self.host_root, pod)),
             });
         };
         for p in dev.running_compute_processes().unwrap_or_default() {

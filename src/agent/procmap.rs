@@ -3,7 +3,9 @@
 //!
 //! NVML reports host PIDs. The DaemonSet runs with `hostPID: true` and mounts the host's
 //! /proc at /host/proc, so the proc root is a parameter rather than a hard-coded "/proc".
-//! Only the pod uid and container id are known here; namespace/name come from elsewhere.
+//! The cgroup gives the pod uid and container id; [`with_names`] adds namespace, pod and
+//! container names from the container's OCI config as the runtime keeps it on the host
+//! (containerd's task bundle, CRI-O's userdata), so no API access is needed for them.
 
 use std::io::Read;
 use std::path::Path;
@@ -22,6 +24,60 @@ pub fn pod_of_pid(proc_root: &Path, pid: u32) -> Option<PodRef> {
     let mut bytes = Vec::new();
     file.take(MAX_CGROUP_FILE).read_to_end(&mut bytes).ok()?;
     parse_cgroup(&String::from_utf8_lossy(&bytes))
+}
+
+/// Where the runtimes keep each running container's OCI config, under the host root.
+const OCI_CONFIGS: [&str; 3] = [
+    "run/containerd/io.containerd.runtime.v2.task/k8s.io/{id}/config.json",
+    "run/containers/storage/overlay-containers/{id}/userdata/config.json",
+    "var/lib/containers/storage/overlay-containers/{id}/userdata/config.json",
+];
+/// An OCI config is tens of KiB; more than this is not one.
+const MAX_OCI_CONFIG: u64 = 4 << 20;
+
+/// Fills the pod's namespace and name and the container's name from the container's OCI
+/// config under `host_root` (`/host` in the DaemonSet, where the runtimes' state is
+/// mounted read-only). Leaves them `None` when the config cannot be found or read.
+pub fn with_names(host_root: &Path, mut pod: PodRef) -> PodRef {
+    let Some(id) = pod.container_id.clone().filter(|id| id.bytes().all(|b| b.is_ascii_hexdigit())) else {
+        return pod;
+    };
+    for pattern in OCI_CONFIGS {
+        let path = host_root.join(pattern.replace("{id}", &id));
+        let Ok(file) = std::fs::File::open(&path) else { continue };
+        let mut bytes = Vec::new();
+        if file.take(MAX_OCI_CONFIG).read_to_end(&mut bytes).is_err() {
+            continue;
+        }
+        if let Some((ns, name, container)) = names_from_oci_config(&bytes) {
+            pod.namespace = Some(ns);
+            pod.name = Some(name);
+            pod.container = container.or(pod.container);
+            return pod;
+        }
+    }
+    pod
+}
+
+/// (namespace, pod, container) from an OCI config's annotations: containerd's
+/// `io.kubernetes.cri.sandbox-*`, or CRI-O's `io.kubernetes.cri-o.Labels` (a JSON string
+/// holding the kubelet's `io.kubernetes.pod.*` labels).
+pub fn names_from_oci_config(bytes: &[u8]) -> Option<(String, String, Option<String>)> {
+    let v: serde_json::Value = serde_json::from_slice(bytes).ok()?;
+    let a = v.get("annotations")?;
+    let s =
+        |m: &serde_json::Value, k: &str| m.get(k).and_then(|x| x.as_str()).filter(|x| !x.is_empty()).map(String::from);
+    if let (Some(ns), Some(name)) =
+        (s(a, "io.kubernetes.cri.sandbox-namespace"), s(a, "io.kubernetes.cri.sandbox-name"))
+    {
+        return Some((ns, name, s(a, "io.kubernetes.cri.container-name")));
+    }
+    let labels: serde_json::Value = serde_json::from_str(a.get("io.kubernetes.cri-o.Labels")?.as_str()?).ok()?;
+    Some((
+        s(&labels, "io.kubernetes.pod.namespace")?,
+        s(&labels, "io.kubernetes.pod.name")?,
+        s(&labels, "io.kubernetes.container.name"),
+    ))
 }
 
 /// Parse the text of a /proc/PID/cgroup file. Every line is `hierarchy:controllers:path`.
@@ -248,6 +304,37 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         assert_eq!(got.as_deref(), Some(UID));
         assert_eq!(missing, None);
+    }
+
+    #[test]
+    fn names_come_from_the_runtimes_oci_config() {
+        let containerd = br#"{"ociVersion":"1.1.0","annotations":{"io.kubernetes.cri.container-type":"container",
+            "io.kubernetes.cri.sandbox-namespace":"inference-prod","io.kubernetes.cri.sandbox-name":"vllm-0",
+            "io.kubernetes.cri.container-name":"vllm"}}"#;
+        assert_eq!(
+            names_from_oci_config(containerd),
+            Some(("inference-prod".into(), "vllm-0".into(), Some("vllm".into())))
+        );
+        let crio = br#"{"annotations":{"io.kubernetes.cri-o.Labels":"{\"io.kubernetes.pod.namespace\":\"research\",\"io.kubernetes.pod.name\":\"jupyter-1\",\"io.kubernetes.container.name\":\"notebook\"}"}}"#;
+        assert_eq!(names_from_oci_config(crio), Some(("research".into(), "jupyter-1".into(), Some("notebook".into()))));
+        assert_eq!(names_from_oci_config(br#"{"annotations":{}}"#), None);
+        assert_eq!(names_from_oci_config(b"not json"), None);
+
+        // On a host root laid out as containerd keeps it.
+        let root = std::env::temp_dir().join(format!("fabrik-oci-{}", std::process::id()));
+        let bundle = root.join(format!("run/containerd/io.containerd.runtime.v2.task/k8s.io/{CID}"));
+        std::fs::create_dir_all(&bundle).expect("mkdir");
+        std::fs::write(bundle.join("config.json"), containerd).expect("write");
+        let pod =
+            PodRef { uid: UID.into(), namespace: None, name: None, container_id: Some(CID.into()), container: None };
+        let named = with_names(&root, pod.clone());
+        let unknown = with_names(&root, PodRef { container_id: Some("abc123".into()), ..pod.clone() });
+        let hostile = with_names(&root, PodRef { container_id: Some("../../etc".into()), ..pod });
+        let _ = std::fs::remove_dir_all(&root);
+        assert_eq!((named.namespace.as_deref(), named.name.as_deref()), (Some("inference-prod"), Some("vllm-0")));
+        assert_eq!(named.container.as_deref(), Some("vllm"));
+        assert_eq!(unknown.name, None, "no config, no name");
+        assert_eq!(hostile.name, None, "a container id is hex, never a path");
     }
 
     /// No panics on arbitrary input: a small xorshift fuzz loop, biased towards the
