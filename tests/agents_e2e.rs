@@ -235,6 +235,17 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         if fed(f, &b) == 8 { Ok(()) } else { Err(format!("{} of 8 GPUs of {b} have telemetry", fed(f, &b))) }
     })
     .await;
+    // Processes → pods came along through the proxy (the fake agent names its pods).
+    let procs: Vec<&fabrik::model::ProcSample> = m
+        .fleet
+        .node_by_name(&b)
+        .and_then(|id| m.fleet.node(id))
+        .map(|n| n.gpus.iter().filter_map(|g| m.fleet.gpu_procs.get(g)).flatten().collect())
+        .unwrap_or_default();
+    assert!(
+        procs.iter().any(|p| p.pod.as_deref().is_some_and(|pod| pod.contains('/'))),
+        "GPU processes mapped to namespace/pod: {procs:?}"
+    );
     let before = last_sample(&m.fleet, &a);
     m.until("a few more samples of the node in view", Duration::from_secs(10), {
         let start = last_sample(&m.fleet, &b);

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::Batch;
 use crate::agent::wire::NodeSample;
-use crate::model::{Delta, FeedState, Sample, TelemetrySample, Ts};
+use crate::model::{Delta, FeedState, ProcSample, Sample, TelemetrySample, Ts};
 
 use crate::now_ms;
 
@@ -57,6 +57,21 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                     .map(|m| (m.uuid.clone(), m.util.unwrap_or(0).min(100) as u8, m.memory_used_mib as u32))
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
+                processes: Some(
+                    g.processes
+                        .iter()
+                        .map(|p| ProcSample {
+                            pid: p.pid,
+                            mem_mib: p.used_memory_mib.map(|m| m.min(u32::MAX as u64) as u32),
+                            pod: p.pod.as_ref().map(|r| match (&r.namespace, &r.name) {
+                                (Some(ns), Some(name)) => format!("{ns}/{name}"),
+                                _ => format!("uid:{}", r.uid),
+                            }),
+                            container: p.pod.as_ref().and_then(|r| r.container.clone()),
+                            gpu_instance: p.gpu_instance_id,
+                        })
+                        .collect(),
+                ),
             }
         })
         .collect();

@@ -118,6 +118,22 @@ pub struct TelemetrySample {
     /// The node and index of the GPU, when the source knows them: a node agent reports the
     /// NVML uuid, which the fleet does not know for GPUs announced only by node labels.
     pub node_gpu: Option<(String, u8)>,
+    /// The compute processes on the GPU, when the source sees them (a node agent); `None`
+    /// when it does not (Prometheus, the simulator), which keeps what is known.
+    pub processes: Option<Vec<ProcSample>>,
+}
+
+/// A process on a GPU, as the node agent maps it to a pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcSample {
+    pub pid: u32,
+    pub mem_mib: Option<u32>,
+    /// `namespace/name` when the agent could name the pod, else `uid:<pod uid>`; `None`
+    /// for a process outside any pod (on the host).
+    pub pod: Option<String>,
+    pub container: Option<String>,
+    /// The MIG GPU instance it runs in.
+    pub gpu_instance: Option<u32>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

@@ -95,6 +95,8 @@ pub struct Fleet {
     free_gpus: Vec<u32>,
     free_pods: Vec<u32>,
     gpu_contrib: FastMap<GpuId, DeviceContrib>,
+    /// Compute processes per GPU, from node agents (only GPUs an agent streams have them).
+    pub gpu_procs: FastMap<GpuId, Vec<ProcSample>>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
     node_alloc_counted: FastMap<NodeId, u32>,
@@ -146,6 +148,7 @@ impl Fleet {
             free_gpus: Vec::new(),
             free_pods: Vec::new(),
             gpu_contrib: FastMap::default(),
+            gpu_procs: FastMap::default(),
             mig_contrib: FastMap::default(),
             pod_contrib: FastMap::default(),
             node_alloc_counted: FastMap::default(),
@@ -791,6 +794,7 @@ impl Fleet {
 
     fn remove_gpu(&mut self, gid: GpuId) {
         self.clear_instances(gid);
+        self.gpu_procs.remove(&gid);
         if let Some(c) = self.gpu_contrib.remove(&gid) {
             self.unapply_device(c);
         }
@@ -821,6 +825,9 @@ impl Fleet {
         };
         let Some(gid) = self.gpu_by_uuid(&s.gpu_uuid).or_else(by_place) else { return };
         let idle_thr = self.thresholds.idle_util_pct;
+        if let Some(p) = s.processes {
+            self.gpu_procs.insert(gid, p);
+        }
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
         g.last = s.sample;
         g.history.push(s.sample);

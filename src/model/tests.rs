@@ -59,6 +59,7 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
         sample: Sample::new(util, 50, 300, 50),
         instances: vec![],
         node_gpu: None,
+        processes: None,
     }])
 }
 

@@ -1382,3 +1382,48 @@ fn the_nodes_on_screen_are_told_to_the_agent_streams_when_they_change() {
     send(&mut rig.app, ":tenants<Enter>");
     assert_eq!(told.lock().expect("lock").last().cloned(), Some(Default::default()), "no node rows, no streams");
 }
+
+#[test]
+fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu() {
+    let mut rig = Rig::new(5);
+    // A whole GPU held by a pod, in the demo factory.
+    let (gid, holder) = rig
+        .app
+        .fleet
+        .gpus
+        .iter()
+        .enumerate()
+        .find_map(|(i, g)| {
+            let g = g.as_ref()?;
+            let p = rig.app.fleet.pod(*g.pods.first()?)?;
+            Some((crate::model::GpuId(i as u32), rig.app.fleet.pod_display(p)))
+        })
+        .expect("a GPU held by a pod");
+    let (uuid, node, index) = {
+        let f = &rig.app.fleet;
+        let g = f.gpu(gid).expect("gpu");
+        (f.s(g.uuid).to_string(), f.s(f.node(g.node).expect("node").name).to_string(), g.index)
+    };
+    let proc = |pid: u32, pod: Option<&str>| crate::model::ProcSample {
+        pid,
+        mem_mib: Some(20_480),
+        pod: pod.map(String::from),
+        container: pod.map(|_| "main".to_string()),
+        gpu_instance: None,
+    };
+    let at = rig.app.fleet.now;
+    rig.app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
+        gpu_uuid: uuid,
+        at,
+        sample: crate::model::Sample::new(50, 40, 300, 60),
+        instances: vec![],
+        node_gpu: None,
+        processes: Some(vec![proc(4242, Some(&holder)), proc(5151, Some("research/sneaky-0")), proc(77, None)]),
+    }])]);
+    send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
+    let s = screen(&mut rig.app);
+    assert!(s.contains("PROCESSES (node agent"), "{s}");
+    assert!(line_with(&s, "pid 4242").is_some_and(|l| l.contains(&holder) && !l.contains("not allocated")), "{s}");
+    assert!(line_with(&s, "pid 5151").is_some_and(|l| l.contains("research/sneaky-0 ⚠ not allocated this GPU")), "{s}");
+    assert!(line_with(&s, "pid 77").is_some_and(|l| l.contains("host process")), "{s}");
+}

@@ -373,6 +373,44 @@ fn truncate(s: &str, w: usize) -> String {
     if s.chars().count() <= w { s.to_string() } else { s.chars().take(w.saturating_sub(1)).collect::<String>() + "…" }
 }
 
+/// What runs on the GPU, as its node agent sees it, next to what the cluster allocated: a
+/// process of a pod the GPU was not given is marked.
+fn process_lines<'a>(f: &Fleet, gid: GpuId, theme: &Theme) -> Vec<Line<'a>> {
+    let Some(g) = f.gpu(gid) else { return Vec::new() };
+    let Some(procs) = f.gpu_procs.get(&gid) else {
+        return vec![Line::from(Span::styled(
+            "processes: no node agent streams this GPU",
+            theme.style("ui.text.muted"),
+        ))];
+    };
+    let seen = g.last_sample_at.map(|t| format!(", {} ago", age(f.now, t))).unwrap_or_default();
+    let mut out = vec![Line::from(Span::styled(format!("PROCESSES (node agent{seen})"), theme.style("ui.header")))];
+    if procs.is_empty() {
+        out.push(Line::from(Span::styled("no compute processes", theme.style("ui.text.muted"))));
+        return out;
+    }
+    let given: Vec<String> = g
+        .pods
+        .iter()
+        .chain(g.instances.iter().filter_map(|i| i.pod.as_ref()))
+        .filter_map(|p| f.pod(*p))
+        .map(|p| f.pod_display(p))
+        .collect();
+    for p in procs {
+        let mem = p.mem_mib.map(|m| format!("{:>5}G", m / 1024)).unwrap_or_else(|| "     -".into());
+        let gi = p.gpu_instance.map(|i| format!(" · GI {i}")).unwrap_or_default();
+        let (who, style) = match &p.pod {
+            None => ("host process".to_string(), "ui.text.muted"),
+            Some(pod) if pod.starts_with("uid:") => (format!("pod {pod} (name unknown)"), "ui.text"),
+            Some(pod) if given.iter().any(|g| g == pod) => (pod.clone(), "ui.text"),
+            Some(pod) => (format!("{pod} ⚠ not allocated this GPU"), "ui.warning"),
+        };
+        let container = p.container.as_deref().map(|c| format!(" · {c}")).unwrap_or_default();
+        out.push(Line::from(Span::styled(format!("pid {:<8} {mem}  {who}{container}{gi}", p.pid), theme.style(style))));
+    }
+    out
+}
+
 pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usize, theme: &Theme) {
     let Some(g) = f.gpu(gid) else {
         frame.render_widget(
@@ -523,6 +561,7 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
             theme.style("severity.error"),
         )));
     }
+    rows.extend(process_lines(f, gid, theme));
     frame.render_widget(
         Paragraph::new(rows).block(
             Block::default()
