@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use fabrik::feed::kube::KubeFeedConfig;
 use fabrik::model::{Delta, FeedState, Fleet, Thresholds};
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
 use kube::api::{ListParams, PostParams};
 use serde_json::json;
@@ -148,15 +148,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let c = conn.client.clone();
     let pp = PostParams::default();
 
-    let mut nodes: Vec<String> = Api::<Node>::all(c.clone())
-        .list(&ListParams::default().labels("fabrik.io/simulated=true"))
-        .await
-        .expect("list nodes")
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    nodes.sort();
+    let nodes = common::sim_nodes(&c).await;
     assert_eq!(nodes.len(), NODES);
 
     // The agent DaemonSet's pods, one per node, each reporting the IP its agent listens on.

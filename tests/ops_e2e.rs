@@ -215,15 +215,7 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     let c = conn.client.clone();
     let pp = PostParams::default();
 
-    let mut names: Vec<String> = Api::<Node>::all(c.clone())
-        .list(&ListParams::default().labels("fabrik.io/simulated=true"))
-        .await
-        .expect("list nodes")
-        .items
-        .into_iter()
-        .filter_map(|n| n.metadata.name)
-        .collect();
-    names.sort();
+    let names = common::sim_nodes(&c).await;
     assert_eq!(names.len(), 4, "{names:?}");
     let (drain_node, reslice_node, stuck_node) = (names[0].clone(), names[1].clone(), names[2].clone());
 

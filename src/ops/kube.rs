@@ -536,13 +536,18 @@ async fn node_pods(run: &Run<'_>, node: &str) -> Step<Vec<Pod>> {
         .map_err(|e| Stop::Failed(api_failure(&format!("listing the pods on {node}"), &e)))
 }
 
+/// The first step of a drain or a reslice: no new pods land on the node meanwhile.
+async fn cordon_step(run: &mut Run<'_>, node: &str) -> Step<()> {
+    if set_unschedulable(run, node, true).await? {
+        run.step(format!("cordoned {node}")).await
+    } else {
+        run.step(format!("{node} was already cordoned")).await
+    }
+}
+
 async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
     let node = d.node.as_str();
-    if set_unschedulable(run, node, true).await? {
-        run.step(format!("cordoned {node}")).await?;
-    } else {
-        run.step(format!("{node} was already cordoned")).await?;
-    }
+    cordon_step(run, node).await?;
     let confirmed: Vec<(String, String)> = d.to_evict().map(|p| (p.namespace.clone(), p.name.clone())).collect();
     let pods = node_pods(run, node).await?;
     let (evict, notes) = reconcile(&confirmed, &pods, d.force).map_err(Stop::Failed)?;
@@ -789,11 +794,7 @@ fn caps_text(c: &BTreeMap<String, i64>) -> String {
 
 async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
     let node = r.node.as_str();
-    if set_unschedulable(run, node, true).await? {
-        run.step(format!("cordoned {node}")).await?;
-    } else {
-        run.step(format!("{node} was already cordoned")).await?;
-    }
+    cordon_step(run, node).await?;
     let confirmed: Vec<(String, String)> =
         r.pods.iter().filter(|p| p.action == PodAction::Evict).map(|p| (p.namespace.clone(), p.name.clone())).collect();
     let pods = node_pods(run, node).await?;

@@ -116,6 +116,21 @@ pub fn sim(kubeconfig: &Path, dir: &Path, args: &[&str]) -> Proc {
     Proc { child, what: "fabrik sim" }
 }
 
+/// The names of the nodes `fabrik sim` registered, sorted.
+pub async fn sim_nodes(client: &kube::Client) -> Vec<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let mut names: Vec<String> = api
+        .list(&kube::api::ListParams::default().labels("fabrik.io/simulated=true"))
+        .await
+        .expect("list the simulated nodes")
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    names.sort();
+    names
+}
+
 pub const WAIT: Duration = Duration::from_secs(10);
 pub const POLL: Duration = Duration::from_millis(50);
 
