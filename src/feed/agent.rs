@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::Batch;
 use crate::agent::wire::NodeSample;
-use crate::model::{Delta, FeedState, ProcSample, Sample, TelemetrySample, Ts};
+use crate::model::{Delta, FeedState, GpuFault, ProcSample, Sample, TelemetrySample, Ts};
 
 use crate::now_ms;
 
@@ -78,6 +78,38 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
     vec![Delta::Telemetry(samples)]
 }
 
+/// The faults already reported per GPU uuid: (time of the last XID, uncorrectable ECC count).
+/// Kept across reconnects, so an agent's standing XID is one alert, not one per sample.
+pub type FaultsSeen = std::collections::HashMap<String, (Option<u64>, u64)>;
+
+/// XIDs and uncorrectable ECC errors the agent reports that were not reported before.
+pub fn fault_deltas(s: &NodeSample, seen: &mut FaultsSeen) -> Vec<Delta> {
+    let mut out = Vec::new();
+    for g in &s.gpus {
+        let entry = seen.entry(g.uuid.clone()).or_insert((None, 0));
+        if let Some(x) = &g.last_xid
+            && entry.0 != Some(x.at_ms)
+        {
+            entry.0 = Some(x.at_ms);
+            out.push(Delta::GpuFault {
+                gpu_uuid: g.uuid.clone(),
+                at: x.at_ms,
+                fault: GpuFault::Xid { code: x.code.min(u32::MAX as u64) as u32 },
+            });
+        }
+        let ecc = g.ecc_uncorrected.unwrap_or(0);
+        if ecc > entry.1 {
+            entry.1 = ecc;
+            out.push(Delta::GpuFault {
+                gpu_uuid: g.uuid.clone(),
+                at: s.sampled_at_ms,
+                fault: GpuFault::EccUncorrected { count: ecc.min(u32::MAX as u64) as u32 },
+            });
+        }
+    }
+    out
+}
+
 /// Where an agent is reached.
 #[derive(Clone)]
 pub enum AgentAddr {
@@ -107,11 +139,13 @@ pub async fn run(url: String, interval: Duration, tx: mpsc::Sender<Batch>) {
 pub async fn run_addr(addr: AgentAddr, source: String, interval: Duration, tx: mpsc::Sender<Batch>) {
     let mut wait = Duration::from_millis(500);
     let mut since: Option<Ts> = None;
+    let mut seen = FaultsSeen::new();
     loop {
+        let mut out = Out { source: &source, tx: &tx, since: &mut since, seen: &mut seen };
         let result = match &addr {
-            AgentAddr::Direct(url) => stream_direct(url, interval, &source, &tx, &mut since).await,
+            AgentAddr::Direct(url) => stream_direct(url, interval, &mut out).await,
             AgentAddr::Pod { client, namespace, pod, port } => {
-                stream_proxied(client, namespace, pod, *port, interval, &source, &tx, &mut since).await
+                stream_proxied(client, namespace, pod, *port, interval, &mut out).await
             }
         };
         let reason = match result {
@@ -140,15 +174,18 @@ fn stall_after(interval: Duration) -> Duration {
     (interval * 3).max(Duration::from_secs(10))
 }
 
-/// Splits what arrived into sample lines and sends each as telemetry. `Ok(false)` when the
-/// cockpit went away.
-async fn take_lines(
-    buf: &mut Vec<u8>,
-    who: &str,
-    source: &str,
-    tx: &mpsc::Sender<Batch>,
-    since: &mut Option<Ts>,
-) -> Result<bool, String> {
+/// Where a stream's samples go, and what it has told so far.
+struct Out<'a> {
+    source: &'a str,
+    tx: &'a mpsc::Sender<Batch>,
+    /// Set while the stream is in trouble: the next sample says it is live again.
+    since: &'a mut Option<Ts>,
+    seen: &'a mut FaultsSeen,
+}
+
+/// Splits what arrived into sample lines and sends each as telemetry (and new faults).
+/// `Ok(false)` when the cockpit went away.
+async fn take_lines(buf: &mut Vec<u8>, who: &str, out: &mut Out<'_>) -> Result<bool, String> {
     // Bounded: a line longer than 16 MiB is not a sample set.
     if buf.len() > 16 << 20 && !buf.contains(&b'\n') {
         return Err(format!("{who} sent a line over 16 MiB"));
@@ -161,23 +198,18 @@ async fn take_lines(
         }
         let sample: NodeSample = serde_json::from_slice(line).map_err(|e| format!("{who} sent a bad sample: {e}"))?;
         let mut batch = deltas(&sample);
-        if since.take().is_some() {
-            batch.push(Delta::Feed { source: source.to_string(), state: FeedState::Live });
+        batch.extend(fault_deltas(&sample, out.seen));
+        if out.since.take().is_some() {
+            batch.push(Delta::Feed { source: out.source.to_string(), state: FeedState::Live });
         }
-        if tx.send(batch).await.is_err() {
+        if out.tx.send(batch).await.is_err() {
             return Ok(false);
         }
     }
     Ok(true)
 }
 
-async fn stream_direct(
-    url: &str,
-    interval: Duration,
-    source: &str,
-    tx: &mpsc::Sender<Batch>,
-    since: &mut Option<Ts>,
-) -> Result<(), String> {
+async fn stream_direct(url: &str, interval: Duration, out: &mut Out<'_>) -> Result<(), String> {
     let authority = parse_agent_url(url)?;
     let tcp = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(&authority))
         .await
@@ -207,22 +239,19 @@ async fn stream_direct(
         };
         let Ok(data) = frame.into_data() else { continue };
         buf.extend_from_slice(&data);
-        if !take_lines(&mut buf, &authority, source, tx, since).await? {
+        if !take_lines(&mut buf, &authority, out).await? {
             return Ok(());
         }
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn stream_proxied(
     client: &kube::Client,
     namespace: &str,
     pod: &str,
     port: u16,
     interval: Duration,
-    source: &str,
-    tx: &mpsc::Sender<Batch>,
-    since: &mut Option<Ts>,
+    out: &mut Out<'_>,
 ) -> Result<(), String> {
     use futures::AsyncReadExt;
     let who = format!("agent pod {namespace}/{pod}");
@@ -250,7 +279,7 @@ async fn stream_proxied(
             Ok(Ok(n)) => n,
         };
         buf.extend_from_slice(&chunk[..n]);
-        if !take_lines(&mut buf, &who, source, tx, since).await? {
+        if !take_lines(&mut buf, &who, out).await? {
             return Ok(());
         }
     }
@@ -274,6 +303,33 @@ mod tests {
             let e = parse_agent_url(bad).err().unwrap_or_default();
             assert!(e.contains(why), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn an_agents_xid_and_ecc_errors_are_reported_once_each() {
+        let mut fake = crate::agent::fake::FakeGpus::new("h100-0000", 2, 1);
+        let Ok(mut sample) = crate::agent::backend::Gpus::sample(&mut fake, 1_000) else { panic!("sample") };
+        for g in sample.gpus.iter_mut() {
+            g.last_xid = None;
+            g.ecc_uncorrected = Some(0);
+        }
+        let mut seen = FaultsSeen::new();
+        assert!(fault_deltas(&sample, &mut seen).is_empty(), "a healthy node reports nothing");
+        sample.gpus[1].last_xid = Some(crate::agent::wire::XidEvent { code: 79, at_ms: 900 });
+        sample.gpus[1].ecc_uncorrected = Some(2);
+        let d = fault_deltas(&sample, &mut seen);
+        let uuid = sample.gpus[1].uuid.clone();
+        assert_eq!(
+            d,
+            vec![
+                Delta::GpuFault { gpu_uuid: uuid.clone(), at: 900, fault: GpuFault::Xid { code: 79 } },
+                Delta::GpuFault { gpu_uuid: uuid.clone(), at: 1_000, fault: GpuFault::EccUncorrected { count: 2 } },
+            ]
+        );
+        assert!(fault_deltas(&sample, &mut seen).is_empty(), "the same XID and count are not reported again");
+        sample.gpus[1].last_xid = Some(crate::agent::wire::XidEvent { code: 48, at_ms: 1_500 });
+        let d = fault_deltas(&sample, &mut seen);
+        assert!(matches!(d.as_slice(), [Delta::GpuFault { fault: GpuFault::Xid { code: 48 }, .. }]), "{d:?}");
     }
 
     #[test]

@@ -97,6 +97,9 @@ pub struct Fleet {
     gpu_contrib: FastMap<GpuId, DeviceContrib>,
     /// Compute processes per GPU, from node agents (only GPUs an agent streams have them).
     pub gpu_procs: FastMap<GpuId, Vec<ProcSample>>,
+    /// Other names of a GPU: the NVML uuid a node agent reports for a GPU the cluster
+    /// announces only by node labels (learned when its samples are matched by node and index).
+    gpu_alias: FastMap<String, GpuId>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
     node_alloc_counted: FastMap<NodeId, u32>,
@@ -149,6 +152,7 @@ impl Fleet {
             free_pods: Vec::new(),
             gpu_contrib: FastMap::default(),
             gpu_procs: FastMap::default(),
+            gpu_alias: FastMap::default(),
             mig_contrib: FastMap::default(),
             pod_contrib: FastMap::default(),
             node_alloc_counted: FastMap::default(),
@@ -795,6 +799,7 @@ impl Fleet {
     fn remove_gpu(&mut self, gid: GpuId) {
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
+        self.gpu_alias.retain(|_, g| *g != gid);
         if let Some(c) = self.gpu_contrib.remove(&gid) {
             self.unapply_device(c);
         }
@@ -823,7 +828,11 @@ impl Fleet {
             let n = self.node(self.node_by_name(node)?)?;
             n.gpus.iter().copied().find(|g| self.gpu(*g).is_some_and(|g| g.index == *index))
         };
-        let Some(gid) = self.gpu_by_uuid(&s.gpu_uuid).or_else(by_place) else { return };
+        let known = self.gpu_by_uuid(&s.gpu_uuid).or_else(|| self.gpu_alias.get(&s.gpu_uuid).copied());
+        let Some(gid) = known.or_else(by_place) else { return };
+        if known.is_none() {
+            self.gpu_alias.insert(s.gpu_uuid.clone(), gid);
+        }
         let idle_thr = self.thresholds.idle_util_pct;
         if let Some(p) = s.processes {
             self.gpu_procs.insert(gid, p);
@@ -857,7 +866,7 @@ impl Fleet {
     }
 
     fn apply_fault(&mut self, uuid: &str, at: Ts, fault: GpuFault) -> bool {
-        let Some(gid) = self.gpu_by_uuid(uuid) else { return false };
+        let Some(gid) = self.gpu_by_uuid(uuid).or_else(|| self.gpu_alias.get(uuid).copied()) else { return false };
         let node_name =
             self.gpu(gid).and_then(|g| self.node(g.node)).map(|n| self.s(n.name).to_string()).unwrap_or_default();
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return false };

@@ -397,3 +397,26 @@ fn pods_seen_before_their_node_and_gpu_bind_when_those_arrive() {
     assert_eq!(f.node(f.node_by_name("n9").unwrap()).unwrap().pods, 0);
     check_invariants(&f);
 }
+
+#[test]
+fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
+    let mut f = Fleet::new(Thresholds::default());
+    f.apply(Delta::NodeUpsert(node("n1")));
+    f.apply(Delta::GpuUpsert(gpu("n1", 1, "n1/gpu-1")));
+    // The agent knows the NVML uuid; the first sample is matched by node and index ...
+    f.apply(Delta::Telemetry(vec![TelemetrySample {
+        gpu_uuid: "GPU-nvml-1".into(),
+        at: 1_000,
+        sample: Sample::new(10, 10, 100, 40),
+        instances: vec![],
+        node_gpu: Some(("n1".into(), 1)),
+        processes: None,
+    }]));
+    let gid = f.gpu_by_uuid("n1/gpu-1").unwrap();
+    assert_eq!(f.gpu(gid).unwrap().last_sample_at, Some(1_000));
+    // ... and from then on the agent's uuid names that GPU, for its XIDs too.
+    assert!(f.apply(Delta::GpuFault { gpu_uuid: "GPU-nvml-1".into(), at: 1_500, fault: GpuFault::Xid { code: 79 } }));
+    assert_eq!(f.gpu(gid).unwrap().xid, Some((79, 1_500)));
+    assert!(f.alerts.keys().any(|(k, t)| *k == AlertKind::Xid(79) && *t == AlertTarget::Gpu(gid)));
+    assert!(!f.apply(Delta::GpuFault { gpu_uuid: "GPU-unknown".into(), at: 1, fault: GpuFault::Xid { code: 1 } }));
+}
