@@ -122,6 +122,11 @@ pub struct KubeSimArgs {
     /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
     #[arg(long, default_value_t = 3)]
     pub mig_seconds: u64,
+    /// Also run a fake node agent for each node (at most 250), reachable as the cockpit
+    /// reaches real ones: agent pods in fabrik-system, through the API server's pod proxy.
+    /// Needs root and iproute2 (the agents listen in a network namespace this makes).
+    #[arg(long)]
+    pub agents: bool,
     /// Remove the simulated nodes (and the workload mix) from the cluster, then exit.
     #[arg(long)]
     pub cleanup: bool,
@@ -217,6 +222,9 @@ pub struct AgentArgs {
     /// Kubernetes node name (default: $NODE_NAME, else the hostname).
     #[arg(long)]
     pub node: Option<String>,
+    /// Exit when the process with this PID is gone (`fabrik sim --agents` runs its agents so).
+    #[arg(long, hide = true)]
+    pub parent: Option<u32>,
     /// Most concurrent /v1/stream readers.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_readers: u32,

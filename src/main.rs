@@ -163,6 +163,16 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
         },
     };
     let backend_name = backend.name();
+    if let Some(parent) = args.parent {
+        // Started by `fabrik sim --agents`: go when it goes, even if it was killed.
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{parent}"));
+        std::thread::spawn(move || {
+            while proc_dir.exists() {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+            }
+            std::process::exit(0);
+        });
+    }
     let cfg = server::AgentConfig {
         listen: args.listen,
         interval: args.interval,

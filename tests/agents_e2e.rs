@@ -1,8 +1,8 @@
-//! Node agents through the API server's pod proxy, end to end: the real control plane,
-//! `fabrik sim` as the nodes, and one `fabrik agent --fake 8` per node as the DaemonSet
-//! would run it, each listening on its pod's IP. The pod proxy refuses loopback addresses,
-//! so the agents run in a network namespace this test makes (a veth pair on 10.213.N.0/24);
-//! nothing outside this machine is addressed.
+//! Node agents through the API server's pod proxy, end to end: the real control plane and
+//! `fabrik sim --agents` as the nodes, which runs one `fabrik agent --fake 8` per node and
+//! gives each an agent pod reporting the agent's address. The pod proxy refuses loopback
+//! addresses, so the sim's agents listen in a network namespace it makes (a veth pair on
+//! 10.215.N.0/24); nothing outside this machine is addressed.
 //!
 //! The cockpit's model, fed by the kube feed and the agent-pod feed exactly as the cockpit
 //! is, gets telemetry for the nodes in view only; when the view moves, the streams follow;
@@ -10,18 +10,17 @@
 //! utilisation for the nodes on screen. `kubectl get --raw` through the same proxy is the
 //! independent check that the agent answers there.
 //!
-//! No skip: without `ip netns` (root, iproute2) this test fails and says why.
+//! No skip: without `ip netns` (root, iproute2) `fabrik sim --agents` fails and says why.
 
-use std::collections::BTreeSet;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fabrik::feed::kube::KubeFeedConfig;
 use fabrik::model::{Delta, FeedState, Fleet, Thresholds};
-use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::core::v1::Pod;
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::ListParams;
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
@@ -30,71 +29,6 @@ use common::{BIN, Proc, Tmux, control_plane, session};
 
 const NODES: usize = 3;
 const NS: &str = "fabrik-system";
-
-fn sh(args: &[&str]) {
-    let o = Command::new(args[0]).args(&args[1..]).output().unwrap_or_else(|e| panic!("{args:?}: {e}"));
-    assert!(
-        o.status.success(),
-        "{args:?} failed ({}): {} — this test needs root and iproute2 to make a network namespace",
-        o.status,
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// A network namespace with a veth pair: the host end is `.1`, the agents listen on `.2…`.
-struct Netns {
-    name: String,
-    host_if: String,
-    subnet: String,
-}
-
-impl Netns {
-    fn new(agents: usize) -> Netns {
-        let id = std::process::id();
-        let n = Netns {
-            name: format!("fabrik-ag-{id}"),
-            host_if: format!("fah{}", id % 100_000),
-            subnet: format!("10.213.{}", id % 250),
-        };
-        let peer = format!("fan{}", id % 100_000);
-        let _ = Command::new("ip").args(["netns", "del", &n.name]).stderr(Stdio::null()).status();
-        let _ = Command::new("ip").args(["link", "del", &n.host_if]).stderr(Stdio::null()).status();
-        sh(&["ip", "netns", "add", &n.name]);
-        sh(&["ip", "link", "add", &n.host_if, "type", "veth", "peer", "name", &peer]);
-        sh(&["ip", "link", "set", &peer, "netns", &n.name]);
-        sh(&["ip", "addr", "add", &format!("{}.1/24", n.subnet), "dev", &n.host_if]);
-        sh(&["ip", "link", "set", &n.host_if, "up"]);
-        sh(&["ip", "netns", "exec", &n.name, "ip", "link", "set", "lo", "up"]);
-        sh(&["ip", "netns", "exec", &n.name, "ip", "link", "set", &peer, "up"]);
-        for i in 0..agents {
-            sh(&["ip", "netns", "exec", &n.name, "ip", "addr", "add", &n.ip(i, "/24"), "dev", &peer]);
-        }
-        n
-    }
-
-    fn ip(&self, agent: usize, suffix: &str) -> String {
-        format!("{}.{}{suffix}", self.subnet, agent + 2)
-    }
-
-    /// `fabrik agent --fake 8` for `node`, on agent address `i`, inside the namespace.
-    fn agent(&self, i: usize, node: &str, log: &Path) -> Proc {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &self.name, BIN, "agent", "--fake", "8", "--node", node, "--interval", "500ms"])
-            .args(["--listen", &format!("{}:9400", self.ip(i, ""))])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(log).map(Stdio::from).unwrap_or(Stdio::null()))
-            .spawn()
-            .expect("start fabrik agent in the network namespace");
-        Proc { child, what: "fabrik agent" }
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.name]).status();
-        let _ = Command::new("ip").args(["link", "del", &self.host_if]).stderr(Stdio::null()).status();
-    }
-}
 
 /// GPUs of `node` with telemetry in the model.
 fn fed(f: &Fleet, node: &str) -> usize {
@@ -140,50 +74,35 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let dir = std::env::temp_dir().join(format!("fabrik-agents-e2e-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let net = Netns::new(NODES);
     let (_cp, kubeconfig) = control_plane(&dir);
     let n = NODES.to_string();
-    let _sim = common::sim(&kubeconfig, &dir, &["--nodes", &n, "--seed", "5", "--dra-every", "0"]);
+    let sim = common::sim(&kubeconfig, &dir, &["--nodes", &n, "--seed", "5", "--dra-every", "0", "--agents"]);
     let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
     let c = conn.client.clone();
-    let pp = PostParams::default();
-
     let nodes = common::sim_nodes(&c).await;
     assert_eq!(nodes.len(), NODES);
 
-    // The agent DaemonSet's pods, one per node, each reporting the IP its agent listens on.
-    Api::<Namespace>::all(c.clone())
-        .create(&pp, &serde_json::from_value(json!({"metadata": {"name": NS}})).expect("ns"))
-        .await
-        .expect("create the namespace");
+    // The agent pods, one per node, running with the address of their agent.
     let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
-    let mut agents = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": format!("fabrik-agent-{node}"),
-                "labels": {"app.kubernetes.io/name": "fabrik-agent"},
-                "annotations": {fabrik::kubesim::POD_IP_ANNOTATION: net.ip(i, "")}},
-            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": false,
-                "containers": [{"name": "agent", "image": "fabrik", "ports": [{"name": "http", "containerPort": 9400}]}]}
-        }))
-        .expect("pod json");
-        pods.create(&pp, &pod).await.expect("create an agent pod");
-        agents.push(Some(net.agent(i, node, &dir.join(format!("agent-{i}.log")))));
-    }
     let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let list = pods.list(&ListParams::default()).await.expect("list agent pods");
-        let running = list
+    let ips: BTreeMap<String, String> = loop {
+        let list = pods.list(&ListParams::default().labels(fabrik::feed::agents::DEFAULT_SELECTOR)).await;
+        let list = list.expect("list agent pods");
+        let ips: BTreeMap<String, String> = list
             .items
             .iter()
-            .filter(|p| p.status.as_ref().and_then(|s| s.pod_ip.as_deref()).is_some_and(|ip| ip.starts_with("10.213.")))
-            .count();
-        if running == NODES {
-            break;
+            .filter_map(|p| {
+                let node = p.spec.as_ref()?.node_name.clone()?;
+                let ip = p.status.as_ref()?.pod_ip.clone().filter(|ip| ip.starts_with("10.215."))?;
+                Some((node, ip))
+            })
+            .collect();
+        if ips.len() == NODES {
+            break ips;
         }
-        assert!(Instant::now() < deadline, "agent pods not running with their IPs: {list:?}");
+        assert!(Instant::now() < deadline, "agent pods not running with their agents' addresses: {list:?}");
         tokio::time::sleep(Duration::from_millis(300)).await;
-    }
+    };
 
     // The independent check: the agent answers through the API server's pod proxy.
     let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{}:9400/proxy/v1/snapshot", nodes[0]);
@@ -249,14 +168,35 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     assert_eq!(fed(&m.fleet, &third), 0);
 
     // The agent of the node in view stops: its stream says so, then recovers when it is back.
-    drop(agents[1].take());
+    let pattern = format!("agent --fake 8 --node {b} ");
+    let pid = Command::new("pgrep").args(["-f", &pattern]).output().expect("pgrep");
+    let pid = String::from_utf8_lossy(&pid.stdout).split_whitespace().next().map(str::to_string);
+    let pid = pid.unwrap_or_else(|| panic!("the sim runs an agent for {b}"));
+    // Its own arguments (seed and address included), to start it again as it was.
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).expect("the agent's command line");
+    let mut args: Vec<String> =
+        cmdline.split(|b| *b == 0).filter(|a| !a.is_empty()).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+    if let Some(i) = args.iter().position(|a| a == "--parent") {
+        args.drain(i..i + 2);
+    }
+    assert!(Command::new("kill").arg(&pid).status().expect("kill").success());
     let src = format!("agent {b}");
     m.until("the lost stream shown as reconnecting", Duration::from_secs(30), |f| match f.feeds.get(&src) {
         Some(FeedState::Reconnecting { .. }) => Ok(()),
         other => Err(format!("{src}: {other:?}")),
     })
     .await;
-    agents[1] = Some(net.agent(1, &b, &dir.join("agent-1b.log")));
+    // Back, as a restarted container would be: same address, in the sim's namespace.
+    let netns = format!("fabrik-sim-{}", sim.child.id());
+    assert!(args.iter().any(|a| a.starts_with(&ips[&b])), "it listened on its pod's address: {args:?}");
+    let again = Command::new("ip")
+        .args(["netns", "exec", &netns])
+        .args(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("restart the agent");
+    let _again = Proc { child: again, what: "fabrik agent" };
     m.until("the stream back to live", Duration::from_secs(60), |f| match f.feeds.get(&src) {
         Some(FeedState::Live) => Ok(()),
         other => Err(format!("{src}: {other:?}")),

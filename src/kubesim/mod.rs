@@ -12,6 +12,7 @@
 //! leaves mig-manager pending for good; the pod annotation `fabrik.io/sim-pod-ip` sets the IP a
 //! pod reports (for servers a test runs itself, reached through the pod proxy).
 
+mod agents;
 mod kubelet;
 mod migparted;
 mod model;
@@ -197,6 +198,22 @@ pub async fn run(
         }
         eprintln!("fabrik sim: workload objects created after {:.1}s", started.elapsed().as_secs_f64());
     }
+    // Held until the end: dropping it stops the agents and removes their network namespace.
+    let _agents = if args.agents {
+        let names: Vec<String> = sim_nodes.iter().map(|n| n.name.clone()).collect();
+        let exe = std::env::current_exe()?;
+        let net = match agents::AgentNet::start(&names, &exe) {
+            Ok(n) => n,
+            Err(e) => return Ok(fail(e)),
+        };
+        if let Err(e) = agents::create_pods(&client, &names, &net).await {
+            return Ok(fail(e));
+        }
+        eprintln!("fabrik sim: {} fake agents in namespace {}", names.len(), agents::NAMESPACE);
+        Some(net)
+    } else {
+        None
+    };
     let left = nodes::wait_schedulable(&shared, std::time::Duration::from_secs(120)).await;
     if left > 0 {
         eprintln!(

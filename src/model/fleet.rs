@@ -828,7 +828,16 @@ impl Fleet {
             let n = self.node(self.node_by_name(node)?)?;
             n.gpus.iter().copied().find(|g| self.gpu(*g).is_some_and(|g| g.index == *index))
         };
-        let known = self.gpu_by_uuid(&s.gpu_uuid).or_else(|| self.gpu_alias.get(&s.gpu_uuid).copied());
+        // An alias holds only while the source still places the GPU there (a GPU moved to
+        // another node, or two sources that report the same uuid, must not cross over).
+        let same_place = |g: GpuId| match (&s.node_gpu, self.gpu(g)) {
+            (Some((node, index)), Some(gpu)) => {
+                gpu.index == *index && self.node(gpu.node).is_some_and(|n| self.s(n.name) == node)
+            }
+            _ => true,
+        };
+        let alias = self.gpu_alias.get(&s.gpu_uuid).copied().filter(|g| same_place(*g));
+        let known = self.gpu_by_uuid(&s.gpu_uuid).or(alias);
         let Some(gid) = known.or_else(by_place) else { return };
         if known.is_none() {
             self.gpu_alias.insert(s.gpu_uuid.clone(), gid);

@@ -419,4 +419,18 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
     assert_eq!(f.gpu(gid).unwrap().xid, Some((79, 1_500)));
     assert!(f.alerts.keys().any(|(k, t)| *k == AlertKind::Xid(79) && *t == AlertTarget::Gpu(gid)));
     assert!(!f.apply(Delta::GpuFault { gpu_uuid: "GPU-unknown".into(), at: 1, fault: GpuFault::Xid { code: 1 } }));
+    // The same uuid placed on another node by its source is that node's GPU, not this one.
+    f.apply(Delta::NodeUpsert(node("n2")));
+    f.apply(Delta::GpuUpsert(gpu("n2", 1, "n2/gpu-1")));
+    f.apply(Delta::Telemetry(vec![TelemetrySample {
+        gpu_uuid: "GPU-nvml-1".into(),
+        at: 2_000,
+        sample: Sample::new(90, 10, 100, 40),
+        instances: vec![],
+        node_gpu: Some(("n2".into(), 1)),
+        processes: None,
+    }]));
+    let other = f.gpu_by_uuid("n2/gpu-1").unwrap();
+    assert_eq!(f.gpu(other).unwrap().last_sample_at, Some(2_000));
+    assert_eq!(f.gpu(gid).unwrap().last_sample_at, Some(1_000), "n1's GPU keeps its own samples");
 }

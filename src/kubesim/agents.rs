@@ -1,0 +1,148 @@
+//! `fabrik sim --agents`: one fake node agent per simulated node (`fabrik agent --fake 8`),
+//! reachable the way the cockpit reaches real ones — as pods of the agent DaemonSet, through
+//! the API server's pod proxy.
+//!
+//! The pod proxy refuses loopback addresses, so the agents listen in a network namespace
+//! made here (a veth pair on 10.215.N.0/24: the host end is `.1`, node `i`'s agent is
+//! `.i+2`), and each agent pod reports its agent's address through the simulated kubelet
+//! (annotation [`super::kubelet::POD_IP_ANNOTATION`]). Nothing outside this machine is ever
+//! addressed. It needs root and iproute2; without them `--agents` says so and stops. The
+//! agents exit with the simulator (`--parent`), and the namespace is removed when it stops.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+use super::describe;
+use super::workload::WORKLOAD_LABEL;
+
+/// Namespace of the agent pods (the DaemonSet's in deploy/).
+pub const NAMESPACE: &str = "fabrik-system";
+/// At most this many agents: one /24 of addresses, and one small process each.
+pub const MAX_AGENTS: usize = 250;
+
+pub struct AgentNet {
+    netns: String,
+    host_if: String,
+    subnet: String,
+    agents: Vec<Child>,
+}
+
+fn ip(args: &[&str]) -> Result<(), String> {
+    let out =
+        Command::new("ip").args(args).output().map_err(|e| format!("`ip` (iproute2) is needed for --agents: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`ip {}` failed: {} (--agents needs root and iproute2 to make a network namespace)",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+impl AgentNet {
+    /// Makes the namespace and starts one agent per node, in node order.
+    pub fn start(nodes: &[String], exe: &Path) -> Result<AgentNet, String> {
+        if nodes.len() > MAX_AGENTS {
+            return Err(format!(
+                "--agents runs at most {MAX_AGENTS} fake agents (one process each); use --nodes {MAX_AGENTS} or fewer"
+            ));
+        }
+        let id = std::process::id();
+        let mut net = AgentNet {
+            netns: format!("fabrik-sim-{id}"),
+            host_if: format!("fsh{}", id % 100_000),
+            subnet: format!("10.215.{}", id % 250),
+            agents: Vec::new(),
+        };
+        let peer = format!("fsn{}", id % 100_000);
+        ip(&["netns", "add", &net.netns])?;
+        ip(&["link", "add", &net.host_if, "type", "veth", "peer", "name", &peer])?;
+        ip(&["link", "set", &peer, "netns", &net.netns])?;
+        ip(&["addr", "add", &format!("{}.1/24", net.subnet), "dev", &net.host_if])?;
+        ip(&["link", "set", &net.host_if, "up"])?;
+        ip(&["netns", "exec", &net.netns, "ip", "link", "set", "lo", "up"])?;
+        ip(&["netns", "exec", &net.netns, "ip", "link", "set", &peer, "up"])?;
+        let parent = id.to_string();
+        for (i, node) in nodes.iter().enumerate() {
+            let addr = net.address(i);
+            ip(&["netns", "exec", &net.netns, "ip", "addr", "add", &format!("{addr}/24"), "dev", &peer])?;
+            let child = Command::new("ip")
+                .args(["netns", "exec", &net.netns])
+                .arg(exe)
+                .args(["agent", "--fake", "8", "--node", node, "--interval", "1s", "--seed", &i.to_string()])
+                .args(["--listen", &format!("{addr}:9400"), "--parent", &parent])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::inherit())
+                .spawn()
+                .map_err(|e| format!("starting the agent of {node}: {e}"))?;
+            net.agents.push(child);
+        }
+        Ok(net)
+    }
+
+    /// Node `i`'s agent address.
+    pub fn address(&self, i: usize) -> String {
+        format!("{}.{}", self.subnet, i + 2)
+    }
+}
+
+impl Drop for AgentNet {
+    fn drop(&mut self) {
+        for c in &mut self.agents {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("ip").args(["netns", "del", &self.netns]).status();
+        let _ = Command::new("ip").args(["link", "del", &self.host_if]).stderr(Stdio::null()).status();
+    }
+}
+
+/// The agent pods, one per node, as the DaemonSet would have them (its selector label,
+/// the port named `metrics`), each reporting its agent's address.
+pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet) -> Result<(), String> {
+    let pp = PostParams::default();
+    let ns: Namespace = serde_json::from_value(json!({
+        "metadata": {"name": NAMESPACE, "labels": {WORKLOAD_LABEL: "true"}}
+    }))
+    .map_err(|e| e.to_string())?;
+    match Api::<Namespace>::all(client.clone()).create(&pp, &ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => return Err(format!("creating namespace {NAMESPACE}: {}", describe(&e))),
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    for (i, node) in nodes.iter().enumerate() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": format!("fabrik-agent-{node}"),
+                "labels": {"app.kubernetes.io/name": "fabrik-agent", WORKLOAD_LABEL: "true"},
+                "annotations": {super::kubelet::POD_IP_ANNOTATION: net.address(i)}},
+            "spec": {"nodeName": node, "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": false,
+                "containers": [{"name": "agent", "image": "fabrik",
+                    "ports": [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]}]}
+        }))
+        .map_err(|e| e.to_string())?;
+        // A pod left by an earlier run names an address of that run: replace it.
+        let mut tries = 0;
+        loop {
+            match pods.create(&pp, &pod).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(s)) if s.code == 409 && tries < 40 => {
+                    let name = format!("fabrik-agent-{node}");
+                    let _ =
+                        pods.delete(&name, &DeleteParams { grace_period_seconds: Some(0), ..Default::default() }).await;
+                    tries += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+                }
+                Err(e) => return Err(format!("creating the agent pod of {node}: {}", describe(&e))),
+            }
+        }
+    }
+    Ok(())
+}
