@@ -217,7 +217,8 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
 
     let names = common::sim_nodes(&c).await;
     assert_eq!(names.len(), 4, "{names:?}");
-    let (drain_node, reslice_node, stuck_node) = (names[0].clone(), names[1].clone(), names[2].clone());
+    let (drain_node, reslice_node, stuck_node, failed_node) =
+        (names[0].clone(), names[1].clone(), names[2].clone(), names[3].clone());
 
     // ---------- a tenant's workload on the drain node ----------
     Api::<k8s_openapi::api::core::v1::Namespace>::all(c.clone())
@@ -422,6 +423,24 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     admin.until(id, "the cancellation", Duration::from_secs(30), |p| matches!(p, OpProgress::Cancelled { .. })).await;
     assert!(unschedulable(&c, &stuck_node).await, "a cancelled reslice leaves the cordon for the person to judge");
     assert_eq!(phases(&audit_dir, "reslice", &stuck_node).last(), Some(&Phase::Cancelled));
+
+    // ---------- a reslice mig-manager refuses: `failed`, reported with what it left ----------
+    let f = fleet(&c).await;
+    let mut p = plan(&f, OpRequest::Reslice { node: failed_node.clone(), gpus: vec![], layout: "all-balanced".into() });
+    if let PlanDetail::Reslice(r) = &mut p.detail {
+        // A config name no GPU of this model can hold: mig-manager answers `failed`.
+        r.config_name = "all-9g.999gb".into();
+        r.custom_config = None;
+    }
+    let (outcome, _) = admin.run(p, Duration::from_secs(60)).await;
+    let e = outcome.expect_err("mig-manager failed the config");
+    assert!(e.contains("nvidia.com/mig.config.state=failed for all-9g.999gb") && e.contains("stays cordoned"), "{e}");
+    assert!(e.contains("left behind: capacity"), "what mig-manager left is named: {e}");
+    let node: Value =
+        serde_json::from_str(&kubectl(&kubeconfig, &["get", "node", &failed_node, "-o", "json"])).expect("node json");
+    assert_eq!(node["metadata"]["labels"]["nvidia.com/mig.config.state"], json!("failed"));
+    assert!(unschedulable(&c, &failed_node).await, "a failed reslice leaves the node cordoned for a person to look");
+    assert_eq!(phases(&audit_dir, "reslice", &failed_node).last(), Some(&Phase::Failed));
 
     // ---------- quotas: a Quantity checked, an edit that lands, a concurrent edit detected ----------
     let quotas: Api<ResourceQuota> = Api::namespaced(c.clone(), NS);

@@ -137,18 +137,18 @@ pub async fn run(
     // node → agent pod; `fresh` collects a relist until it is complete.
     let mut pods: BTreeMap<String, AgentPod> = BTreeMap::new();
     let mut fresh: Option<BTreeMap<String, AgentPod>> = None;
-    let mut troubled = false;
+    // When finding agent pods went wrong first, while it still does.
+    let mut trouble_since: Option<crate::model::Ts> = None;
     loop {
         tokio::select! {
             ev = events.next() => {
                 let Some(ev) = ev else { return };
                 match ev {
                     Ok(ev) => {
-                        if troubled {
-                            troubled = false;
-                            if tx.send(vec![Delta::Feed { source: SOURCE.into(), state: FeedState::Live }]).await.is_err() {
-                                return;
-                            }
+                        if trouble_since.take().is_some()
+                            && tx.send(vec![Delta::Feed { source: SOURCE.into(), state: FeedState::Live }]).await.is_err()
+                        {
+                            return;
                         }
                         match ev {
                             Event::Init => fresh = Some(BTreeMap::new()),
@@ -172,9 +172,9 @@ pub async fn run(
                         }
                     }
                     Err(e) => {
-                        troubled = true;
+                        let since = *trouble_since.get_or_insert_with(crate::now_ms);
                         let reason = format!("finding agent pods ({selector}): {e}");
-                        let state = FeedState::Reconnecting { since: crate::now_ms(), reason };
+                        let state = FeedState::Reconnecting { since, reason };
                         if tx.send(vec![Delta::Feed { source: SOURCE.into(), state }]).await.is_err() {
                             return;
                         }
