@@ -103,8 +103,9 @@ pub async fn serve_ops(
             }
         }
     }
-    // The cockpit quit: running operations see their cancel switch close, stop at the next
-    // step and record that they were interrupted.
+    // The cockpit stopped serving operations (`:ctx` switched away): running operations see
+    // their cancel switch close and stop, recorded as cancelled, at their next wait. When the
+    // whole cockpit quits they stop with it, and the audit log shows them INTERRUPTED.
 }
 
 /// Where GPU telemetry comes from on a cluster.

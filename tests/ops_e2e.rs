@@ -135,6 +135,17 @@ fn plan(f: &Fleet, req: OpRequest) -> Plan {
     fabrik::ops::plan(f, &req).unwrap_or_else(|e| panic!("plan {req:?}: {e}"))
 }
 
+/// A whole-node reslice plan whose mig-manager config is `config` (a name the planner would
+/// not produce, to drive mig-manager into its stuck and failed states).
+fn reslice_to(f: &Fleet, node: &str, config: &str) -> Plan {
+    let mut p = plan(f, OpRequest::Reslice { node: node.into(), gpus: vec![], layout: "all-balanced".into() });
+    if let PlanDetail::Reslice(r) = &mut p.detail {
+        r.config_name = config.into();
+        r.custom_config = None;
+    }
+    p
+}
+
 fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     let o = Command::new("kubectl")
         .arg("--kubeconfig")
@@ -397,13 +408,8 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert_eq!(phases(&audit_dir, "reslice", &reslice_node).last(), Some(&Phase::Succeeded));
 
     // ---------- a reslice mig-manager never finishes: flagged as stuck, then cancelled ----------
-    let f = fleet(&c).await;
-    let mut p = plan(&f, OpRequest::Reslice { node: stuck_node.clone(), gpus: vec![], layout: "all-balanced".into() });
-    if let PlanDetail::Reslice(r) = &mut p.detail {
-        // `fabrik sim`'s mig-manager accepts this name and stays pending for good.
-        r.config_name = "fabrik-wedged".into();
-        r.custom_config = None;
-    }
+    // `fabrik sim`'s mig-manager accepts this name and stays pending for good.
+    let p = reslice_to(&fleet(&c).await, &stuck_node, "fabrik-wedged");
     let (id, cancel) = admin.start(p);
     let seen = admin
         .until(
@@ -425,13 +431,8 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert_eq!(phases(&audit_dir, "reslice", &stuck_node).last(), Some(&Phase::Cancelled));
 
     // ---------- a reslice mig-manager refuses: `failed`, reported with what it left ----------
-    let f = fleet(&c).await;
-    let mut p = plan(&f, OpRequest::Reslice { node: failed_node.clone(), gpus: vec![], layout: "all-balanced".into() });
-    if let PlanDetail::Reslice(r) = &mut p.detail {
-        // A config name no GPU of this model can hold: mig-manager answers `failed`.
-        r.config_name = "all-9g.999gb".into();
-        r.custom_config = None;
-    }
+    // A config name no GPU of this model can hold: mig-manager answers `failed`.
+    let p = reslice_to(&fleet(&c).await, &failed_node, "all-9g.999gb");
     let (outcome, _) = admin.run(p, Duration::from_secs(60)).await;
     let e = outcome.expect_err("mig-manager failed the config");
     assert!(e.contains("nvidia.com/mig.config.state=failed for all-9g.999gb") && e.contains("stays cordoned"), "{e}");

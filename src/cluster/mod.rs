@@ -8,6 +8,31 @@ use std::path::{Path, PathBuf};
 
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
+/// Whether an API call failed with this HTTP status.
+pub fn is_status(e: &kube::Error, code: u16) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == code)
+}
+
+/// Who manages a pod, as kubectl drain judges it: a mirror pod (static, the kubelet's), else
+/// its controller's kind, else nobody.
+pub fn pod_owner(p: &k8s_openapi::api::core::v1::Pod) -> crate::model::Owner {
+    use crate::model::Owner;
+    if p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
+        return Owner::Mirror;
+    }
+    let Some(o) = p.metadata.owner_references.as_ref().and_then(|o| o.iter().find(|o| o.controller == Some(true)))
+    else {
+        return Owner::None;
+    };
+    match o.kind.as_str() {
+        "ReplicaSet" => Owner::ReplicaSet,
+        "StatefulSet" => Owner::StatefulSet,
+        "Job" => Owner::Job,
+        "DaemonSet" => Owner::DaemonSet,
+        _ => Owner::Other,
+    }
+}
+
 /// A client and the name of the context it talks to (for the header and the audit log).
 pub struct Connection {
     pub client: kube::Client,

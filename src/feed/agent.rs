@@ -209,22 +209,46 @@ async fn take_lines(buf: &mut Vec<u8>, who: &str, out: &mut Out<'_>) -> Result<b
     Ok(true)
 }
 
-async fn stream_direct(url: &str, interval: Duration, out: &mut Out<'_>) -> Result<(), String> {
-    let authority = parse_agent_url(url)?;
-    let tcp = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(&authority))
+/// One plain-HTTP/1.1 connection of a GET; dropping it closes the connection.
+pub(super) struct Conn {
+    _sender: hyper::client::conn::http1::SendRequest<Empty<Bytes>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// GET `path` from `authority` (host:port) over plain HTTP/1.1: the response, whose body
+/// streams as long as the returned [`Conn`] is kept. Connecting gives up after 5 s.
+pub(super) async fn http_get(
+    authority: &str,
+    path: &str,
+) -> Result<(hyper::Response<hyper::body::Incoming>, Conn), String> {
+    let tcp = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(authority))
         .await
         .map_err(|_| format!("connecting to {authority} timed out"))?
         .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-    let (mut sender, conn) =
-        hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await.map_err(|e| format!("HTTP handshake: {e}"))?;
-    let conn = tokio::spawn(conn);
-    let req = hyper::Request::get(stream_path(interval))
-        .header(hyper::header::HOST, &authority)
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .map_err(|e| format!("HTTP handshake with {authority}: {e}"))?;
+    let task = tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let req = hyper::Request::get(path)
+        .header(hyper::header::HOST, authority)
         .body(Empty::<Bytes>::new())
         .map_err(|e| format!("request: {e}"))?;
     let resp = sender.send_request(req).await.map_err(|e| format!("request to {authority}: {e}"))?;
+    Ok((resp, Conn { _sender: sender, task }))
+}
+
+async fn stream_direct(url: &str, interval: Duration, out: &mut Out<'_>) -> Result<(), String> {
+    let authority = parse_agent_url(url)?;
+    let (resp, _conn) = http_get(&authority, &stream_path(interval)).await?;
     if !resp.status().is_success() {
-        conn.abort();
         return Err(format!("{authority} answered {}", resp.status()));
     }
     let mut body = resp.into_body();

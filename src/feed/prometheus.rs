@@ -8,9 +8,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper_util::rt::TokioIo;
+use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
 use super::Batch;
@@ -56,18 +54,7 @@ fn encode(q: &str) -> String {
 /// GET over plain HTTP/1.1: (status, body). Bounded by `timeout` and 64 MiB.
 async fn get(authority: &str, path: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
     let work = async {
-        let tcp = tokio::net::TcpStream::connect(authority)
-            .await
-            .map_err(|e| format!("cannot connect to {authority}: {e}"))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
-            .await
-            .map_err(|e| format!("HTTP handshake with {authority}: {e}"))?;
-        let conn = tokio::spawn(conn);
-        let req = hyper::Request::get(path)
-            .header(hyper::header::HOST, authority)
-            .body(Empty::<Bytes>::new())
-            .map_err(|e| format!("request: {e}"))?;
-        let resp = sender.send_request(req).await.map_err(|e| format!("request to {authority}: {e}"))?;
+        let (resp, _conn) = super::agent::http_get(authority, path).await?;
         let status = resp.status().as_u16();
         let body = http_body_util::Limited::new(resp.into_body(), 64 << 20)
             .collect()
@@ -75,7 +62,6 @@ async fn get(authority: &str, path: &str, timeout: Duration) -> Result<(u16, Vec
             .map_err(|e| format!("reading {authority}'s answer: {e}"))?
             .to_bytes()
             .to_vec();
-        conn.abort();
         Ok::<_, String>((status, body))
     };
     tokio::time::timeout(timeout, work)

@@ -41,9 +41,7 @@ pub(crate) fn describe(e: &kube::Error) -> String {
     crate::cluster::describe(e)
 }
 
-pub(crate) fn is_status(e: &kube::Error, code: u16) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == code)
-}
+pub(crate) use crate::cluster::is_status;
 
 /// A message for a failure of the first request, naming what failed and what to do.
 fn first_contact_error(context: &str, server: &str, e: &kube::Error) -> String {

@@ -156,7 +156,6 @@ pub struct EventSpec {
 pub struct AccessSpec {
     /// Who the API server says we are; empty when it did not say.
     pub user: String,
-    pub checked: bool,
     /// (operation, why not): the operation is disabled.
     pub denied: Vec<(String, String)>,
     /// (operation, note): allowed somewhere, not cluster-wide; checked per namespace at the start.

@@ -141,7 +141,7 @@ pub async fn check(client: &kube::Client) -> Result<AccessSpec, kube::Error> {
         allowed.push((p.clone(), a?));
     }
     let user = whoami(client).await.unwrap_or_default();
-    let mut spec = AccessSpec { user, checked: true, denied: Vec::new(), limited: Vec::new() };
+    let mut spec = AccessSpec { user, denied: Vec::new(), limited: Vec::new() };
     for k in KINDS {
         for p in requirements(k) {
             if allowed.iter().any(|(q, ok)| *q == p && !ok) {

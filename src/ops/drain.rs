@@ -140,32 +140,35 @@ fn gpu_note(gpus: u32) -> String {
 
 /// kubectl's filters, in kubectl's order: deleted → DaemonSet → mirror → local storage →
 /// unreplicated. Finished pods are always deletable.
+/// What `kubectl drain --ignore-daemonsets` does with a pod, in kubectl's order
+/// (protocols.md §9); `force` is `--force --delete-emptydir-data`. One rule for the preview
+/// (from the fleet) and for the executor (from the API, just before it evicts).
+pub fn kubectl_action(terminating: bool, owner: Owner, finished: bool, empty_dir: bool, force: bool) -> PodAction {
+    if terminating {
+        PodAction::Skip("already terminating".into())
+    } else if owner == Owner::DaemonSet && !finished {
+        PodAction::Skip("DaemonSet-managed (ignored like --ignore-daemonsets)".into())
+    } else if owner == Owner::Mirror {
+        PodAction::Skip("mirror pod (static, managed by the kubelet)".into())
+    } else if finished {
+        PodAction::Evict
+    } else if empty_dir {
+        let why = "uses emptyDir local storage".to_string();
+        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --delete-emptydir-data)") }
+    } else if owner == Owner::None {
+        let why = "declares no controller, so nothing will recreate it".to_string();
+        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --force)") }
+    } else {
+        PodAction::Evict
+    }
+}
+
 pub(super) fn select_pods(fleet: &Fleet, pods: &[crate::model::PodId], force: bool) -> Vec<DrainPod> {
     let mut out = Vec::new();
     for &pid in pods {
         let Some(p) = fleet.pod(pid) else { continue };
         let pdb = fleet.pdb_for_pod(p).map(|d| (fleet.s(d.name).to_string(), d.disruptions_allowed));
-        let action = if p.phase == Phase::Terminating {
-            PodAction::Skip("already terminating".into())
-        } else if p.owner == Owner::DaemonSet && !p.phase.finished() {
-            PodAction::Skip("DaemonSet-managed (ignored like --ignore-daemonsets)".into())
-        } else if p.owner == Owner::Mirror {
-            PodAction::Skip("mirror pod (static, managed by the kubelet)".into())
-        } else if p.phase.finished() {
-            PodAction::Evict
-        } else if p.empty_dir {
-            let why = "uses emptyDir local storage".to_string();
-            if force {
-                PodAction::ForceDelete(why)
-            } else {
-                PodAction::Refuse(why + " (kubectl: --delete-emptydir-data)")
-            }
-        } else if p.owner == Owner::None {
-            let why = "declares no controller, so nothing will recreate it".to_string();
-            if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --force)") }
-        } else {
-            PodAction::Evict
-        };
+        let action = kubectl_action(p.phase == Phase::Terminating, p.owner, p.phase.finished(), p.empty_dir, force);
         out.push(DrainPod {
             namespace: fleet.s(p.namespace).to_string(),
             name: p.name.to_string(),

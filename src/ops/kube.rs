@@ -27,7 +27,7 @@ use tokio::sync::{mpsc, watch};
 use super::access::{self, Perm};
 use super::audit::{Audit, Phase};
 use super::{DrainPlan, Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
-use crate::cluster::{describe, labels};
+use crate::cluster::{describe, is_status, labels};
 use crate::model::{Delta, OpProgress, QuotaSourceSpec};
 
 /// Pacing, from kubectl where it has a number.
@@ -127,7 +127,8 @@ impl Run<'_> {
         tokio::select! {
             _ = tokio::time::sleep(d) => Ok(()),
             r = self.cancel.changed() => match r {
-                // The cockpit went away: stop where we are (the audit shows it interrupted).
+                // The cockpit stopped serving operations (a context switch): stop here,
+                // recorded as cancelled.
                 Err(_) => Err(Stop::Cancelled),
                 Ok(()) if *self.cancel.borrow() => Err(Stop::Cancelled),
                 Ok(()) => Ok(()),
@@ -151,13 +152,6 @@ fn api_failure(what: &str, e: &kube::Error) -> String {
         }
         kube::Error::Api(s) if s.code == 404 => format!("{what}: not found — {}", s.message),
         _ => format!("{what}: {}", describe(e)),
-    }
-}
-
-fn code(e: &kube::Error) -> Option<u16> {
-    match e {
-        kube::Error::Api(s) => Some(s.code),
-        _ => None,
     }
 }
 
@@ -305,29 +299,18 @@ async fn cordon_op(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<String> 
 
 // ---------- drain ----------
 
-/// kubectl's filters on a pod from the API, in kubectl's order (protocols.md §9).
+/// kubectl's filters ([`super::drain::kubectl_action`]) on a pod as the API has it now.
 pub fn drain_action(p: &Pod, force: bool) -> PodAction {
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
-    let finished = matches!(phase, "Succeeded" | "Failed");
-    let controller = p.metadata.owner_references.iter().flatten().find(|o| o.controller == Some(true));
-    if p.metadata.deletion_timestamp.is_some() {
-        PodAction::Skip("already terminating".into())
-    } else if controller.is_some_and(|o| o.kind == "DaemonSet") && !finished {
-        PodAction::Skip("DaemonSet-managed (ignored like --ignore-daemonsets)".into())
-    } else if p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
-        PodAction::Skip("mirror pod (static, managed by the kubelet)".into())
-    } else if finished {
-        PodAction::Evict
-    } else if p.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()))
-    {
-        let why = "uses emptyDir local storage".to_string();
-        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --delete-emptydir-data)") }
-    } else if controller.is_none() {
-        let why = "declares no controller, so nothing will recreate it".to_string();
-        if force { PodAction::ForceDelete(why) } else { PodAction::Refuse(why + " (kubectl: --force)") }
-    } else {
-        PodAction::Evict
-    }
+    let empty_dir =
+        p.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
+    super::drain::kubectl_action(
+        p.metadata.deletion_timestamp.is_some(),
+        crate::cluster::pod_owner(p),
+        matches!(phase, "Succeeded" | "Failed"),
+        empty_dir,
+        force,
+    )
 }
 
 /// (namespace, name, uid) of a pod to evict: the uid is the eviction's precondition.
@@ -430,10 +413,10 @@ async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Re
     });
     match api.create_subresource::<Value, Value>("eviction", name, &PostParams::default(), &body).await {
         Ok(_) => Ok(Evicted::Done),
-        Err(e) if code(&e) == Some(404) => Ok(Evicted::Gone),
+        Err(e) if is_status(&e, 404) => Ok(Evicted::Gone),
         // A uid precondition that fails: the pod was replaced, ours is gone.
-        Err(e) if code(&e) == Some(409) => Ok(Evicted::Gone),
-        Err(e) if code(&e) == Some(429) => Ok(Evicted::Retry(match &e {
+        Err(e) if is_status(&e, 409) => Ok(Evicted::Gone),
+        Err(e) if is_status(&e, 429) => Ok(Evicted::Retry(match &e {
             kube::Error::Api(s) => s.message.clone(),
             _ => String::new(),
         })),
@@ -658,7 +641,7 @@ async fn ensure_mig_config(run: &mut Run<'_>, name: &str, entry: &str) -> Step<(
                 run.step(format!("added config {name} to {what}")).await?;
                 return Ok(());
             }
-            Err(e) if code(&e) == Some(409) => {
+            Err(e) if is_status(&e, 409) => {
                 run.log(format!("{what} changed while we wrote it; reading it again")).await?;
             }
             Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
@@ -744,15 +727,15 @@ async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> St
                 if !dra && caps != expected {
                     run.log(format!(
                         "capacity differs from the plan: expected {}, {node} advertises {}",
-                        caps_text(&expected),
-                        caps_text(&caps)
+                        super::caps_text(expected.iter().map(|(r, n)| (r, *n))),
+                        super::caps_text(caps.iter().map(|(r, n)| (r, *n)))
                     ))
                     .await?;
                 }
                 return Ok(if dra {
                     "applied (capacity is published in the node's ResourceSlice)".to_string()
                 } else {
-                    format!("applied; {node} advertises {}", caps_text(&caps))
+                    format!("applied; {node} advertises {}", super::caps_text(caps.iter().map(|(r, n)| (r, *n))))
                 });
             }
             "failed" if seen_pending || start.elapsed() > run.ex.opts.poll * 10 => {
@@ -768,7 +751,7 @@ async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> St
                     "mig-manager reports {}=failed for {}{note}; left behind: capacity {}, paused clients {}; {node} stays cordoned — see mig-manager's log, fix the config, then reslice again or uncordon",
                     labels::MIG_CONFIG_STATE,
                     r.config_name,
-                    caps_text(&caps),
+                    super::caps_text(caps.iter().map(|(r, n)| (r, *n))),
                     if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
                 )));
             }
@@ -783,13 +766,6 @@ async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> St
         }
         run.sleep(run.ex.opts.poll).await?;
     }
-}
-
-fn caps_text(c: &BTreeMap<String, i64>) -> String {
-    if c.is_empty() {
-        return "no GPU resources".into();
-    }
-    c.iter().map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/"))).collect::<Vec<_>>().join(", ")
 }
 
 async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
@@ -823,9 +799,9 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
         .ok_or_else(|| Stop::Failed(format!("node {node} is gone from the cluster")))?;
     let dra = gpu_capacity(&before).is_empty();
     let l = node_labels(&before);
-    if l.get(labels::MIG_CONFIG) == Some(&r.config_name)
-        && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success")
-    {
+    let already = l.get(labels::MIG_CONFIG) == Some(&r.config_name)
+        && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success");
+    if already {
         run.log(format!("{node} already runs {} (state success); mig-manager has nothing to do", r.config_name))
             .await?;
     }
@@ -834,13 +810,7 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
         .await
         .map_err(|e| Stop::Failed(api_failure(&format!("setting {} on {node}", labels::MIG_CONFIG), &e)))?;
     run.step(format!("set {}={} on {node}", labels::MIG_CONFIG, r.config_name)).await?;
-    let applied = if l.get(labels::MIG_CONFIG) == Some(&r.config_name)
-        && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success")
-    {
-        "already applied".to_string()
-    } else {
-        follow_mig_manager(run, r, dra).await?
-    };
+    let applied = if already { "already applied".to_string() } else { follow_mig_manager(run, r, dra).await? };
     run.log(format!("{}=success: {applied}", labels::MIG_CONFIG_STATE)).await?;
     if !r.was_cordoned {
         set_unschedulable(run, node, false).await?;
@@ -904,7 +874,7 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             });
             match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
                 Ok(_) => {}
-                Err(e) if code(&e) == Some(409) => {
+                Err(e) if is_status(&e, 409) => {
                     let now = read(api.clone(), what.clone()).await?;
                     let v = now.metadata.resource_version.clone().unwrap_or_default();
                     return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &value_of(&now)));
@@ -946,7 +916,7 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
             match api.replace(queue, &PostParams::default(), &obj).await {
                 Ok(_) => {}
-                Err(e) if code(&e) == Some(409) => {
+                Err(e) if is_status(&e, 409) => {
                     let (v, val) = match api.get_opt(queue).await.ok().flatten() {
                         Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
                         None => ("(deleted)".into(), "gone".into()),

@@ -12,7 +12,7 @@ mod reslice;
 
 pub use drain::{DrainPlan, DrainPod, PodAction};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
-pub use reslice::{GpuReslice, ReslicePlan, capacity, describe_layout};
+pub use reslice::{GpuReslice, ReslicePlan, capacity, caps_text, describe_layout};
 
 use crate::mig::LayoutError;
 use crate::model::Fleet;

@@ -168,7 +168,11 @@ pub(super) fn plan(
     if !n.cordoned {
         effects.push(format!("uncordon {node} once the new layout is in place"));
     }
-    effects.push(format!("capacity: {} → {}", caps_text(&before), caps_text(&after_caps)));
+    effects.push(format!(
+        "capacity: {} → {}",
+        caps_text(before.iter().map(|(r, n)| (r, *n))),
+        caps_text(after_caps.iter().map(|(r, n)| (r, *n)))
+    ));
     for p in &pods {
         if let super::PodAction::Refuse(why) = &p.action {
             blockers.push(format!(
@@ -269,10 +273,14 @@ pub fn capacity(model: GpuModel, gpus: impl Iterator<Item = (bool, Vec<PlacedIns
     v
 }
 
-fn caps_text(c: &[(String, i64)]) -> String {
-    let parts: Vec<String> =
-        c.iter().filter(|(_, n)| *n > 0).map(|(r, n)| format!("{n}×{}", r.trim_start_matches("nvidia.com/"))).collect();
-    if parts.is_empty() { "no GPU devices advertised".into() } else { parts.join(", ") }
+/// "8×mig-3g.40gb, 16×mig-1g.10gb": GPU resources and their counts, as people read them.
+pub fn caps_text<S: AsRef<str>>(c: impl IntoIterator<Item = (S, i64)>) -> String {
+    let parts: Vec<String> = c
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{n}×{}", r.as_ref().trim_start_matches("nvidia.com/")))
+        .collect();
+    if parts.is_empty() { "no GPU devices".into() } else { parts.join(", ") }
 }
 
 fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8, Layout)>, model: GpuModel) -> String {

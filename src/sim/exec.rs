@@ -301,13 +301,8 @@ impl Sim {
                 let Some(ni) = ni else { return };
                 self.set_cordon(ni, false);
                 self.progress(op, format!("uncordoned {}", r.node));
-                let caps: Vec<String> = r
-                    .capacity_after
-                    .iter()
-                    .filter(|(_, n)| *n > 0)
-                    .map(|(k, n)| format!("{n}×{}", k.trim_start_matches("nvidia.com/")))
-                    .collect();
-                self.finish(op, Ok(format!("{} now offers {}", r.node, caps.join(", "))));
+                let caps = crate::ops::caps_text(r.capacity_after.iter().map(|(k, n)| (k, *n)));
+                self.finish(op, Ok(format!("{} now offers {caps}", r.node)));
             }
             (Stage::SetQuota, PlanDetail::Quota(q)) => {
                 let found = self

@@ -1164,7 +1164,6 @@ fn operations_rbac_denies_are_disabled_with_the_missing_permission_named() {
     let denied = "your identity may not patch nodes (check: kubectl auth can-i patch nodes)";
     rig.app.apply([Delta::Access(crate::model::AccessSpec {
         user: "tenant-a".into(),
-        checked: true,
         denied: ["cordon", "uncordon", "drain", "reslice"].iter().map(|o| (o.to_string(), denied.to_string())).collect(),
         limited: vec![(
             "set-quota".into(),

@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use crate::cluster::labels as l;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::{
-    DraClaimSpec, EventSpec, GpuSpec, MigConfigState, MigInstanceSpec, NodeSpec, Owner, PdbSpec, Phase, PodSpec,
-    QuotaSpec, Severity, Ts,
+    DraClaimSpec, EventSpec, GpuSpec, MigConfigState, MigInstanceSpec, NodeSpec, PdbSpec, Phase, PodSpec, QuotaSpec,
+    Severity, Ts,
 };
 use crate::quantity::Quantity;
 
@@ -303,23 +303,6 @@ pub fn slice_gpus(node: &str, node_model: Option<GpuModel>, devices: &[SliceDevi
     gpus
 }
 
-fn owner(p: &Pod) -> Owner {
-    if p.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror")) {
-        return Owner::Mirror;
-    }
-    let Some(o) = p.metadata.owner_references.as_ref().and_then(|o| o.iter().find(|o| o.controller == Some(true)))
-    else {
-        return Owner::None;
-    };
-    match o.kind.as_str() {
-        "ReplicaSet" => Owner::ReplicaSet,
-        "StatefulSet" => Owner::StatefulSet,
-        "Job" => Owner::Job,
-        "DaemonSet" => Owner::DaemonSet,
-        _ => Owner::Other,
-    }
-}
-
 /// The pod as the model keeps it. DRA claims carry only their names here; the translator
 /// fills in device class, count and allocation from the claims it has seen.
 pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
@@ -367,7 +350,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         node: spec.node_name.clone().filter(|n| !n.is_empty()),
         phase,
         created: ts(p.metadata.creation_timestamp.as_ref()),
-        owner: owner(p),
+        owner: crate::cluster::pod_owner(p),
         app,
         empty_dir: spec.volumes.iter().flatten().any(|v| v.empty_dir.is_some()),
         gpus,
