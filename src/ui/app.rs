@@ -573,7 +573,7 @@ impl App {
         }
         self.ui.quit_armed = true;
         self.ui.warn(format!(
-            "{} still running: quitting stops it where it is (what was done stays; the audit log marks it interrupted) — quit again to quit",
+            "{} still running: quitting stops it where it is (what was done stays; on a cluster `fabrik audit` shows it interrupted) — quit again to quit",
             ops::count(running, "operation")
         ));
     }
