@@ -196,7 +196,7 @@ fn prometheus_scrapes_the_fake_agent_with_dcgm_names_and_labels() {
     for s in &samples {
         let want =
             query_at(prom_port, &format!("DCGM_FI_DEV_GPU_UTIL{{UUID=\"{}\",GPU_I_ID=\"\"}}", s.gpu_uuid), Some(t));
-        assert_eq!(Some(s.sample.util as f64), want.map(f64::round), "{} at {t}", s.gpu_uuid);
+        assert_eq!(s.sample.util.map(f64::from), want.map(f64::round), "{} at {t}", s.gpu_uuid);
         assert_eq!(s.node_gpu.as_ref().map(|(n, _)| n.as_str()), Some("gpu-node-1"));
     }
     fleet.apply(fabrik::model::Delta::Telemetry(samples.clone()));

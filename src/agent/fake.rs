@@ -94,7 +94,8 @@ impl Gpus for FakeGpus {
                         placement_size: size,
                         memory_total_mib: mem,
                         memory_used_mib: used,
-                        util: (k != 3).then(|| 40 + rng.below(60) as u32),
+                        // The free instance's engines are idle: GPM measures 0 %.
+                        util: Some(if k == 3 { 0 } else { 40 + rng.below(60) as u32 }),
                     });
                     if k != 3 {
                         processes.push(GpuProcess {

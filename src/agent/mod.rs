@@ -4,6 +4,7 @@
 
 pub mod backend;
 pub mod fake;
+pub mod gpm;
 pub mod metrics;
 pub mod nvml;
 pub mod procmap;

@@ -6,6 +6,7 @@
 //! `None`/empty for that field; only a failure to enumerate devices fails the sample.
 //! libnvidia-ml is dlopened at `Nvml::init()`, so this builds and links without a driver.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -23,6 +24,7 @@ use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
 
 use super::backend::{BackendError, Gpus};
+use super::gpm::MigActivity;
 use super::procmap;
 use super::wire::{GpuProcess, GpuSample, MigSample, NodeSample, NvLinkState, WIRE_VERSION, XidEvent};
 
@@ -48,6 +50,8 @@ pub struct NvmlGpus {
     /// Where the host's runtime state is mounted (`/host` in the DaemonSet), for pod names.
     host_root: PathBuf,
     xids: XidTable,
+    /// Each MIG GPU instance's previous GPM sample, for its engine activity.
+    gpm: RefCell<MigActivity>,
     stop: Arc<AtomicBool>,
     xid_thread: Option<JoinHandle<()>>,
 }
@@ -79,7 +83,7 @@ pub fn open_with_proc_root(node: &str, proc_root: PathBuf) -> Result<NvmlGpus, B
         Some(p) if proc_root.ends_with("proc") && p != Path::new("/") => p.to_path_buf(),
         _ => PathBuf::from("/"),
     };
-    Ok(NvmlGpus { nvml, node: node.to_string(), proc_root, host_root, xids, stop, xid_thread })
+    Ok(NvmlGpus { nvml, node: node.to_string(), proc_root, host_root, xids, gpm: RefCell::default(), stop, xid_thread })
 }
 
 /// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
@@ -115,6 +119,7 @@ impl Gpus for NvmlGpus {
         // Copy the table so the XID thread is never blocked behind a slow sample.
         let xids = self.xids.lock().unwrap_or_else(PoisonError::into_inner).clone();
         let mut gpus = Vec::with_capacity(count as usize);
+        self.gpm.borrow_mut().begin();
         for index in 0..count {
             match self.nvml.device_by_index(index) {
                 Ok(dev) => gpus.push(self.gpu_sample(index, &dev, &xids)),
@@ -122,6 +127,7 @@ impl Gpus for NvmlGpus {
                 Err(e) => eprintln!("fabrik agent: nvml: GPU {index}: {e}; left out of this sample"),
             }
         }
+        self.gpm.borrow_mut().end();
         Ok(NodeSample {
             version: WIRE_VERSION,
             node: self.node.clone(),
@@ -144,7 +150,10 @@ impl NvmlGpus {
         let util = dev.utilization_rates().ok();
         let mig = dev.mig_mode().ok();
         let mig_enabled = mig.as_ref().is_some_and(|m| m.current == 1);
-        let mig_instances = if mig_enabled { self.mig_instances(dev) } else { Vec::new() };
+        // GPM's memory of the previous sample is keyed by the GPU (its index if NVML has
+        // no uuid for it).
+        let gpm_key = if uuid.is_empty() { format!("gpu#{index}") } else { uuid.clone() };
+        let mig_instances = if mig_enabled { self.mig_instances(dev, &gpm_key) } else { Vec::new() };
         GpuSample {
             index,
             name: dev.name().unwrap_or_default(),
@@ -173,7 +182,7 @@ impl NvmlGpus {
 
     /// MIG devices occupy slots 0..mig_device_count() (the maximum); empty slots error
     /// with NotFound and are skipped.
-    fn mig_instances(&self, parent: &Device<'_>) -> Vec<MigSample> {
+    fn mig_instances(&self, parent: &Device<'_>, parent_uuid: &str) -> Vec<MigSample> {
         let max = parent.mig_device_count().unwrap_or(0);
         let mut out = Vec::new();
         for slot in 0..max {
@@ -207,9 +216,9 @@ impl NvmlGpus {
                 placement_size,
                 memory_total_mib: total,
                 memory_used_mib: used,
-                // GPU utilisation is NotSupported on MIG; engine activity needs two GPM
-                // samples over time, which this one-shot sample does not keep.
-                util: None,
+                // GPU utilisation is NotSupported on MIG: engine activity from GPM since
+                // the previous sample (Hopper and newer; `None` on the first and elsewhere).
+                util: gi.and_then(|id| self.gpm.borrow_mut().activity(&self.nvml, parent, parent_uuid, id)),
             });
         }
         out

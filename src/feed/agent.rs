@@ -45,16 +45,20 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
             TelemetrySample {
                 gpu_uuid: g.uuid.clone(),
                 at: s.sampled_at_ms,
-                sample: Sample::new(
-                    g.util_gpu.unwrap_or(0).min(100) as u8,
-                    pct(g.memory_used_mib, g.memory_total_mib),
-                    (g.power_mw.unwrap_or(0) / 1000).min(u16::MAX as u32) as u16,
-                    g.temp_c.unwrap_or(0).min(255) as u8,
-                ),
+                // No utilisation from NVML (a MIG GPU, an unsupported field) stays unknown:
+                // the fleet then derives it from the instances, or shows `—`.
+                sample: Sample {
+                    util: g.util_gpu.map(|u| u.min(100) as u8),
+                    ..Sample::without_util(
+                        pct(g.memory_used_mib, g.memory_total_mib),
+                        (g.power_mw.unwrap_or(0) / 1000).min(u16::MAX as u32) as u16,
+                        g.temp_c.unwrap_or(0).min(255) as u8,
+                    )
+                },
                 instances: g
                     .mig_instances
                     .iter()
-                    .map(|m| (m.uuid.clone(), m.util.unwrap_or(0).min(100) as u8, m.memory_used_mib as u32))
+                    .map(|m| (m.uuid.clone(), m.util.map(|u| u.min(100) as u8), m.memory_used_mib as u32))
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
                 processes: Some(
@@ -366,6 +370,19 @@ mod tests {
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].node_gpu, Some(("h100-0000".to_string(), 1)));
         assert_eq!(t[0].gpu_uuid, sample.gpus[0].uuid);
-        assert!(t.iter().all(|s| s.sample.util <= 100 && s.sample.mem_pct <= 100));
+        assert!(t.iter().all(|s| s.sample.util.is_none_or(|u| u <= 100) && s.sample.mem_pct <= 100));
+        // GPU 1 is in MIG mode: NVML has no whole-GPU utilisation there, and it stays unknown
+        // (the fleet derives it from the instances) rather than becoming 0 %.
+        assert!(sample.gpus[1].mig_enabled && sample.gpus[1].util_gpu.is_none());
+        assert_eq!(t[1].sample.util, None);
+        assert_eq!(t[0].sample.util, sample.gpus[0].util_gpu.map(|u| u as u8));
+        let want: Vec<_> =
+            sample.gpus[1].mig_instances.iter().map(|m| (m.uuid.clone(), m.util.map(|u| u as u8))).collect();
+        let got: Vec<_> = t[1].instances.iter().map(|(u, util, _)| (u.clone(), *util)).collect();
+        assert_eq!(got, want);
+        let mut unmeasured = sample.clone();
+        unmeasured.gpus[1].mig_instances[0].util = None;
+        let Some(Delta::Telemetry(t)) = deltas(&unmeasured).into_iter().next() else { panic!("telemetry") };
+        assert_eq!(t[1].instances[0].1, None, "an instance without engine activity stays unknown");
     }
 }

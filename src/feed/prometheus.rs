@@ -211,7 +211,7 @@ mod tests {
         assert_eq!(g.gpu_uuid, "GPU-a");
         assert_eq!(g.at, 1_700_000_000_500);
         assert_eq!(g.node_gpu, Some(("n1".into(), 3)));
-        assert_eq!((g.sample.util, g.sample.mem_pct, g.sample.power_w, g.sample.temp_c), (41, 25, 313, 55));
+        assert_eq!((g.sample.util, g.sample.mem_pct, g.sample.power_w, g.sample.temp_c), (Some(41), 25, 313, 55));
         let e = samples(br#"{"status":"error","errorType":"bad_data","error":"parse error"}"#).unwrap_err();
         assert!(e.contains("bad_data") && e.contains("parse error"), "{e}");
         assert!(samples(b"<html>").unwrap_err().contains("not a Prometheus answer"));

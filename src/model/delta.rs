@@ -113,8 +113,10 @@ pub struct TelemetrySample {
     pub gpu_uuid: String,
     pub at: Ts,
     pub sample: Sample,
-    /// Per MIG instance (uuid, utilisation, memory used MiB).
-    pub instances: Vec<(String, u8, u32)>,
+    /// Per MIG instance (uuid, utilisation if measured, memory used MiB). A MIG GPU whose
+    /// sample has no utilisation of its own gets its instances' (compute-slice weighted)
+    /// when every instance has one.
+    pub instances: Vec<(String, Option<u8>, u32)>,
     /// The node and index of the GPU, when the source knows them: a node agent reports the
     /// NVML uuid, which the fleet does not know for GPUs announced only by node labels.
     pub node_gpu: Option<(String, u8)>,

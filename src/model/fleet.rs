@@ -661,7 +661,7 @@ impl Fleet {
                 placement: i.placement,
                 uuid: self.interner.intern(&i.uuid),
                 pod: None,
-                util: 0,
+                util: None,
                 mem_used_mib: 0,
                 low_since: None,
                 idle_allocated: false,
@@ -843,18 +843,11 @@ impl Fleet {
             self.gpu_alias.insert(s.gpu_uuid.clone(), gid);
         }
         let idle_thr = self.thresholds.idle_util_pct;
+        let low = |util: Option<u8>| util.map(|u| u < idle_thr);
         if let Some(p) = s.processes {
             self.gpu_procs.insert(gid, p);
         }
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
-        g.last = s.sample;
-        g.history.push(s.sample);
-        g.last_sample_at = Some(s.at);
-        if s.sample.util < idle_thr {
-            g.low_since.get_or_insert(s.at);
-        } else {
-            g.low_since = None;
-        }
         for (uuid, util, mem) in &s.instances {
             let Some(sym) = self.interner.get(uuid) else { continue };
             let Some(&(ig, i)) = self.mig_by_uuid.get(&sym) else { continue };
@@ -864,12 +857,27 @@ impl Fleet {
             if let Some(inst) = g.instances.get_mut(i as usize) {
                 inst.util = *util;
                 inst.mem_used_mib = *mem;
-                if *util < idle_thr {
-                    inst.low_since.get_or_insert(s.at);
-                } else {
-                    inst.low_since = None;
+                // An unmeasured instance is neither idle nor busy.
+                match low(*util) {
+                    Some(true) => {
+                        inst.low_since.get_or_insert(s.at);
+                    }
+                    Some(false) | None => inst.low_since = None,
                 }
             }
+        }
+        let mut sample = s.sample;
+        if sample.util.is_none() && g.mig_enabled {
+            sample.util = mig_weighted_util(g);
+        }
+        g.last = sample;
+        g.history.push(sample);
+        g.last_sample_at = Some(s.at);
+        match low(sample.util) {
+            Some(true) => {
+                g.low_since.get_or_insert(s.at);
+            }
+            Some(false) | None => g.low_since = None,
         }
         self.refresh_gpu(gid);
     }
@@ -912,7 +920,7 @@ impl Fleet {
         let Some(g) = self.gpu(gid) else { return };
         let pod_tenant = |pid: PodId| self.pod(pid).map(|p| p.tenant);
         let whole_tenant = g.pods.first().and_then(|p| pod_tenant(*p));
-        let busy_now = g.last_sample_at.is_some() && g.last.util >= th.busy_util_pct;
+        let busy_now = g.last_sample_at.is_some() && g.last.util.is_some_and(|u| u >= th.busy_util_pct);
         let idle_for = |low: Option<Ts>| {
             low.is_some_and(|l| now.max(g.last_sample_at.unwrap_or(0)).saturating_sub(l) >= th.idle_window_ms)
         };
@@ -932,7 +940,7 @@ impl Fleet {
                 let t = i.pod.and_then(pod_tenant);
                 DeviceContrib {
                     tenant: t,
-                    busy: t.is_some() && i.util >= th.busy_util_pct,
+                    busy: t.is_some() && i.util.is_some_and(|u| u >= th.busy_util_pct),
                     idle: t.is_some() && idle_for(i.low_since),
                 }
             })
@@ -1387,6 +1395,21 @@ impl Fleet {
 }
 
 /// A short hint for the XID codes an on-call engineer meets most.
+/// A MIG GPU's utilisation from its instances: engine activity weighted by compute slices
+/// over the GPU's slices (the simulator's formula); `None` unless every instance has been
+/// measured, so a GPU is never shown as idle because its instances were not.
+fn mig_weighted_util(g: &Gpu) -> Option<u8> {
+    if g.instances.is_empty() {
+        return None;
+    }
+    let total = mig::catalog(g.model).iter().map(|p| p.compute_slices as u32).max().filter(|t| *t > 0)?;
+    let mut weighted = 0u32;
+    for i in &g.instances {
+        weighted += i.util? as u32 * mig::profile(g.model, i.placement.profile).compute_slices as u32;
+    }
+    Some((weighted / total).min(100) as u8)
+}
+
 fn xid_hint(code: u32) -> &'static str {
     match code {
         13 => " (graphics engine exception)",

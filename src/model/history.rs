@@ -1,23 +1,29 @@
 //! Bounded telemetry history: a fixed-capacity ring per GPU so memory stays flat however
 //! long the cockpit runs (at 520,000 GPUs every byte per sample counts).
 
-/// One compact telemetry sample: 8 bytes.
+/// One compact telemetry sample: 6 bytes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Sample {
-    /// GPU (or MIG engine) utilisation, percent 0..=100.
-    pub util: u8,
+    /// GPU (or MIG engine) utilisation, percent 0..=100; `None` when the source could not
+    /// measure it (NVML has no whole-GPU utilisation in MIG mode, GPM needs Hopper or newer).
+    /// Never read as 0 %: an unknown utilisation is neither idle nor busy.
+    pub util: Option<u8>,
     /// Framebuffer used, percent of total 0..=100.
     pub mem_pct: u8,
     /// Board power in watts.
     pub power_w: u16,
     /// Temperature in °C.
     pub temp_c: u8,
-    pub _pad: [u8; 3],
 }
 
 impl Sample {
     pub fn new(util: u8, mem_pct: u8, power_w: u16, temp_c: u8) -> Self {
-        Self { util: util.min(100), mem_pct: mem_pct.min(100), power_w, temp_c, _pad: [0; 3] }
+        Self { util: Some(util.min(100)), mem_pct: mem_pct.min(100), power_w, temp_c }
+    }
+
+    /// A sample whose source had no utilisation figure (memory, power and temperature known).
+    pub fn without_util(mem_pct: u8, power_w: u16, temp_c: u8) -> Self {
+        Self { util: None, ..Self::new(0, mem_pct, power_w, temp_c) }
     }
 }
 
@@ -93,14 +99,16 @@ mod tests {
             r.push(Sample::new(u, 0, 0, 0));
         }
         assert_eq!(r.len(), 3);
-        let utils: Vec<u8> = r.iter().map(|s| s.util).collect();
-        assert_eq!(utils, vec![3, 4, 5]);
-        assert_eq!(r.last().map(|s| s.util), Some(5));
+        let utils: Vec<Option<u8>> = r.iter().map(|s| s.util).collect();
+        assert_eq!(utils, vec![Some(3), Some(4), Some(5)]);
+        assert_eq!(r.last().and_then(|s| s.util), Some(5));
     }
 
     #[test]
     fn sample_is_compact_and_clamped() {
-        assert_eq!(std::mem::size_of::<Sample>(), 8);
-        assert_eq!(Sample::new(250, 101, 0, 0).util, 100);
+        assert_eq!(std::mem::size_of::<Sample>(), 6);
+        assert_eq!(Sample::new(250, 101, 0, 0).util, Some(100));
+        assert_eq!(Sample::new(250, 101, 0, 0).mem_pct, 100);
+        assert_eq!(Sample::without_util(40, 300, 50).util, None);
     }
 }

@@ -150,7 +150,7 @@ pub(crate) fn check_invariants(f: &Fleet) {
         for i in &g.instances {
             if let Some(p) = i.pod {
                 let u = usage.entry(f.pod(p).unwrap().tenant).or_default();
-                u.busy += (i.util >= f.thresholds.busy_util_pct) as u32;
+                u.busy += i.util.is_some_and(|u| u >= f.thresholds.busy_util_pct) as u32;
                 u.idle_allocated += i.idle_allocated as u32;
             }
         }
@@ -232,6 +232,78 @@ fn idle_but_allocated_needs_the_whole_window() {
     check_invariants(&f);
 }
 
+/// A telemetry sample with no utilisation of its own and per-instance utilisations.
+fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> Delta {
+    Delta::Telemetry(vec![TelemetrySample {
+        gpu_uuid: uuid.into(),
+        at,
+        sample: Sample::without_util(50, 300, 50),
+        instances: instances.iter().map(|(u, util)| (u.to_string(), *util, 1024)).collect(),
+        node_gpu: None,
+        processes: None,
+    }])
+}
+
+#[test]
+fn an_unmeasured_utilisation_is_neither_idle_nor_busy() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    for at in [1_000, 30_000, 61_000, 120_000] {
+        f.apply(sample_without_util("GPU-0", at, &[]));
+    }
+    let g = f.gpu(f.gpu_by_uuid("GPU-0").unwrap()).unwrap();
+    assert_eq!(g.last.util, None, "kept unknown, not 0 %");
+    assert_eq!(g.last.power_w, 300, "the rest of the sample still lands");
+    assert!(!g.idle_allocated && !g.busy);
+    assert_eq!(f.totals.idle_allocated, 0, "a GPU nobody measured is not flagged idle");
+    check_invariants(&f);
+    // A measured low sample starts the window afresh; an unknown one in between resets it.
+    f.apply(sample("GPU-0", 130_000, 1));
+    f.apply(sample_without_util("GPU-0", 150_000, &[]));
+    f.apply(sample("GPU-0", 191_000, 1));
+    assert_eq!(f.totals.idle_allocated, 0, "the unknown sample broke the low run");
+    f.apply(sample("GPU-0", 252_000, 1));
+    assert_eq!(f.totals.idle_allocated, 1);
+    check_invariants(&f);
+}
+
+#[test]
+fn a_mig_gpu_without_its_own_utilisation_takes_its_instances_when_all_are_measured() {
+    let mut f = small_fleet();
+    let model = GpuModel::H100_80GB;
+    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+    let placed = mig::plan(model, &[p3, p1]).unwrap();
+    let instances =
+        placed.iter().enumerate().map(|(i, p)| MigInstanceSpec { placement: *p, uuid: format!("MIG-{i}") }).collect();
+    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 1, "GPU-1") }));
+    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
+    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
+    p.bound_mig = vec!["MIG-1".into()];
+    f.apply(Delta::PodUpsert(p));
+    let gid = f.gpu_by_uuid("GPU-1").unwrap();
+    // The first GPM sample has nothing to compare with: both instances unknown.
+    for at in [1_000, 61_000, 122_000] {
+        f.apply(sample_without_util("GPU-1", at, &[("MIG-0", None), ("MIG-1", None)]));
+    }
+    let g = f.gpu(gid).unwrap();
+    assert_eq!(g.last.util, None);
+    assert!(g.instances.iter().all(|i| i.util.is_none() && !i.idle_allocated));
+    assert_eq!(f.totals.idle_allocated, 0, "unmeasured MIG instances are not idle");
+    // One instance measured: the GPU stays unknown (not the half it could see).
+    f.apply(sample_without_util("GPU-1", 123_000, &[("MIG-0", Some(70)), ("MIG-1", None)]));
+    assert_eq!(f.gpu(gid).unwrap().last.util, None);
+    // Both measured: 3 slices at 70 % and 1 at 0 % of 7 → 30 %.
+    f.apply(sample_without_util("GPU-1", 124_000, &[("MIG-0", Some(70)), ("MIG-1", Some(0))]));
+    let g = f.gpu(gid).unwrap();
+    assert_eq!(g.last.util, Some(30));
+    assert_eq!(g.instances[1].util, Some(0));
+    f.apply(sample_without_util("GPU-1", 185_000, &[("MIG-0", Some(70)), ("MIG-1", Some(0))]));
+    assert!(f.gpu(gid).unwrap().instances[1].idle_allocated, "the allocated 1g measured at 0 % for the window");
+    assert_eq!(f.totals.idle_allocated, 1);
+    check_invariants(&f);
+}
+
 #[test]
 fn history_is_bounded() {
     let mut f = small_fleet();
@@ -240,7 +312,7 @@ fn history_is_bounded() {
     }
     let g = f.gpu(f.gpu_by_uuid("GPU-0").unwrap()).unwrap();
     assert_eq!(g.history.len(), HISTORY_LEN);
-    assert_eq!(g.last.util, 99);
+    assert_eq!(g.last.util, Some(99));
 }
 
 #[test]

@@ -92,7 +92,8 @@ pub struct MigInstance {
     pub uuid: Sym,
     /// Derived: the pod bound to this instance.
     pub pod: Option<PodId>,
-    pub util: u8,
+    /// Engine activity, percent; `None` until a source measures it (or when it cannot).
+    pub util: Option<u8>,
     pub mem_used_mib: u32,
     pub low_since: Option<Ts>,
     /// Derived: allocated and under the idle threshold for the whole window.

@@ -1426,3 +1426,50 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
     assert!(line_with(&s, "pid 5151").is_some_and(|l| l.contains("research/sneaky-0 ⚠ not allocated this GPU")), "{s}");
     assert!(line_with(&s, "pid 77").is_some_and(|l| l.contains("host process")), "{s}");
 }
+
+#[test]
+fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
+    let mut rig = Rig::new(5);
+    // A whole GPU held by a pod and a MIG GPU with an allocated instance, in the demo factory.
+    let pick = |mig: bool| {
+        let f = &rig.app.fleet;
+        f.gpu_ids()
+            .find(|gid| {
+                f.gpu(*gid).is_some_and(|g| {
+                    g.mig_enabled == mig
+                        && if mig { g.instances.iter().any(|i| i.pod.is_some()) } else { !g.pods.is_empty() }
+                })
+            })
+            .expect("a GPU of that kind")
+    };
+    let (whole, mig) = (pick(false), pick(true));
+    let at = rig.app.fleet.now;
+    let unmeasured = |gid: crate::model::GpuId| {
+        let f = &rig.app.fleet;
+        let g = f.gpu(gid).expect("gpu");
+        crate::model::TelemetrySample {
+            gpu_uuid: f.s(g.uuid).to_string(),
+            at,
+            sample: crate::model::Sample::without_util(40, 321, 60),
+            instances: g.instances.iter().map(|i| (f.s(i.uuid).to_string(), None, 1024)).collect(),
+            node_gpu: None,
+            processes: None,
+        }
+    };
+    let batch = vec![unmeasured(whole), unmeasured(mig)];
+    rig.app.apply([Delta::Telemetry(batch)]);
+    let f = &rig.app.fleet;
+    let util = |row: u32| tables::cell(f, ViewKind::Gpus, row, 4);
+    assert_eq!(util(whole.0 << 3), ("—".to_string(), "ui.text.muted"), "a whole GPU without utilisation");
+    assert_eq!(util(mig.0 << 3), ("—".to_string(), "ui.text.muted"), "a MIG GPU whose instances are unmeasured");
+    let g = f.gpu(mig).expect("mig gpu");
+    let held = g.instances.iter().position(|i| i.pod.is_some()).expect("an allocated instance");
+    assert_eq!(util(mig.0 << 3 | (held as u32 + 1)).0, "—", "an allocated instance nobody measured");
+    assert!(g.instances.iter().all(|i| i.util.is_none() && !i.idle_allocated));
+    // The node's topology screen says the same, with the rest of the sample intact.
+    let node = f.s(f.node(f.gpu(whole).expect("gpu").node).expect("node").name).to_string();
+    send(&mut rig.app, &format!("/{node}<Enter><Enter>"));
+    let s = screen(&mut rig.app);
+    let line = line_with(&s, "321W").unwrap_or_else(|| panic!("the GPU line with its power: {s}"));
+    assert!(line.contains("—") && !line.contains(" 0%"), "unknown utilisation is a dash: {line}");
+}

@@ -77,10 +77,15 @@ pub fn tree_rows(f: &Fleet, node: NodeId, closed: &std::collections::HashSet<Str
     out
 }
 
+/// `41%`, or `—` for a utilisation nobody measured.
+fn pct(u: Option<u8>) -> String {
+    u.map_or_else(|| "—".into(), |u| format!("{u}%"))
+}
+
 fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
     let mut spans = vec![
         Span::styled(format!("gpu{} ", g.index), theme.style("ui.text").add_modifier(Modifier::BOLD)),
-        Span::styled(format!("{:>3}% ", g.last.util), theme.style(util_token(g.last.util))),
+        Span::styled(format!("{:>4} ", pct(g.last.util)), theme.style(g.last.util.map_or("ui.text.muted", util_token))),
         Span::styled(
             format!(
                 "{:>3}/{}G {:>4}W {:>2}C ",
@@ -129,8 +134,12 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
                 let label = Line::from(vec![
                     Span::styled(format!("{} @{} ", p.name, inst.placement.start), theme.mig_instance(ii)),
                     Span::styled(
-                        if inst.pod.is_some() { format!("{:>3}%", inst.util) } else { "free".into() },
-                        theme.style(if inst.pod.is_some() { util_token(inst.util) } else { "gpu.free" }),
+                        if inst.pod.is_some() { format!("{:>4}", pct(inst.util)) } else { "free".into() },
+                        theme.style(match (inst.pod, inst.util) {
+                            (None, _) => "gpu.free",
+                            (Some(_), Some(u)) => util_token(u),
+                            (Some(_), None) => "ui.text.muted",
+                        }),
                     ),
                     Span::styled(if inst.idle_allocated { " IDLE" } else { "" }, theme.style("gpu.idle")),
                 ]);
@@ -183,7 +192,11 @@ fn series(f: &Fleet, gpus: &[GpuId]) -> Series {
         }
         let k = col.len() as f64;
         let x = i as f64;
-        u.push((x, col.iter().map(|s| s.util as f64).sum::<f64>() / k));
+        // Utilisation over the samples that have one; a column with none leaves a gap.
+        let known: Vec<f64> = col.iter().filter_map(|s| s.util).map(f64::from).collect();
+        if !known.is_empty() {
+            u.push((x, known.iter().sum::<f64>() / known.len() as f64));
+        }
         m.push((x, col.iter().map(|s| s.mem_pct as f64).sum::<f64>() / k));
         let pw = col.iter().map(|s| s.power_w as f64).sum::<f64>() / k;
         max_p = max_p.max(pw);
@@ -536,10 +549,10 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
             let style = if k == sel { theme.style("ui.selection") } else { theme.mig_instance(k) };
             rows.push(Line::from(Span::styled(
                 format!(
-                    "{:<12} {:<6} {:>4}% {:>5}G {:>9}  {}",
+                    "{:<12} {:<6} {:>5} {:>5}G {:>9}  {}",
                     p.name,
                     format!("{}-{}", i.placement.start, i.placement.start + p.memory_slices - 1),
-                    i.util,
+                    pct(i.util),
                     i.mem_used_mib / 1024,
                     idle,
                     pod

@@ -194,6 +194,15 @@ pub fn util_token(u: u8) -> &'static str {
     }
 }
 
+/// A utilisation as a cell: `41%` in its level's colour, or a muted `—` when the source
+/// could not measure it (never a made-up 0 %).
+pub fn util_cell(u: Option<u8>) -> Cell {
+    match u {
+        Some(u) => (format!("{u}%"), util_token(u)),
+        None => muted("—"),
+    }
+}
+
 fn text(s: impl Into<String>) -> Cell {
     (s.into(), "ui.text")
 }
@@ -201,15 +210,18 @@ fn muted(s: impl Into<String>) -> Cell {
     (s.into(), "ui.text.muted")
 }
 
-pub fn node_avg(f: &Fleet, n: &Node) -> (u8, u8, u32) {
+/// A node's mean utilisation (over the GPUs whose utilisation is known; `None` when none
+/// is), mean memory use and total power.
+pub fn node_avg(f: &Fleet, n: &Node) -> (Option<u8>, u8, u32) {
     let gs: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
     if gs.is_empty() {
-        return (0, 0, 0);
+        return (None, 0, 0);
     }
-    let u = gs.iter().map(|g| g.last.util as u32).sum::<u32>() / gs.len() as u32;
+    let known: Vec<u32> = gs.iter().filter_map(|g| g.last.util).map(u32::from).collect();
+    let u = (!known.is_empty()).then(|| (known.iter().sum::<u32>() / known.len() as u32) as u8);
     let m = gs.iter().map(|g| g.last.mem_pct as u32).sum::<u32>() / gs.len() as u32;
     let p = gs.iter().map(|g| g.last.power_w as u32).sum::<u32>();
-    (u as u8, m as u8, p)
+    (u, m as u8, p)
 }
 
 fn node_idle(f: &Fleet, n: &Node) -> u32 {
@@ -296,19 +308,20 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
     if parts.is_empty() { "-".into() } else { parts.join(",") }
 }
 
-/// Utilisation of the devices a pod holds, and whether they are idle-but-allocated.
-pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(u8, bool)> {
+/// Utilisation of the devices a pod holds (the mean of those measured; `None` inside when
+/// none is), and whether they are idle-but-allocated; `None` when it holds no device.
+pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
     let mut utils = Vec::new();
     let mut idle = false;
     for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
-        utils.push(g.last.util as u32);
+        utils.push(g.last.util);
         idle |= g.idle_allocated;
     }
     if let Some(node) = p.node.and_then(|n| f.node(n)) {
         for g in node.gpus.iter().filter_map(|g| f.gpu(*g)) {
             for i in &g.instances {
                 if p.bound_mig.contains(&i.uuid) {
-                    utils.push(i.util as u32);
+                    utils.push(i.util);
                     idle |= i.idle_allocated;
                 }
             }
@@ -317,7 +330,9 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(u8, bool)> {
     if utils.is_empty() {
         return None;
     }
-    Some(((utils.iter().sum::<u32>() / utils.len() as u32) as u8, idle))
+    let known: Vec<u32> = utils.iter().flatten().map(|u| u32::from(*u)).collect();
+    let mean = (!known.is_empty()).then(|| (known.iter().sum::<u32>() / known.len() as u32) as u8);
+    Some((mean, idle))
 }
 
 fn idle_for(f: &Fleet, low: Option<Ts>, idle: bool) -> Cell {
@@ -398,8 +413,10 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                         .iter()
                         .filter_map(|g| f.gpu(*g))
                         .any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
-                    let (u, _, _) = node_avg(f, n);
-                    if stale { (format!("{u}%?"), "ui.stale") } else { (format!("{u}%"), util_token(u)) }
+                    match node_avg(f, n).0 {
+                        Some(u) if stale => (format!("{u}%?"), "ui.stale"),
+                        u => util_cell(u),
+                    }
                 }
                 6 => text(format!("{}%", node_avg(f, n).1)),
                 7 => text(format!("{}W", node_avg(f, n).2)),
@@ -444,7 +461,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     3 => muted("mig"),
                     4 => {
                         if pod.is_some() {
-                            (format!("{}%", i.util), util_token(i.util))
+                            util_cell(i.util)
                         } else {
                             muted("-")
                         }
@@ -469,13 +486,10 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 }
                 4 | 6 | 7 if gpu.last_sample_at.is_none() => muted("—"),
                 5 if gpu.last_sample_at.is_none() => muted(format!("?/{}G", gpu.memory_mib / 1024)),
-                4 => {
-                    if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) {
-                        (format!("{}%?", gpu.last.util), "ui.stale")
-                    } else {
-                        (format!("{}%", gpu.last.util), util_token(gpu.last.util))
-                    }
-                }
+                4 => match gpu.last.util {
+                    Some(u) if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => (format!("{u}%?"), "ui.stale"),
+                    u => util_cell(u),
+                },
                 5 => text(format!("{}/{}G", gpu.mem_used_mib() / 1024, gpu.memory_mib / 1024)),
                 6 => text(format!("{}W", gpu.last.power_w)),
                 7 => text(format!("{}C", gpu.last.temp_c)),
@@ -601,7 +615,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 5 => text(pod_request(f, p)),
                 6 => text(pod_devices(f, p)),
                 7 => match pod_util(f, p) {
-                    Some((u, _)) => (format!("{u}%"), util_token(u)),
+                    Some((u, _)) => util_cell(u),
                     None => muted("-"),
                 },
                 8 => match pod_util(f, p) {
