@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::Batch;
 use crate::agent::wire::NodeSample;
-use crate::model::{Delta, FeedState, GpuFault, ProcSample, Sample, TelemetrySample, Ts};
+use crate::model::{Delta, FeedState, GpuFault, InstanceSample, ProcSample, Sample, TelemetrySample, Ts};
 
 use crate::now_ms;
 
@@ -58,7 +58,15 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                 instances: g
                     .mig_instances
                     .iter()
-                    .map(|m| (m.uuid.clone(), m.util.map(|u| u.min(100) as u8), m.memory_used_mib as u32))
+                    .map(|m| InstanceSample {
+                        uuid: m.uuid.clone(),
+                        util: m.util.map(|u| u.min(100) as u8),
+                        mem_used_mib: m.memory_used_mib.min(u32::MAX as u64) as u32,
+                        // A placement NVML could not read (0/0) is no placement.
+                        placement: (m.placement_size > 0 && !m.profile.is_empty())
+                            .then(|| u8::try_from(m.placement_start).ok().map(|s| (m.profile.clone(), s)))
+                            .flatten(),
+                    })
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
                 processes: Some(
@@ -378,11 +386,12 @@ mod tests {
         assert_eq!(t[0].sample.util, sample.gpus[0].util_gpu.map(|u| u as u8));
         let want: Vec<_> =
             sample.gpus[1].mig_instances.iter().map(|m| (m.uuid.clone(), m.util.map(|u| u as u8))).collect();
-        let got: Vec<_> = t[1].instances.iter().map(|(u, util, _)| (u.clone(), *util)).collect();
+        let got: Vec<_> = t[1].instances.iter().map(|i| (i.uuid.clone(), i.util)).collect();
         assert_eq!(got, want);
         let mut unmeasured = sample.clone();
         unmeasured.gpus[1].mig_instances[0].util = None;
         let Some(Delta::Telemetry(t)) = deltas(&unmeasured).into_iter().next() else { panic!("telemetry") };
-        assert_eq!(t[1].instances[0].1, None, "an instance without engine activity stays unknown");
+        assert_eq!(t[1].instances[0].util, None, "an instance without engine activity stays unknown");
+        assert_eq!(t[1].instances[0].placement, Some(("3g.40gb".to_string(), 4)), "profile and placement travel");
     }
 }

@@ -108,15 +108,34 @@ pub struct PdbSpec {
     pub desired_healthy: i32,
 }
 
+/// One MIG instance's figures in a telemetry sample.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstanceSample {
+    pub uuid: String,
+    /// Engine activity, percent, when the source measured it.
+    pub util: Option<u8>,
+    pub mem_used_mib: u32,
+    /// Profile name and first memory slice, when the source knows them (a node agent). The
+    /// fleet does not know the MIG uuids of GPUs announced only by node labels; such a
+    /// sample lands on the instance with that profile and placement, else on the instance
+    /// of that profile with the same rank (the fleet's placements are then its own plan).
+    pub placement: Option<(String, u8)>,
+}
+
+impl InstanceSample {
+    pub fn new(uuid: impl Into<String>, util: Option<u8>, mem_used_mib: u32) -> Self {
+        Self { uuid: uuid.into(), util, mem_used_mib, placement: None }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct TelemetrySample {
     pub gpu_uuid: String,
     pub at: Ts,
     pub sample: Sample,
-    /// Per MIG instance (uuid, utilisation if measured, memory used MiB). A MIG GPU whose
-    /// sample has no utilisation of its own gets its instances' (compute-slice weighted)
-    /// when every instance has one.
-    pub instances: Vec<(String, Option<u8>, u32)>,
+    /// Per MIG instance. A MIG GPU whose sample has no utilisation of its own gets its
+    /// instances' (compute-slice weighted) when every instance has one.
+    pub instances: Vec<InstanceSample>,
     /// The node and index of the GPU, when the source knows them: a node agent reports the
     /// NVML uuid, which the fleet does not know for GPUs announced only by node labels.
     pub node_gpu: Option<(String, u8)>,

@@ -847,23 +847,21 @@ impl Fleet {
         if let Some(p) = s.processes {
             self.gpu_procs.insert(gid, p);
         }
+        let slots: Vec<Option<usize>> = match self.gpu(gid) {
+            Some(g) => (0..s.instances.len()).map(|k| self.instance_slot(gid, g, &s.instances, k)).collect(),
+            None => return,
+        };
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
-        for (uuid, util, mem) in &s.instances {
-            let Some(sym) = self.interner.get(uuid) else { continue };
-            let Some(&(ig, i)) = self.mig_by_uuid.get(&sym) else { continue };
-            if ig != gid {
-                continue;
-            }
-            if let Some(inst) = g.instances.get_mut(i as usize) {
-                inst.util = *util;
-                inst.mem_used_mib = *mem;
-                // An unmeasured instance is neither idle nor busy.
-                match low(*util) {
-                    Some(true) => {
-                        inst.low_since.get_or_insert(s.at);
-                    }
-                    Some(false) | None => inst.low_since = None,
+        for (is, slot) in s.instances.iter().zip(slots) {
+            let Some(inst) = slot.and_then(|i| g.instances.get_mut(i)) else { continue };
+            inst.util = is.util;
+            inst.mem_used_mib = is.mem_used_mib;
+            // An unmeasured instance is neither idle nor busy.
+            match low(is.util) {
+                Some(true) => {
+                    inst.low_since.get_or_insert(s.at);
                 }
+                Some(false) | None => inst.low_since = None,
             }
         }
         let mut sample = s.sample;
@@ -880,6 +878,31 @@ impl Fleet {
             Some(false) | None => g.low_since = None,
         }
         self.refresh_gpu(gid);
+    }
+
+    /// Which of GPU `gid`'s instances sample `all[k]` is about: the one with its uuid; for a
+    /// uuid the fleet does not know (a GPU announced only by labels, whose instances the
+    /// fleet named itself), the instance of the same profile with the same rank by placement
+    /// (the same instance when the placements agree, the fleet's best guess when the fleet's
+    /// plan placed them differently).
+    fn instance_slot(&self, gid: GpuId, g: &Gpu, all: &[InstanceSample], k: usize) -> Option<usize> {
+        let is = all.get(k)?;
+        if let Some(&(ig, i)) = self.interner.get(&is.uuid).and_then(|sym| self.mig_by_uuid.get(&sym)) {
+            return (ig == gid).then_some(i as usize);
+        }
+        let (profile, start) = is.placement.as_ref()?;
+        let same_profile = |o: &&InstanceSample| o.placement.as_ref().is_some_and(|(p, _)| p == profile);
+        let rank =
+            all.iter().filter(same_profile).filter(|o| o.placement.as_ref().is_some_and(|(_, s)| s < start)).count();
+        let mut ours: Vec<(u8, usize)> = g
+            .instances
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| mig::profile(g.model, i.placement.profile).name == profile.as_str())
+            .map(|(n, i)| (i.placement.start, n))
+            .collect();
+        ours.sort_unstable();
+        ours.get(rank).map(|(_, n)| *n)
     }
 
     fn apply_fault(&mut self, uuid: &str, at: Ts, fault: GpuFault) -> bool {

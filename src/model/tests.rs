@@ -238,7 +238,7 @@ fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> 
         gpu_uuid: uuid.into(),
         at,
         sample: Sample::without_util(50, 300, 50),
-        instances: instances.iter().map(|(u, util)| (u.to_string(), *util, 1024)).collect(),
+        instances: instances.iter().map(|(u, util)| InstanceSample::new(*u, *util, 1024)).collect(),
         node_gpu: None,
         processes: None,
     }])
@@ -301,6 +301,63 @@ fn a_mig_gpu_without_its_own_utilisation_takes_its_instances_when_all_are_measur
     f.apply(sample_without_util("GPU-1", 185_000, &[("MIG-0", Some(70)), ("MIG-1", Some(0))]));
     assert!(f.gpu(gid).unwrap().instances[1].idle_allocated, "the allocated 1g measured at 0 % for the window");
     assert_eq!(f.totals.idle_allocated, 1);
+    check_invariants(&f);
+}
+
+#[test]
+fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
+    let mut f = small_fleet();
+    let model = GpuModel::H100_80GB;
+    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+    let placed = mig::plan(model, &[p3, p1, p1]).unwrap();
+    // Named by the fleet, as the kube feed names the instances of a label-announced GPU.
+    let instances =
+        placed.iter().map(|p| MigInstanceSpec { placement: *p, uuid: format!("n1/gpu-2/mig-{}", p.start) }).collect();
+    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 2, "n1/gpu-2") }));
+    let start_of = |name: &str, rank: usize| {
+        let mut s: Vec<u8> =
+            placed.iter().filter(|p| mig::profile(model, p.profile).name == name).map(|p| p.start).collect();
+        s.sort_unstable();
+        s[rank]
+    };
+    let (s3, s1a, s1b) = (start_of("3g.40gb", 0), start_of("1g.10gb", 0), start_of("1g.10gb", 1));
+    let agent = |placements: [(&str, u8, u8); 3]| {
+        Delta::Telemetry(vec![TelemetrySample {
+            gpu_uuid: "GPU-real-uuid".into(),
+            at: 1_000,
+            sample: Sample::without_util(50, 300, 50),
+            instances: placements
+                .iter()
+                .enumerate()
+                .map(|(k, (p, start, util))| InstanceSample {
+                    placement: Some((p.to_string(), *start)),
+                    ..InstanceSample::new(format!("MIG-real-{k}"), Some(*util), 100 * (k as u32 + 1))
+                })
+                .collect(),
+            node_gpu: Some(("n1".into(), 2)),
+            processes: None,
+        }])
+    };
+    let gid = f.gpu_by_uuid("n1/gpu-2").unwrap();
+    let by_start = |f: &Fleet, start: u8| {
+        let g = f.gpu(gid).unwrap();
+        g.instances.iter().find(|i| i.placement.start == start).map(|i| (i.util, i.mem_used_mib))
+    };
+    // The agent's placements agree with the fleet's: each lands on its own instance.
+    f.apply(agent([("1g.10gb", s1b, 11), ("3g.40gb", s3, 33), ("1g.10gb", s1a, 10)]));
+    assert_eq!(by_start(&f, s3), Some((Some(33), 200)));
+    assert_eq!(by_start(&f, s1a), Some((Some(10), 300)));
+    assert_eq!(by_start(&f, s1b), Some((Some(11), 100)));
+    assert!(f.gpu(gid).unwrap().last.util.is_some(), "all measured: the GPU's utilisation is derived");
+    // The driver placed the 1g instances elsewhere than the fleet's plan: matched by rank.
+    f.apply(agent([("3g.40gb", s3, 70), ("1g.10gb", 6, 61), ("1g.10gb", 5, 50)]));
+    assert_eq!(by_start(&f, s1a).map(|x| x.0), Some(Some(50)), "the lower 1g goes to the fleet's lower 1g");
+    assert_eq!(by_start(&f, s1b).map(|x| x.0), Some(Some(61)));
+    // A profile the fleet does not have there lands nowhere.
+    f.apply(agent([("2g.20gb", 0, 99), ("3g.40gb", s3, 71), ("1g.10gb", s1a, 1)]));
+    assert!(f.gpu(gid).unwrap().instances.iter().all(|i| i.util != Some(99)));
+    assert_eq!(by_start(&f, s3).map(|x| x.0), Some(Some(71)));
     check_invariants(&f);
 }
 

@@ -935,7 +935,7 @@ impl Sim {
                 let used = p.memory_mib as u64 * m as u64 / 100;
                 mem_mib += used;
                 weighted += u as u32 * p.compute_slices as u32;
-                instances.push((inst.uuid.clone(), Some(u), used as u32));
+                instances.push(InstanceSample::new(inst.uuid.clone(), Some(u), used as u32));
             }
             ((weighted / 7) as u8, (mem_mib * 100 / model.memory_mib().max(1) as u64) as u8)
         } else {

@@ -1451,7 +1451,7 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
             gpu_uuid: f.s(g.uuid).to_string(),
             at,
             sample: crate::model::Sample::without_util(40, 321, 60),
-            instances: g.instances.iter().map(|i| (f.s(i.uuid).to_string(), None, 1024)).collect(),
+            instances: g.instances.iter().map(|i| crate::model::InstanceSample::new(f.s(i.uuid), None, 1024)).collect(),
             node_gpu: None,
             processes: None,
         }
@@ -1472,4 +1472,33 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
     let s = screen(&mut rig.app);
     let line = line_with(&s, "321W").unwrap_or_else(|| panic!("the GPU line with its power: {s}"));
     assert!(line.contains("—") && !line.contains(" 0%"), "unknown utilisation is a dash: {line}");
+}
+
+#[test]
+fn the_node_screen_says_how_old_its_telemetry_is_and_why() {
+    let mut rig = Rig::new(5);
+    let node = {
+        let f = &rig.app.fleet;
+        f.s(f.node(f.node_ids().next().expect("a node")).expect("node").name).to_string()
+    };
+    send(&mut rig.app, &format!("/{node}<Enter><Enter>"));
+    let s = screen(&mut rig.app);
+    let line = line_with(&s, "telemetry ").unwrap_or_else(|| panic!("a telemetry line: {s}"));
+    assert!(line.contains(" ago") && !line.contains("stale"), "fresh: {line}");
+    // Ten minutes without a sample, while the node's agent stream is down.
+    let now = rig.app.fleet.now;
+    rig.app.apply([
+        Delta::Clock(now + 600_000),
+        Delta::Feed {
+            source: format!("agent {node}"),
+            state: FeedState::Reconnecting { since: now + 540_000, reason: "connection refused".into() },
+        },
+    ]);
+    let s = screen(&mut rig.app);
+    let line = line_with(&s, "telemetry ").unwrap_or_else(|| panic!("a telemetry line: {s}"));
+    assert!(line.contains("stale since 10m"), "{line}");
+    assert!(line.contains("agent reconnecting since 60s"), "{line}");
+    assert!(s.contains("(connection refused)"), "the reason, wrapped below: {s}");
+    // The GPU lines of the tree mark their old numbers.
+    assert!(s.lines().any(|l| l.contains("gpu0") && l.contains("%?")), "{s}");
 }

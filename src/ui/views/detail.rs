@@ -85,7 +85,13 @@ fn pct(u: Option<u8>) -> String {
 fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
     let mut spans = vec![
         Span::styled(format!("gpu{} ", g.index), theme.style("ui.text").add_modifier(Modifier::BOLD)),
-        Span::styled(format!("{:>4} ", pct(g.last.util)), theme.style(g.last.util.map_or("ui.text.muted", util_token))),
+        match g.last.util {
+            // Old numbers are marked, as in the tables (`41%?`).
+            Some(u) if g.last_sample_at.is_some() && g.telemetry_stale(f.now, f.thresholds.stale_ms) => {
+                Span::styled(format!("{:>4} ", format!("{u}%?")), theme.style("ui.stale"))
+            }
+            u => Span::styled(format!("{:>4} ", pct(u)), theme.style(u.map_or("ui.text.muted", util_token))),
+        },
         Span::styled(
             format!(
                 "{:>3}/{}G {:>4}W {:>2}C ",
@@ -326,6 +332,7 @@ pub fn render_node(
                 .join(" ")
         )),
         Line::from(format!("age     {}", age(f.now, n.created))),
+        telemetry_line(f, n, theme),
     ];
     for a in f
         .alerts
@@ -344,6 +351,28 @@ pub fn render_node(
         info,
     );
     render_charts(frame, charts, f, &gpus, &what, theme);
+}
+
+/// How fresh the node's GPU telemetry is: "2s ago", "stale since 3m" (with the agent
+/// stream's trouble when it has one), or none at all; never silently old numbers.
+fn telemetry_line<'a>(f: &Fleet, n: &Node, theme: &Theme) -> Line<'a> {
+    let gpus: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
+    let last = gpus.iter().filter_map(|g| g.last_sample_at).max();
+    let stale = gpus.iter().any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
+    let agent = match f.feeds.get(&format!("agent {}", f.s(n.name))) {
+        Some(FeedState::Reconnecting { since, reason }) | Some(FeedState::Stale { since, reason }) => {
+            format!("; agent reconnecting since {} ({reason})", age(f.now, *since))
+        }
+        _ => String::new(),
+    };
+    let label = Span::styled("telemetry ", theme.style("ui.text.muted"));
+    let (text, token) = match last {
+        None if gpus.is_empty() => ("no GPUs".to_string(), "ui.text.muted"),
+        None => (format!("none (no node agent or Prometheus feeds this node){agent}"), "ui.text.muted"),
+        Some(t) if stale => (format!("stale since {}{agent}", age(f.now, t)), "ui.stale"),
+        Some(t) => (format!("{} ago", age(f.now, t)), "ui.text"),
+    };
+    Line::from(vec![label, Span::styled(text, theme.style(token))])
 }
 
 /// Compute slices an instance occupies: they start with its memory placement on the
