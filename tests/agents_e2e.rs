@@ -18,9 +18,9 @@ use std::time::{Duration, Instant};
 
 use fabrik::feed::kube::KubeFeedConfig;
 use fabrik::model::{Delta, FeedState, Fleet, Thresholds};
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
-use kube::api::ListParams;
+use kube::api::{ListParams, PostParams};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
@@ -132,7 +132,8 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         view_rx,
         tx.clone(),
     ));
-    let mut m = Model { fleet: Fleet::new(Thresholds::default()), rx };
+    // A short idle window, so idle-but-allocated can be seen within the test.
+    let mut m = Model { fleet: Fleet::new(Thresholds { idle_window_ms: 3_000, ..Thresholds::default() }), rx };
     let (a, b, third) = (nodes[0].clone(), nodes[1].clone(), nodes[2].clone());
     m.until("telemetry for the node in view", Duration::from_secs(60), |f| {
         if fed(f, &a) == 8 { Ok(()) } else { Err(format!("{} of 8 GPUs of {a} have telemetry", fed(f, &a))) }
@@ -157,6 +158,64 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         procs.iter().any(|p| p.pod.as_deref().is_some_and(|pod| pod.contains('/'))),
         "GPU processes mapped to namespace/pod: {procs:?}"
     );
+
+    // Device-plugin pods: the API says a pod got one `nvidia.com/gpu`, not which. The agent
+    // sees which: the pods it names on GPU 0 (busy) and GPU 2 (idle) are created on node b
+    // as a workload would be, and the model binds each to its GPU and flags the idle one.
+    let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{b}:9400/proxy/v1/snapshot");
+    let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output();
+    let o = o.expect("kubectl get --raw");
+    assert!(o.status.success(), "kubectl get --raw {path}: {}", String::from_utf8_lossy(&o.stderr));
+    let snap: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the snapshot is JSON");
+    let pod_on = |gpu: usize| {
+        let p = &snap["gpus"][gpu]["processes"][0]["pod"];
+        match (p["namespace"].as_str(), p["name"].as_str()) {
+            (Some(ns), Some(name)) => (ns.to_string(), name.to_string()),
+            _ => panic!("the agent names the pod on GPU {gpu}: {snap}"),
+        }
+    };
+    let nss: Api<Namespace> = Api::all(c.clone());
+    for gpu in [0, 2] {
+        let (ns, name) = pod_on(gpu);
+        let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace json");
+        match nss.create(&PostParams::default(), &ns_obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create namespace {ns}: {e}"),
+        }
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": b, "containers": [{"name": "main", "image": "none",
+                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
+        }))
+        .expect("pod json");
+        // The namespace's default ServiceAccount comes from the controller manager.
+        let api: Api<Pod> = Api::namespaced(c.clone(), &ns);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = api.create(&PostParams::default(), &pod).await {
+            assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    let (busy_pod, idle_pod) = (pod_on(0), pod_on(2));
+    m.until("device-plugin pods bound by the agent, the idle one flagged", Duration::from_secs(60), |f| {
+        let gpu = |i: u8| {
+            let n = f.node(f.node_by_name(&b)?)?;
+            n.gpus.iter().filter_map(|g| f.gpu(*g)).find(|g| g.index == i)
+        };
+        let holder = |i: u8| {
+            let g = gpu(i)?;
+            let p = f.pod(*g.pods.first()?)?;
+            Some((f.s(p.namespace).to_string(), p.name.to_string()))
+        };
+        let idle = |i: u8| gpu(i).is_some_and(|g| g.idle_allocated);
+        match (holder(0), holder(2), idle(0), idle(2)) {
+            (Some(h0), Some(h2), false, true) if h0 == busy_pod && h2 == idle_pod => Ok(()),
+            got => Err(format!("GPU 0 and 2 of {b}: holders, idle = {got:?}")),
+        }
+    })
+    .await;
+
     let before = last_sample(&m.fleet, &a);
     m.until("a few more samples of the node in view", Duration::from_secs(10), {
         let start = last_sample(&m.fleet, &b);
@@ -207,6 +266,9 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let t = Tmux::start();
     let home = format!("HOME={}", t.home.display());
     let cfg = format!("XDG_CONFIG_HOME={}", t.home.join("config").display());
+    // A short idle window, as in the model above.
+    std::fs::create_dir_all(t.home.join("config/fabrik")).expect("config dir");
+    std::fs::write(t.home.join("config/fabrik/config.toml"), "idle_window_secs = 3\n").expect("config.toml");
     let cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
     t.ok(&session(&[&home, &cfg], &[&cmd]));
     // A node with telemetry shows its power draw ("412W") where one without shows "—".
@@ -220,5 +282,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         nodes.iter().all(|n| util_shown(s, n))
     });
     assert!(s.contains("[live]"), "every stream is live: {s}");
+    // The idle pod's GPU, bound by its agent, counts as idle-but-allocated in the header.
+    t.wait_screen_for("the idle device-plugin GPU counted", Duration::from_secs(30), |s| s.contains("idle-alloc 1 "));
     t.keys(&["q"]);
 }

@@ -100,6 +100,11 @@ pub struct Fleet {
     /// Other names of a GPU: the NVML uuid a node agent reports for a GPU the cluster
     /// announces only by node labels (learned when its samples are matched by node and index).
     gpu_alias: FastMap<String, GpuId>,
+    /// Pods a node agent sees computing on a whole GPU (namespace, name). With the device
+    /// plugin the API does not say which GPU a pod got (DRA does); this is how the fleet
+    /// learns it, so idle-but-allocated works on such GPUs too. Used only for pods that ask
+    /// for whole GPUs and whose GPUs the cluster does not name.
+    gpu_holders: FastMap<GpuId, Vec<(Sym, Box<str>)>>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
     node_alloc_counted: FastMap<NodeId, u32>,
@@ -153,6 +158,7 @@ impl Fleet {
             gpu_contrib: FastMap::default(),
             gpu_procs: FastMap::default(),
             gpu_alias: FastMap::default(),
+            gpu_holders: FastMap::default(),
             mig_contrib: FastMap::default(),
             pod_contrib: FastMap::default(),
             node_alloc_counted: FastMap::default(),
@@ -799,6 +805,7 @@ impl Fleet {
     fn remove_gpu(&mut self, gid: GpuId) {
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
+        self.gpu_holders.remove(&gid);
         self.gpu_alias.retain(|_, g| *g != gid);
         if let Some(c) = self.gpu_contrib.remove(&gid) {
             self.unapply_device(c);
@@ -845,6 +852,7 @@ impl Fleet {
         let idle_thr = self.thresholds.idle_util_pct;
         let low = |util: Option<u8>| util.map(|u| u < idle_thr);
         if let Some(p) = s.processes {
+            self.set_holders(gid, &p);
             self.gpu_procs.insert(gid, p);
         }
         let slots: Vec<Option<usize>> = match self.gpu(gid) {
@@ -878,6 +886,66 @@ impl Fleet {
             Some(false) | None => g.low_since = None,
         }
         self.refresh_gpu(gid);
+    }
+
+    /// Records which pods a node agent sees on whole GPU `gid` and re-binds the pods whose
+    /// binding that changes (see `gpu_holders`).
+    fn set_holders(&mut self, gid: GpuId, procs: &[ProcSample]) {
+        let mut holders: Vec<(Sym, Box<str>)> = Vec::new();
+        if self.gpu(gid).is_some_and(|g| !g.mig_enabled) {
+            for pod in procs.iter().filter_map(|p| p.pod.as_deref()) {
+                let Some((ns, name)) = pod.split_once('/') else { continue };
+                // Only pods the fleet knows (a namespace it has never seen has none).
+                let Some(ns) = self.interner.get(ns) else { continue };
+                if self.pod_by_name.get(&ns).is_some_and(|m| m.contains_key(name))
+                    && !holders.iter().any(|(n, p)| *n == ns && &**p == name)
+                {
+                    holders.push((ns, name.into()));
+                }
+            }
+        }
+        holders.sort_unstable();
+        let old = self.gpu_holders.get(&gid).cloned().unwrap_or_default();
+        if old == holders {
+            return;
+        }
+        let affected: Vec<PodId> = old
+            .iter()
+            .chain(holders.iter())
+            .filter_map(|(ns, name)| self.pod_by_name.get(ns).and_then(|m| m.get(&**name)).copied())
+            .collect();
+        for pid in &affected {
+            self.unlink_pod(*pid);
+        }
+        if holders.is_empty() {
+            self.gpu_holders.remove(&gid);
+        } else {
+            self.gpu_holders.insert(gid, holders);
+        }
+        for pid in affected {
+            self.link_pod(pid);
+        }
+        self.structure_gen += 1;
+    }
+
+    /// Whole GPUs a node agent sees pod `pid` computing on, for a pod that asks for whole
+    /// GPUs the cluster does not name (device plugin): at most as many as it asked for,
+    /// lowest index first (more than that means it sees GPUs it was not given).
+    fn agent_bound_gpus(&self, pid: PodId, node: NodeId) -> Vec<GpuId> {
+        let (Some(p), Some(n)) = (self.pod(pid), self.node(node)) else { return Vec::new() };
+        if p.gpus == 0 || !p.dra.is_empty() || !p.gpu_uuids.is_empty() || self.gpu_holders.is_empty() {
+            return Vec::new();
+        }
+        let mut held: Vec<(u8, GpuId)> = n
+            .gpus
+            .iter()
+            .filter(|g| {
+                self.gpu_holders.get(g).is_some_and(|h| h.iter().any(|(ns, n)| *ns == p.namespace && *n == p.name))
+            })
+            .filter_map(|g| self.gpu(*g).map(|gpu| (gpu.index, *g)))
+            .collect();
+        held.sort_unstable();
+        held.into_iter().take(p.gpus as usize).map(|(_, g)| g).collect()
     }
 
     /// Which of GPU `gid`'s instances sample `all[k]` is about: the one with its uuid; for a
@@ -1273,7 +1341,10 @@ impl Fleet {
         let Some(p) = self.pod(pid) else { return };
         let node_name = p.node_name;
         let node = self.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
-        let bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.gpu_by_uuid.get(u).copied()).collect();
+        let mut bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.gpu_by_uuid.get(u).copied()).collect();
+        if let Some(n) = node {
+            bound.extend(self.agent_bound_gpus(pid, n));
+        }
         if node.is_none() && node_name != Sym::default() {
             self.waiting.entry(node_name).or_default().push(pid);
         }

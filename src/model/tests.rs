@@ -361,6 +361,70 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
     check_invariants(&f);
 }
 
+/// A node agent's sample of `uuid` with the pods it sees computing there.
+fn agent_sample(uuid: &str, at: Ts, util: u8, pods: &[&str]) -> Delta {
+    Delta::Telemetry(vec![TelemetrySample {
+        processes: Some(
+            pods.iter()
+                .enumerate()
+                .map(|(k, p)| ProcSample {
+                    pid: 100 + k as u32,
+                    mem_mib: Some(1024),
+                    pod: Some(p.to_string()),
+                    container: None,
+                    gpu_instance: None,
+                })
+                .collect(),
+        ),
+        ..match sample(uuid, at, util) {
+            Delta::Telemetry(mut v) => v.remove(0),
+            _ => unreachable!("sample() is telemetry"),
+        }
+    }])
+}
+
+#[test]
+fn a_node_agent_says_which_gpu_a_device_plugin_pod_holds() {
+    let mut f = small_fleet();
+    // Asks for one GPU; the API does not say which (device plugin).
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &[])));
+    let (g0, g1) = (f.gpu_by_uuid("GPU-0").unwrap(), f.gpu_by_uuid("GPU-1").unwrap());
+    let pods_of = |f: &Fleet, g| f.gpu(g).unwrap().pods.len();
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (0, 0));
+    f.apply(agent_sample("GPU-1", 1_000, 1, &["a/p1", "nobody/known"]));
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (0, 1), "bound where its processes run");
+    check_invariants(&f);
+    f.apply(agent_sample("GPU-1", 62_000, 2, &["a/p1"]));
+    assert_eq!(f.totals.idle_allocated, 1, "idle-but-allocated on a device-plugin GPU");
+    let team = f.tenant_by_name("team-a").unwrap();
+    assert_eq!(f.tenant(team).unwrap().usage.idle_allocated, 1);
+    check_invariants(&f);
+    // The pod's update from the API keeps the binding.
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &[])));
+    assert_eq!(pods_of(&f, g1), 1);
+    check_invariants(&f);
+    // Seen on both GPUs while it asked for one: bound to one (the other shows its process
+    // as not allocated there).
+    f.apply(agent_sample("GPU-0", 63_000, 50, &["a/p1"]));
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (1, 0), "lowest index first, one GPU");
+    f.apply(agent_sample("GPU-0", 64_000, 50, &[]));
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (0, 1));
+    // Its processes are gone from the GPU: no longer bound, no longer idle-allocated.
+    f.apply(agent_sample("GPU-1", 65_000, 0, &[]));
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (0, 0));
+    assert_eq!(f.totals.idle_allocated, 0);
+    check_invariants(&f);
+    // A pod the cluster binds itself (DRA) is never re-bound from processes.
+    f.apply(Delta::PodUpsert(pod("a", "p2", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    f.apply(agent_sample("GPU-1", 66_000, 0, &["a/p2"]));
+    assert_eq!((pods_of(&f, g0), pods_of(&f, g1)), (1, 0));
+    // The pod goes: the binding goes with it.
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "p1".into() });
+    f.apply(agent_sample("GPU-1", 67_000, 0, &["a/p1"]));
+    assert_eq!(pods_of(&f, g1), 0, "a pod the fleet does not know binds nothing");
+    check_invariants(&f);
+}
+
 #[test]
 fn history_is_bounded() {
     let mut f = small_fleet();
