@@ -228,6 +228,10 @@ pub struct AgentArgs {
     /// Most concurrent /v1/stream readers.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_readers: u32,
+    /// The kubelet's PodResources socket, for which pod each GPU was given (default with
+    /// NVML: /var/lib/kubelet/pod-resources/kubelet.sock; with --fake: none). "" turns it off.
+    #[arg(long, value_name = "PATH")]
+    pub pod_resources: Option<std::path::PathBuf>,
 }
 
 fn parse_every(s: &str) -> Result<std::time::Duration, String> {

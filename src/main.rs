@@ -180,8 +180,21 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
         stall_timeout: (args.interval * 3).max(std::time::Duration::from_secs(10)),
     };
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    // Which pod the kubelet gave each GPU: its socket on a node; a fake node has none
+    // unless one is named (`fabrik sim --agents` plays the kubelet).
+    let socket = match (&args.pod_resources, args.fake) {
+        (Some(p), _) if p.as_os_str().is_empty() => None,
+        (Some(p), _) => Some(p.clone()),
+        (None, None) => Some(std::path::PathBuf::from(fabrik::agent::podres::DEFAULT_SOCKET)),
+        (None, Some(_)) => None,
+    };
     rt.block_on(async move {
-        let shared = server::spawn_sampler(backend, cfg.interval)?;
+        let allocations = socket.map(|socket| {
+            let a = fabrik::agent::podres::Allocations::default();
+            tokio::spawn(fabrik::agent::podres::poll(socket, std::time::Duration::from_secs(2), a.clone()));
+            a
+        });
+        let shared = server::spawn_sampler(backend, cfg.interval, allocations)?;
         let listener = tokio::net::TcpListener::bind(cfg.listen)
             .await
             .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", cfg.listen)))?;

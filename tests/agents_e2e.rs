@@ -104,6 +104,32 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         tokio::time::sleep(Duration::from_millis(300)).await;
     };
 
+    // The manifests in deploy/ are what a real API server accepts (server-side dry run:
+    // schema, defaults and admission, nothing stored).
+    let nss: Api<Namespace> = Api::all(c.clone());
+    for ns in ["fabrik-system", "gpu-operator"] {
+        let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace json");
+        match nss.create(&PostParams::default(), &ns_obj).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {}
+            Err(e) => panic!("create namespace {ns}: {e}"),
+        }
+    }
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let o = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["apply", "--dry-run=server", "-f", deploy])
+        .output()
+        .expect("kubectl apply --dry-run=server");
+    assert!(
+        o.status.success(),
+        "deploy/ is refused by the API server: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("daemonset.apps/fabrik-agent"), "{o:?}");
+
     // The independent check: the agent answers through the API server's pod proxy.
     let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{}:9400/proxy/v1/snapshot", nodes[0]);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -160,8 +186,10 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     );
 
     // Device-plugin pods: the API says a pod got one `nvidia.com/gpu`, not which. The agent
-    // sees which: the pods it names on GPU 0 (busy) and GPU 2 (idle) are created on node b
-    // as a workload would be, and the model binds each to its GPU and flags the idle one.
+    // knows, from the kubelet's PodResources (the sim plays the kubelet on a socket the agent
+    // reads) and from its processes: the pods it names on GPU 0 (busy) and GPU 2 (idle) are
+    // created on node b as a workload would be, and a notebook pod that runs nothing at all;
+    // the model binds each to its GPU and flags the idle ones.
     let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{b}:9400/proxy/v1/snapshot");
     let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output();
     let o = o.expect("kubectl get --raw");
@@ -175,8 +203,9 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         }
     };
     let nss: Api<Namespace> = Api::all(c.clone());
-    for gpu in [0, 2] {
-        let (ns, name) = pod_on(gpu);
+    let sleeper = ("notebooks".to_string(), "jupyter-sleeper".to_string());
+    let wanted = [pod_on(0), pod_on(2), sleeper.clone()];
+    for (ns, name) in &wanted {
         let ns_obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace json");
         match nss.create(&PostParams::default(), &ns_obj).await {
             Ok(_) => {}
@@ -190,7 +219,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         }))
         .expect("pod json");
         // The namespace's default ServiceAccount comes from the controller manager.
-        let api: Api<Pod> = Api::namespaced(c.clone(), &ns);
+        let api: Api<Pod> = Api::namespaced(c.clone(), ns);
         let deadline = Instant::now() + Duration::from_secs(30);
         while let Err(e) = api.create(&PostParams::default(), &pod).await {
             assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
@@ -209,12 +238,21 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
             Some((f.s(p.namespace).to_string(), p.name.to_string()))
         };
         let idle = |i: u8| gpu(i).is_some_and(|g| g.idle_allocated);
-        match (holder(0), holder(2), idle(0), idle(2)) {
-            (Some(h0), Some(h2), false, true) if h0 == busy_pod && h2 == idle_pod => Ok(()),
-            got => Err(format!("GPU 0 and 2 of {b}: holders, idle = {got:?}")),
+        // GPU 7, the fake's unused GPU, is the first the sim's kubelet hands out.
+        match (holder(0), holder(2), holder(7), idle(0), idle(2), idle(7)) {
+            (Some(h0), Some(h2), Some(h7), false, true, true) if h0 == busy_pod && h2 == idle_pod && h7 == sleeper => {
+                Ok(())
+            }
+            got => Err(format!("GPUs 0, 2 and 7 of {b}: holders, idle = {got:?}")),
         }
     })
     .await;
+    // The agent itself says so through the proxy: GPU 7 was given to the notebook by the kubelet.
+    let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output();
+    let o = o.expect("kubectl get --raw");
+    let snap: serde_json::Value = serde_json::from_slice(&o.stdout).expect("the snapshot is JSON");
+    assert_eq!(snap["gpus"][7]["allocated_to"][0]["name"], json!(sleeper.1), "{}", snap["gpus"][7]);
+    assert!(snap["gpus"][7]["processes"].as_array().is_some_and(|p| p.is_empty()), "it runs nothing there");
 
     let before = last_sample(&m.fleet, &a);
     m.until("a few more samples of the node in view", Duration::from_secs(10), {
@@ -282,7 +320,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         nodes.iter().all(|n| util_shown(s, n))
     });
     assert!(s.contains("[live]"), "every stream is live: {s}");
-    // The idle pod's GPU, bound by its agent, counts as idle-but-allocated in the header.
-    t.wait_screen_for("the idle device-plugin GPU counted", Duration::from_secs(30), |s| s.contains("idle-alloc 1 "));
+    // The idle pods' GPUs, bound through their agent, count as idle-but-allocated.
+    t.wait_screen_for("the idle device-plugin GPUs counted", Duration::from_secs(30), |s| s.contains("idle-alloc 2 "));
     t.keys(&["q"]);
 }

@@ -96,6 +96,7 @@ impl Gpus for FakeGpus {
                         memory_used_mib: used,
                         // The free instance's engines are idle: GPM measures 0 %.
                         util: Some(if k == 3 { 0 } else { 40 + rng.below(60) as u32 }),
+                        allocated_to: None,
                     });
                     if k != 3 {
                         processes.push(GpuProcess {
@@ -135,6 +136,7 @@ impl Gpus for FakeGpus {
                 mig_instances,
                 processes,
                 nvlinks: (0..4).map(|l| NvLinkState { link: l, active: true, remote_pci_bus_id: None }).collect(),
+                allocated_to: None,
             });
         }
         Ok(NodeSample {

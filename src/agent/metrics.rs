@@ -89,15 +89,27 @@ pub fn render(sample: &NodeSample, stats: SelfStats) -> String {
         let device = format!("nvidia{}", g.index);
         let base = gpu_labels(node, g, &device, &gpu);
         // One series per pod on the whole GPU, as dcgm-exporter -k does; none: no pod labels.
+        // The pods the kubelet gave the GPU when the agent can ask it (as dcgm-exporter
+        // does), else the pods whose processes run there.
         let whole_pods: Vec<Option<&PodRef>> = {
-            let mut v: Vec<Option<&PodRef>> = g
-                .processes
-                .iter()
-                .filter(|p| p.gpu_instance_id.is_none())
-                .filter_map(|p| p.pod.as_ref())
-                .map(Some)
-                .collect();
-            v.dedup_by(|a, b| a.map(|p| &p.uid) == b.map(|p| &p.uid));
+            let mut v: Vec<Option<&PodRef>> = match &g.allocated_to {
+                Some(pods) => pods.iter().map(Some).collect(),
+                None => g
+                    .processes
+                    .iter()
+                    .filter(|p| p.gpu_instance_id.is_none())
+                    .filter_map(|p| p.pod.as_ref())
+                    .map(Some)
+                    .collect(),
+            };
+            let key = |p: &Option<&PodRef>| p.map(|p| (p.namespace.clone(), p.name.clone(), p.uid.clone()));
+            let mut seen = Vec::new();
+            v.retain(|p| {
+                let k = key(p);
+                let new = !seen.contains(&k);
+                seen.push(k);
+                new
+            });
             if v.is_empty() {
                 v.push(None);
             }
@@ -137,8 +149,14 @@ pub fn render(sample: &NodeSample, stats: SelfStats) -> String {
         }
         for m in &g.mig_instances {
             let gi = m.gpu_instance_id.to_string();
-            let pod =
-                g.processes.iter().find(|p| p.gpu_instance_id == Some(m.gpu_instance_id)).and_then(|p| p.pod.as_ref());
+            let pod = match &m.allocated_to {
+                Some(pods) => pods.first(),
+                None => g
+                    .processes
+                    .iter()
+                    .find(|p| p.gpu_instance_id == Some(m.gpu_instance_id))
+                    .and_then(|p| p.pod.as_ref()),
+            };
             let mut l = base.clone();
             l.push(("GPU_I_PROFILE", &m.profile));
             l.push(("GPU_I_ID", &gi));
@@ -220,6 +238,27 @@ mod tests {
         assert!(text.contains("DCGM_FI_DEV_XID_ERRORS{gpu=\"0\""), "{text}");
         // No GPU utilisation for the MIG GPU: NVML does not report it there.
         assert!(!text.lines().any(|l| l.starts_with("DCGM_FI_DEV_GPU_UTIL{gpu=\"1\"")), "{text}");
+    }
+
+    #[test]
+    fn pod_labels_come_from_the_kubelet_when_the_agent_can_ask_it() {
+        let mut s = FakeGpus::new("gpu-node-1", 4, 1).sample(120_000).unwrap();
+        // GPU 3 runs nothing (the fake's free GPU); the kubelet says a notebook holds it.
+        let uuid = s.gpus[3].uuid.clone();
+        let row = crate::agent::podres::Assignment {
+            namespace: "notebooks".into(),
+            pod: "jupyter-ada".into(),
+            container: "nb".into(),
+            resource: "nvidia.com/gpu".into(),
+            device_id: uuid,
+        };
+        crate::agent::podres::apply(&mut s, &[row]);
+        let text = render(&s, SelfStats::default());
+        let line = text.lines().find(|l| l.starts_with("DCGM_FI_DEV_GPU_UTIL{gpu=\"3\"")).expect("GPU 3's series");
+        assert!(line.contains("pod=\"jupyter-ada\",namespace=\"notebooks\",container=\"nb\""), "{line}");
+        // GPU 0: the kubelet names nobody, so its process's pod is not claimed either.
+        let line = text.lines().find(|l| l.starts_with("DCGM_FI_DEV_GPU_UTIL{gpu=\"0\"")).expect("GPU 0's series");
+        assert!(!line.contains("pod="), "{line}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod fake;
 pub mod gpm;
 pub mod metrics;
 pub mod nvml;
+pub mod podres;
 pub mod procmap;
 pub mod server;
 pub mod wire;

@@ -175,6 +175,7 @@ impl NvmlGpus {
             mig_pending: mig.map(|m| m.pending == 1),
             processes: self.processes(dev, mig_enabled),
             nvlinks: nvlinks(dev),
+            allocated_to: None,
             mig_instances,
             uuid,
         }
@@ -219,6 +220,7 @@ impl NvmlGpus {
                 // GPU utilisation is NotSupported on MIG: engine activity from GPM since
                 // the previous sample (Hopper and newer; `None` on the first and elsewhere).
                 util: gi.and_then(|id| self.gpm.borrow_mut().activity(&self.nvml, parent, parent_uuid, id)),
+                allocated_to: None,
             });
         }
         out

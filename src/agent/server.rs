@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, watch};
 
 use super::backend::Gpus;
 use super::metrics::{self, SelfStats};
+use super::podres;
 use super::wire::NodeSample;
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -81,14 +82,23 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
 }
 
 /// Starts the one sampler. Backend calls block (NVML does), so it runs on its own thread.
-pub fn spawn_sampler(mut backend: Box<dyn Gpus>, interval: Duration) -> std::io::Result<Shared> {
+/// `allocations`, when given, is the kubelet's latest PodResources answer, added to each
+/// sample (`allocated_to`).
+pub fn spawn_sampler(
+    mut backend: Box<dyn Gpus>,
+    interval: Duration,
+    allocations: Option<podres::Allocations>,
+) -> std::io::Result<Shared> {
     let (tx, rx) = watch::channel(None);
     let stats = Arc::new(Stats::default());
     let st = stats.clone();
     std::thread::Builder::new().name("fabrik-sampler".into()).spawn(move || {
         loop {
             let started = Instant::now();
-            let sample = backend.sample(now_ms()).map_err(|e| e.to_string());
+            let mut sample = backend.sample(now_ms()).map_err(|e| e.to_string());
+            if let (Ok(s), Some(rows)) = (&mut sample, allocations.as_ref().and_then(podres::latest)) {
+                podres::apply(s, &rows);
+            }
             let mut json_line = match &sample {
                 Ok(s) => serde_json::to_vec(s).unwrap_or_default(),
                 Err(e) => serde_json::to_vec(&serde_json::json!({ "error": e })).unwrap_or_default(),
@@ -293,7 +303,7 @@ mod tests {
             max_readers,
             stall_timeout: Duration::from_millis(500),
         };
-        let shared = spawn_sampler(backend, cfg.interval).expect("sampler");
+        let shared = spawn_sampler(backend, cfg.interval, None).expect("sampler");
         let listener = TcpListener::bind(cfg.listen).await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let s = shared.clone();

@@ -49,6 +49,11 @@ pub struct GpuSample {
     pub mig_instances: Vec<MigSample>,
     pub processes: Vec<GpuProcess>,
     pub nvlinks: Vec<NvLinkState>,
+    /// The pods the kubelet gave this GPU (its PodResources API), whether or not they run
+    /// anything on it; `None` when the agent cannot ask the kubelet, `Some([])` when the
+    /// kubelet says nobody has it. Only whole-GPU resources; MIG instances carry their own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_to: Option<Vec<PodRef>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,6 +76,9 @@ pub struct MigSample {
     pub memory_used_mib: u64,
     /// Engine activity 0..=100 where available (GPU utilisation is not supported on MIG).
     pub util: Option<u32>,
+    /// The pods the kubelet gave this instance; as `GpuSample::allocated_to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocated_to: Option<Vec<PodRef>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -69,6 +69,11 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                     })
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
+                allocated: g.allocated_to.as_ref().map(|pods| {
+                    pods.iter()
+                        .filter_map(|r| Some(format!("{}/{}", r.namespace.as_deref()?, r.name.as_deref()?)))
+                        .collect()
+                }),
                 processes: Some(
                     g.processes
                         .iter()

@@ -9,14 +9,16 @@
 //! addressed. It needs root and iproute2; without them `--agents` says so and stops. The
 //! agents exit with the simulator (`--parent`), and the namespace is removed when it stops.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 use super::describe;
+use super::podres;
 use super::workload::WORKLOAD_LABEL;
 
 /// Namespace of the agent pods (the DaemonSet's in deploy/).
@@ -29,6 +31,10 @@ pub struct AgentNet {
     host_if: String,
     subnet: String,
     agents: Vec<Child>,
+    /// The PodResources sockets' directory, and per node its device manager and listener
+    /// (bound before the agents start, served once the runtime has the client).
+    sock_dir: PathBuf,
+    kubelets: Vec<(Arc<podres::Devices>, Option<std::os::unix::net::UnixListener>)>,
 }
 
 fn ip(args: &[&str]) -> Result<(), String> {
@@ -54,11 +60,15 @@ impl AgentNet {
             ));
         }
         let id = std::process::id();
+        let sock_dir = std::env::temp_dir().join(format!("fabrik-sim-{id}"));
+        std::fs::create_dir_all(&sock_dir).map_err(|e| format!("creating {}: {e}", sock_dir.display()))?;
         let mut net = AgentNet {
             netns: format!("fabrik-sim-{id}"),
             host_if: format!("fsh{}", id % 100_000),
             subnet: format!("10.215.{}", id % 250),
             agents: Vec::new(),
+            sock_dir,
+            kubelets: Vec::new(),
         };
         let peer = format!("fsn{}", id % 100_000);
         ip(&["netns", "add", &net.netns])?;
@@ -72,10 +82,17 @@ impl AgentNet {
         for (i, node) in nodes.iter().enumerate() {
             let addr = net.address(i);
             ip(&["netns", "exec", &net.netns, "ip", "addr", "add", &format!("{addr}/24"), "dev", &peer])?;
+            let sock = net.sock_dir.join(format!("podres-{i}.sock"));
+            let _ = std::fs::remove_file(&sock);
+            let listener = std::os::unix::net::UnixListener::bind(&sock)
+                .map_err(|e| format!("binding the PodResources socket {}: {e}", sock.display()))?;
+            net.kubelets.push((podres::Devices::new(node, i as u64), Some(listener)));
             let child = Command::new("ip")
                 .args(["netns", "exec", &net.netns])
                 .arg(exe)
-                .args(["agent", "--fake", "8", "--node", node, "--interval", "1s", "--seed", &i.to_string()])
+                .args(["agent", "--fake", &podres::FAKE_GPUS.to_string(), "--node", node, "--interval", "1s"])
+                .args(["--seed", &i.to_string(), "--pod-resources"])
+                .arg(&sock)
                 .args(["--listen", &format!("{addr}:9400"), "--parent", &parent])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -99,8 +116,25 @@ impl Drop for AgentNet {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.sock_dir);
         let _ = Command::new("ip").args(["netns", "del", &self.netns]).status();
         let _ = Command::new("ip").args(["link", "del", &self.host_if]).stderr(Stdio::null()).status();
+    }
+}
+
+/// Serves each node's PodResources (the simulated kubelet's device assignments) on the
+/// socket its agent reads. Call once, inside the runtime.
+pub fn serve_pod_resources(client: &kube::Client, net: &mut AgentNet) {
+    for (devices, listener) in &mut net.kubelets {
+        let Some(l) = listener.take() else { continue };
+        let l = match l.set_nonblocking(true).and_then(|()| tokio::net::UnixListener::from_std(l)) {
+            Ok(l) => l,
+            Err(e) => {
+                eprintln!("fabrik sim: a PodResources socket: {e}; that agent reports no GPU assignments");
+                continue;
+            }
+        };
+        tokio::spawn(podres::serve(client.clone(), devices.clone(), l));
     }
 }
 

@@ -17,6 +17,7 @@ mod kubelet;
 mod migparted;
 mod model;
 mod nodes;
+mod podres;
 mod workload;
 
 use std::path::PathBuf;
@@ -200,13 +201,15 @@ pub async fn run(
     let _agents = if args.agents {
         let names: Vec<String> = sim_nodes.iter().map(|n| n.name.clone()).collect();
         let exe = std::env::current_exe()?;
-        let net = match agents::AgentNet::start(&names, &exe) {
+        let mut net = match agents::AgentNet::start(&names, &exe) {
             Ok(n) => n,
             Err(e) => return Ok(fail(e)),
         };
         if let Err(e) = agents::create_pods(&client, &names, &net).await {
             return Ok(fail(e));
         }
+        // The kubelet's PodResources, one socket per node, which each agent reads.
+        agents::serve_pod_resources(&client, &mut net);
         eprintln!("fabrik sim: {} fake agents in namespace {}", names.len(), agents::NAMESPACE);
         Some(net)
     } else {

@@ -142,6 +142,9 @@ pub struct TelemetrySample {
     /// The compute processes on the GPU, when the source sees them (a node agent); `None`
     /// when it does not (Prometheus, the simulator), which keeps what is known.
     pub processes: Option<Vec<ProcSample>>,
+    /// The pods (`namespace/name`) the kubelet gave this whole GPU, when the source knows
+    /// (a node agent that reads the kubelet's PodResources API); `None` when it does not.
+    pub allocated: Option<Vec<String>>,
 }
 
 /// A process on a GPU, as the node agent maps it to a pod.

@@ -100,10 +100,11 @@ pub struct Fleet {
     /// Other names of a GPU: the NVML uuid a node agent reports for a GPU the cluster
     /// announces only by node labels (learned when its samples are matched by node and index).
     gpu_alias: FastMap<String, GpuId>,
-    /// Pods a node agent sees computing on a whole GPU (namespace, name). With the device
-    /// plugin the API does not say which GPU a pod got (DRA does); this is how the fleet
-    /// learns it, so idle-but-allocated works on such GPUs too. Used only for pods that ask
-    /// for whole GPUs and whose GPUs the cluster does not name.
+    /// Pods a node agent says hold a whole GPU (namespace, name): the kubelet's assignment
+    /// when the agent reads its PodResources API, else the pods whose processes run there.
+    /// With the device plugin the API server does not say which GPU a pod got (DRA does);
+    /// this is how the fleet learns it, so idle-but-allocated works on such GPUs too. Used
+    /// only for pods that ask for whole GPUs and whose GPUs the cluster does not name.
     gpu_holders: FastMap<GpuId, Vec<(Sym, Box<str>)>>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
@@ -851,8 +852,14 @@ impl Fleet {
         }
         let idle_thr = self.thresholds.idle_util_pct;
         let low = |util: Option<u8>| util.map(|u| u < idle_thr);
+        // Who holds the GPU: the kubelet's word when the agent has it, else whose processes
+        // run there.
+        match (&s.allocated, &s.processes) {
+            (Some(pods), _) => self.set_holders(gid, pods.iter().map(String::as_str)),
+            (None, Some(procs)) => self.set_holders(gid, procs.iter().filter_map(|p| p.pod.as_deref())),
+            (None, None) => {}
+        }
         if let Some(p) = s.processes {
-            self.set_holders(gid, &p);
             self.gpu_procs.insert(gid, p);
         }
         let slots: Vec<Option<usize>> = match self.gpu(gid) {
@@ -888,12 +895,12 @@ impl Fleet {
         self.refresh_gpu(gid);
     }
 
-    /// Records which pods a node agent sees on whole GPU `gid` and re-binds the pods whose
-    /// binding that changes (see `gpu_holders`).
-    fn set_holders(&mut self, gid: GpuId, procs: &[ProcSample]) {
+    /// Records which pods (`namespace/name`) a node agent says hold whole GPU `gid` and
+    /// re-binds the pods whose binding that changes (see `gpu_holders`).
+    fn set_holders<'p>(&mut self, gid: GpuId, pods: impl Iterator<Item = &'p str>) {
         let mut holders: Vec<(Sym, Box<str>)> = Vec::new();
         if self.gpu(gid).is_some_and(|g| !g.mig_enabled) {
-            for pod in procs.iter().filter_map(|p| p.pod.as_deref()) {
+            for pod in pods {
                 let Some((ns, name)) = pod.split_once('/') else { continue };
                 // Only pods the fleet knows (a namespace it has never seen has none).
                 let Some(ns) = self.interner.get(ns) else { continue };

@@ -59,6 +59,7 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
         sample: Sample::new(util, 50, 300, 50),
         instances: vec![],
         node_gpu: None,
+        allocated: None,
         processes: None,
     }])
 }
@@ -240,6 +241,7 @@ fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> 
         sample: Sample::without_util(50, 300, 50),
         instances: instances.iter().map(|(u, util)| InstanceSample::new(*u, *util, 1024)).collect(),
         node_gpu: None,
+        allocated: None,
         processes: None,
     }])
 }
@@ -336,6 +338,7 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
                 })
                 .collect(),
             node_gpu: Some(("n1".into(), 2)),
+            allocated: None,
             processes: None,
         }])
     };
@@ -422,6 +425,36 @@ fn a_node_agent_says_which_gpu_a_device_plugin_pod_holds() {
     f.apply(Delta::PodRemove { namespace: "a".into(), name: "p1".into() });
     f.apply(agent_sample("GPU-1", 67_000, 0, &["a/p1"]));
     assert_eq!(pods_of(&f, g1), 0, "a pod the fleet does not know binds nothing");
+    check_invariants(&f);
+}
+
+#[test]
+fn the_kubelets_assignment_wins_over_processes_and_sees_pods_that_run_nothing() {
+    let mut f = small_fleet();
+    f.apply(Delta::PodUpsert(pod("a", "sleeper", Some("n1"), Phase::Running, 1, &[])));
+    f.apply(Delta::PodUpsert(pod("a", "busy", Some("n1"), Phase::Running, 1, &[])));
+    let g1 = f.gpu_by_uuid("GPU-1").unwrap();
+    let holder = |f: &Fleet| {
+        let g = f.gpu(g1).unwrap();
+        g.pods.iter().filter_map(|p| f.pod(*p)).map(|p| p.name.to_string()).collect::<Vec<_>>()
+    };
+    // The kubelet gave GPU-1 to a pod that runs nothing; another pod's process is there.
+    let kubelet = |at, util| {
+        let Delta::Telemetry(mut v) = agent_sample("GPU-1", at, util, &["a/busy"]) else { unreachable!() };
+        v[0].allocated = Some(vec!["a/sleeper".into()]);
+        Delta::Telemetry(v)
+    };
+    f.apply(kubelet(1_000, 0));
+    assert_eq!(holder(&f), vec!["sleeper"], "the kubelet's word, not the process's");
+    f.apply(kubelet(62_000, 0));
+    assert!(f.gpu(g1).unwrap().idle_allocated, "a pod holding a GPU it never touches is idle-but-allocated");
+    check_invariants(&f);
+    // The kubelet says nobody has it: nobody is bound, whatever runs there.
+    let Delta::Telemetry(mut v) = agent_sample("GPU-1", 63_000, 0, &["a/busy"]) else { unreachable!() };
+    v[0].allocated = Some(vec![]);
+    f.apply(Delta::Telemetry(v));
+    assert!(holder(&f).is_empty());
+    assert_eq!(f.totals.idle_allocated, 0);
     check_invariants(&f);
 }
 
@@ -603,6 +636,7 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
         sample: Sample::new(10, 10, 100, 40),
         instances: vec![],
         node_gpu: Some(("n1".into(), 1)),
+        allocated: None,
         processes: None,
     }]));
     let gid = f.gpu_by_uuid("n1/gpu-1").unwrap();
@@ -621,6 +655,7 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
         sample: Sample::new(90, 10, 100, 40),
         instances: vec![],
         node_gpu: Some(("n2".into(), 1)),
+        allocated: None,
         processes: None,
     }]));
     let other = f.gpu_by_uuid("n2/gpu-1").unwrap();

@@ -955,6 +955,7 @@ impl Sim {
             sample: Sample::new(util, mem, power as u16, temp as u8),
             instances,
             node_gpu: None,
+            allocated: None,
             processes: None,
         }
     }

@@ -1417,6 +1417,7 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
         sample: crate::model::Sample::new(50, 40, 300, 60),
         instances: vec![],
         node_gpu: None,
+        allocated: None,
         processes: Some(vec![proc(4242, Some(&holder)), proc(5151, Some("research/sneaky-0")), proc(77, None)]),
     }])]);
     send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
@@ -1453,6 +1454,7 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
             sample: crate::model::Sample::without_util(40, 321, 60),
             instances: g.instances.iter().map(|i| crate::model::InstanceSample::new(f.s(i.uuid), None, 1024)).collect(),
             node_gpu: None,
+            allocated: None,
             processes: None,
         }
     };

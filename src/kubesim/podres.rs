@@ -1,0 +1,189 @@
+//! The simulated kubelet's device manager, as its PodResources API shows it: which of a
+//! node's (fake) GPUs each pod asking for `nvidia.com/gpu` was given. `fabrik sim --agents`
+//! serves it on a unix socket per node, and each fake agent reads it as a real agent reads
+//! `/var/lib/kubelet/pod-resources/kubelet.sock`.
+//!
+//! The GPUs are the fake agent's own (`fabrik agent --fake 8 --seed i`): the same uuids,
+//! GPU 1 in MIG mode and so not handed out whole. A pod named like one the fake agent shows
+//! running on a GPU gets that GPU (so processes and assignment agree); any other pod gets
+//! free GPUs from the highest index down (GPU 7 is the fake's idle one). An assignment
+//! holds until the pod is gone, as a kubelet's does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ListParams};
+
+use crate::agent::backend::Gpus;
+use crate::agent::fake::FakeGpus;
+use crate::agent::podres::Assignment;
+
+/// GPUs per fake agent (`--fake 8`).
+pub const FAKE_GPUS: u32 = 8;
+
+/// One node's device manager.
+pub struct Devices {
+    node: String,
+    /// The fake agent's GPUs: uuid and whether it can be handed out whole.
+    gpus: Vec<(String, bool)>,
+    /// `namespace/name` of the pod the fake agent shows on a GPU → that GPU.
+    shown: HashMap<String, u32>,
+    /// Pod uid → (namespace, name, [(container, GPU indexes)]).
+    given: Mutex<HashMap<String, Given>>,
+}
+
+type Given = (String, String, Vec<(String, Vec<u32>)>);
+
+impl Devices {
+    /// The device manager of `node`, whose agent runs with `--fake 8 --seed seed`.
+    pub fn new(node: &str, seed: u64) -> Arc<Devices> {
+        let mut fake = FakeGpus::new(node, FAKE_GPUS, seed);
+        let (mut gpus, mut shown) = (Vec::new(), HashMap::new());
+        if let Ok(s) = fake.sample(0) {
+            for g in &s.gpus {
+                gpus.push((g.uuid.clone(), !g.mig_enabled));
+                for p in g.processes.iter().filter_map(|p| p.pod.as_ref()) {
+                    if let (Some(ns), Some(name)) = (&p.namespace, &p.name) {
+                        shown.insert(format!("{ns}/{name}"), g.index);
+                    }
+                }
+            }
+        }
+        Arc::new(Devices { node: node.to_string(), gpus, shown, given: Mutex::default() })
+    }
+
+    /// Assigns GPUs to the pods now on the node (keeping earlier assignments, dropping
+    /// those of pods that are gone or finished) and returns the kubelet's answer.
+    pub fn assign(&self, pods: &[Pod]) -> Vec<Assignment> {
+        let mut given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        let live: Vec<&Pod> = pods
+            .iter()
+            .filter(|p| p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some(self.node.as_str()))
+            .filter(|p| !matches!(p.status.as_ref().and_then(|s| s.phase.as_deref()), Some("Succeeded" | "Failed")))
+            .collect();
+        let uid = |p: &Pod| p.metadata.uid.clone().unwrap_or_default();
+        given.retain(|u, _| live.iter().any(|p| uid(p) == *u));
+        for p in &live {
+            let u = uid(p);
+            if u.is_empty() || given.contains_key(&u) {
+                continue;
+            }
+            let (ns, name) =
+                (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default());
+            let wants: Vec<(String, u32)> = p
+                .spec
+                .iter()
+                .flat_map(|s| s.containers.iter())
+                .filter_map(|c| {
+                    let n = c.resources.as_ref()?.limits.as_ref()?.get("nvidia.com/gpu")?.0.parse::<u32>().ok()?;
+                    (n > 0).then(|| (c.name.clone(), n))
+                })
+                .collect();
+            if wants.is_empty() {
+                continue;
+            }
+            let taken: Vec<u32> =
+                given.values().flat_map(|(_, _, cs)| cs.iter().flat_map(|(_, g)| g.clone())).collect();
+            let mut free: Vec<u32> =
+                (0..self.gpus.len() as u32).rev().filter(|i| self.gpus[*i as usize].1 && !taken.contains(i)).collect();
+            // The GPU the fake agent shows this pod on comes first.
+            if let Some(i) = self.shown.get(&format!("{ns}/{name}")).copied()
+                && let Some(k) = free.iter().position(|g| *g == i)
+            {
+                free.remove(k);
+                free.insert(0, i);
+            }
+            let mut containers = Vec::new();
+            for (c, n) in wants {
+                let got: Vec<u32> = free.drain(..(n as usize).min(free.len())).collect();
+                containers.push((c, got));
+            }
+            given.insert(u, (ns, name, containers));
+        }
+        drop(given);
+        self.current()
+    }
+
+    /// The assignments as they stand.
+    pub fn current(&self) -> Vec<Assignment> {
+        let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rows = Vec::new();
+        for (ns, name, containers) in given.values() {
+            for (c, gpus) in containers {
+                for g in gpus {
+                    rows.push(Assignment {
+                        namespace: ns.clone(),
+                        pod: name.clone(),
+                        container: c.clone(),
+                        resource: "nvidia.com/gpu".into(),
+                        device_id: self.gpus[*g as usize].0.clone(),
+                    });
+                }
+            }
+        }
+        rows.sort_by(|a, b| (&a.namespace, &a.pod, &a.device_id).cmp(&(&b.namespace, &b.pod, &b.device_id)));
+        rows
+    }
+}
+
+/// Serves node `devices.node`'s PodResources on `listener`, from the pods the API server
+/// has bound there at the time of each call. An API error answers with the assignments
+/// as they were (a kubelet keeps its own state).
+pub async fn serve(client: kube::Client, devices: Arc<Devices>, listener: tokio::net::UnixListener) {
+    let api: Api<Pod> = Api::all(client);
+    crate::agent::podres::serve(listener, move || {
+        let (api, devices) = (api.clone(), devices.clone());
+        async move {
+            let lp = ListParams::default().fields(&format!("spec.nodeName={}", devices.node));
+            match api.list(&lp).await {
+                Ok(list) => devices.assign(&list.items),
+                Err(_) => devices.current(),
+            }
+        }
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(uid: &str, ns: &str, name: &str, node: &str, gpus: u32, phase: &str) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"uid": uid, "namespace": ns, "name": name},
+            "spec": {"nodeName": node, "containers": [{"name": "main",
+                "resources": {"limits": {"nvidia.com/gpu": gpus.to_string()}}}]},
+            "status": {"phase": phase}
+        }))
+        .expect("pod json")
+    }
+
+    #[test]
+    fn gpus_are_given_like_a_kubelet_gives_them() {
+        let d = Devices::new("n1", 3);
+        let uuid = |i: usize| d.gpus[i].0.clone();
+        // A pod the fake agent shows on GPU 2 gets GPU 2; another gets the top free GPUs.
+        let shown = d.shown.iter().find(|(_, g)| **g == 2).map(|(p, _)| p.clone()).expect("a pod on GPU 2");
+        let (sns, sname) = shown.split_once('/').expect("ns/name");
+        let pods = vec![
+            pod("u1", sns, sname, "n1", 1, "Running"),
+            pod("u2", "nb", "sleeper", "n1", 2, "Running"),
+            pod("u3", "x", "elsewhere", "n2", 1, "Running"),
+            pod("u4", "x", "done", "n1", 1, "Succeeded"),
+        ];
+        let rows = d.assign(&pods);
+        let of = |name: &str| rows.iter().filter(|r| r.pod == name).map(|r| r.device_id.clone()).collect::<Vec<_>>();
+        assert_eq!(of(sname), vec![uuid(2)]);
+        let mut want = vec![uuid(7), uuid(6)];
+        want.sort();
+        assert_eq!(of("sleeper"), want);
+        assert!(of("elsewhere").is_empty() && of("done").is_empty());
+        // Stable while the pod lives; freed when it goes; MIG GPU 1 is never given whole.
+        assert_eq!(d.assign(&pods), rows);
+        let rows = d.assign(&[pod("u5", "nb", "greedy", "n1", 8, "Running")]);
+        assert_eq!(rows.len(), 7, "8 GPUs but one is in MIG mode: {rows:?}");
+        assert!(!rows.iter().any(|r| r.device_id == uuid(1)));
+    }
+}
