@@ -35,6 +35,11 @@ pub fn parse_agent_url(url: &str) -> Result<String, String> {
     }
 }
 
+/// `namespace/name` of the pods the kubelet named.
+fn pod_names(pods: &[crate::agent::wire::PodRef]) -> Vec<String> {
+    pods.iter().filter_map(|r| Some(format!("{}/{}", r.namespace.as_deref()?, r.name.as_deref()?))).collect()
+}
+
 /// The deltas of one sample set.
 pub fn deltas(s: &NodeSample) -> Vec<Delta> {
     let samples = s
@@ -66,14 +71,11 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                         placement: (m.placement_size > 0 && !m.profile.is_empty())
                             .then(|| u8::try_from(m.placement_start).ok().map(|s| (m.profile.clone(), s)))
                             .flatten(),
+                        allocated: m.allocated_to.as_deref().map(pod_names),
                     })
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
-                allocated: g.allocated_to.as_ref().map(|pods| {
-                    pods.iter()
-                        .filter_map(|r| Some(format!("{}/{}", r.namespace.as_deref()?, r.name.as_deref()?)))
-                        .collect()
-                }),
+                allocated: g.allocated_to.as_deref().map(pod_names),
                 processes: Some(
                     g.processes
                         .iter()

@@ -120,11 +120,13 @@ pub struct InstanceSample {
     /// sample lands on the instance with that profile and placement, else on the instance
     /// of that profile with the same rank (the fleet's placements are then its own plan).
     pub placement: Option<(String, u8)>,
+    /// The pods (`namespace/name`) the kubelet gave this instance, when the source knows.
+    pub allocated: Option<Vec<String>>,
 }
 
 impl InstanceSample {
     pub fn new(uuid: impl Into<String>, util: Option<u8>, mem_used_mib: u32) -> Self {
-        Self { uuid: uuid.into(), util, mem_used_mib, placement: None }
+        Self { uuid: uuid.into(), util, mem_used_mib, placement: None, allocated: None }
     }
 }
 

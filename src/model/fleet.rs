@@ -100,12 +100,13 @@ pub struct Fleet {
     /// Other names of a GPU: the NVML uuid a node agent reports for a GPU the cluster
     /// announces only by node labels (learned when its samples are matched by node and index).
     gpu_alias: FastMap<String, GpuId>,
-    /// Pods a node agent says hold a whole GPU (namespace, name): the kubelet's assignment
-    /// when the agent reads its PodResources API, else the pods whose processes run there.
+    /// Pods a node agent says hold a whole GPU or a MIG instance (namespace, name): the
+    /// kubelet's assignment when the agent reads its PodResources API, else (whole GPUs) the
+    /// pods whose processes run there.
     /// With the device plugin the API server does not say which GPU a pod got (DRA does);
     /// this is how the fleet learns it, so idle-but-allocated works on such GPUs too. Used
     /// only for pods that ask for whole GPUs and whose GPUs the cluster does not name.
-    gpu_holders: FastMap<GpuId, Vec<(Sym, Box<str>)>>,
+    holders: FastMap<Held, Vec<(Sym, Box<str>)>>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
     node_alloc_counted: FastMap<NodeId, u32>,
@@ -159,7 +160,7 @@ impl Fleet {
             gpu_contrib: FastMap::default(),
             gpu_procs: FastMap::default(),
             gpu_alias: FastMap::default(),
-            gpu_holders: FastMap::default(),
+            holders: FastMap::default(),
             mig_contrib: FastMap::default(),
             pod_contrib: FastMap::default(),
             node_alloc_counted: FastMap::default(),
@@ -794,6 +795,7 @@ impl Fleet {
         self.totals.mig_instances -= old.len() as u32;
         for (i, inst) in old.iter().enumerate() {
             self.mig_by_uuid.remove(&inst.uuid);
+            self.holders.remove(&Held::Mig(inst.uuid));
             if let Some(c) = self.mig_contrib.remove(&(gid, i as u8)) {
                 self.unapply_device(c);
             }
@@ -806,7 +808,7 @@ impl Fleet {
     fn remove_gpu(&mut self, gid: GpuId) {
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
-        self.gpu_holders.remove(&gid);
+        self.holders.remove(&Held::Gpu(gid));
         self.gpu_alias.retain(|_, g| *g != gid);
         if let Some(c) = self.gpu_contrib.remove(&gid) {
             self.unapply_device(c);
@@ -855,8 +857,8 @@ impl Fleet {
         // Who holds the GPU: the kubelet's word when the agent has it, else whose processes
         // run there.
         match (&s.allocated, &s.processes) {
-            (Some(pods), _) => self.set_holders(gid, pods.iter().map(String::as_str)),
-            (None, Some(procs)) => self.set_holders(gid, procs.iter().filter_map(|p| p.pod.as_deref())),
+            (Some(pods), _) => self.set_holders(Held::Gpu(gid), pods.iter().map(String::as_str)),
+            (None, Some(procs)) => self.set_holders(Held::Gpu(gid), procs.iter().filter_map(|p| p.pod.as_deref())),
             (None, None) => {}
         }
         if let Some(p) = s.processes {
@@ -865,6 +867,16 @@ impl Fleet {
         let slots: Vec<Option<usize>> = match self.gpu(gid) {
             Some(g) => (0..s.instances.len()).map(|k| self.instance_slot(gid, g, &s.instances, k)).collect(),
             None => return,
+        };
+        // The kubelet's word on who holds each instance, bound after the figures land.
+        let mig_holders: Vec<(Sym, &Vec<String>)> = match self.gpu(gid) {
+            Some(g) => s
+                .instances
+                .iter()
+                .zip(&slots)
+                .filter_map(|(is, slot)| Some((g.instances.get((*slot)?)?.uuid, is.allocated.as_ref()?)))
+                .collect(),
+            None => Vec::new(),
         };
         let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
         for (is, slot) in s.instances.iter().zip(slots) {
@@ -879,6 +891,10 @@ impl Fleet {
                 Some(false) | None => inst.low_since = None,
             }
         }
+        for (inst, pods) in mig_holders {
+            self.set_holders(Held::Mig(inst), pods.iter().map(String::as_str));
+        }
+        let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return };
         let mut sample = s.sample;
         if sample.util.is_none() && g.mig_enabled {
             sample.util = mig_weighted_util(g);
@@ -895,11 +911,12 @@ impl Fleet {
         self.refresh_gpu(gid);
     }
 
-    /// Records which pods (`namespace/name`) a node agent says hold whole GPU `gid` and
-    /// re-binds the pods whose binding that changes (see `gpu_holders`).
-    fn set_holders<'p>(&mut self, gid: GpuId, pods: impl Iterator<Item = &'p str>) {
+    /// Records which pods (`namespace/name`) a node agent says hold a whole GPU or a MIG
+    /// instance and re-binds the pods whose binding that changes (see `holders`).
+    fn set_holders<'p>(&mut self, what: Held, pods: impl Iterator<Item = &'p str>) {
         let mut holders: Vec<(Sym, Box<str>)> = Vec::new();
-        if self.gpu(gid).is_some_and(|g| !g.mig_enabled) {
+        let whole_gpu = |f: &Fleet, g: GpuId| f.gpu(g).is_some_and(|g| !g.mig_enabled);
+        if matches!(what, Held::Mig(_)) || matches!(what, Held::Gpu(g) if whole_gpu(self, g)) {
             for pod in pods {
                 let Some((ns, name)) = pod.split_once('/') else { continue };
                 // Only pods the fleet knows (a namespace it has never seen has none).
@@ -912,7 +929,7 @@ impl Fleet {
             }
         }
         holders.sort_unstable();
-        let old = self.gpu_holders.get(&gid).cloned().unwrap_or_default();
+        let old = self.holders.get(&what).cloned().unwrap_or_default();
         if old == holders {
             return;
         }
@@ -925,9 +942,9 @@ impl Fleet {
             self.unlink_pod(*pid);
         }
         if holders.is_empty() {
-            self.gpu_holders.remove(&gid);
+            self.holders.remove(&what);
         } else {
-            self.gpu_holders.insert(gid, holders);
+            self.holders.insert(what, holders);
         }
         for pid in affected {
             self.link_pod(pid);
@@ -935,20 +952,38 @@ impl Fleet {
         self.structure_gen += 1;
     }
 
+    fn held_by(&self, what: Held, p: &Pod) -> bool {
+        self.holders.get(&what).is_some_and(|h| h.iter().any(|(ns, n)| *ns == p.namespace && *n == p.name))
+    }
+
+    /// MIG instances a node agent says pod `pid` holds, for a pod that asks for MIG
+    /// resources the cluster does not name (device plugin): at most as many as it asked for.
+    fn agent_bound_mig(&self, pid: PodId, node: NodeId) -> Vec<Sym> {
+        let (Some(p), Some(n)) = (self.pod(pid), self.node(node)) else { return Vec::new() };
+        if p.mig.is_empty() || !p.dra.is_empty() || !p.mig_uuids.is_empty() || self.holders.is_empty() {
+            return Vec::new();
+        }
+        n.gpus
+            .iter()
+            .filter_map(|g| self.gpu(*g))
+            .flat_map(|g| g.instances.iter().map(|i| i.uuid))
+            .filter(|u| self.held_by(Held::Mig(*u), p))
+            .take(p.mig_count() as usize)
+            .collect()
+    }
+
     /// Whole GPUs a node agent sees pod `pid` computing on, for a pod that asks for whole
     /// GPUs the cluster does not name (device plugin): at most as many as it asked for,
     /// lowest index first (more than that means it sees GPUs it was not given).
     fn agent_bound_gpus(&self, pid: PodId, node: NodeId) -> Vec<GpuId> {
         let (Some(p), Some(n)) = (self.pod(pid), self.node(node)) else { return Vec::new() };
-        if p.gpus == 0 || !p.dra.is_empty() || !p.gpu_uuids.is_empty() || self.gpu_holders.is_empty() {
+        if p.gpus == 0 || !p.dra.is_empty() || !p.gpu_uuids.is_empty() || self.holders.is_empty() {
             return Vec::new();
         }
         let mut held: Vec<(u8, GpuId)> = n
             .gpus
             .iter()
-            .filter(|g| {
-                self.gpu_holders.get(g).is_some_and(|h| h.iter().any(|(ns, n)| *ns == p.namespace && *n == p.name))
-            })
+            .filter(|g| self.held_by(Held::Gpu(**g), p))
             .filter_map(|g| self.gpu(*g).map(|gpu| (gpu.index, *g)))
             .collect();
         held.sort_unstable();
@@ -1312,7 +1347,7 @@ impl Fleet {
         let tenant = self.tenant_for_namespace(ns);
         let node_name = spec.node.as_deref().map(|n| self.interner.intern(n)).unwrap_or_default();
         let gpu_uuids = spec.bound_gpus.iter().map(|u| self.interner.intern(u)).collect();
-        let bound_mig = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
+        let mig_uuids: Vec<Sym> = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
         Pod {
             namespace: ns,
             name: spec.name.into_boxed_str(),
@@ -1339,7 +1374,8 @@ impl Fleet {
                 })
                 .collect(),
             bound_gpus: Vec::new(),
-            bound_mig,
+            bound_mig: mig_uuids.clone(),
+            mig_uuids,
         }
     }
 
@@ -1349,8 +1385,10 @@ impl Fleet {
         let node_name = p.node_name;
         let node = self.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
         let mut bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.gpu_by_uuid.get(u).copied()).collect();
+        let mut bound_mig = p.mig_uuids.clone();
         if let Some(n) = node {
             bound.extend(self.agent_bound_gpus(pid, n));
+            bound_mig.extend(self.agent_bound_mig(pid, n));
         }
         if node.is_none() && node_name != Sym::default() {
             self.waiting.entry(node_name).or_default().push(pid);
@@ -1358,6 +1396,7 @@ impl Fleet {
         if let Some(p) = self.pods[pid.0 as usize].as_mut() {
             p.node = node;
             p.bound_gpus = bound;
+            p.bound_mig = bound_mig;
         }
         let Some(p) = self.pod(pid) else { return };
         let holds = p.phase.holds_devices() && p.node.is_some();
@@ -1496,6 +1535,13 @@ impl Fleet {
 }
 
 /// A short hint for the XID codes an on-call engineer meets most.
+/// What a node agent says a pod holds: a whole GPU, or a MIG instance (by uuid).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Held {
+    Gpu(GpuId),
+    Mig(Sym),
+}
+
 /// A MIG GPU's utilisation from its instances: engine activity weighted by compute slices
 /// over the GPU's slices (the simulator's formula); `None` unless every instance has been
 /// measured, so a GPU is never shown as idle because its instances were not.

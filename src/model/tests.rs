@@ -357,6 +357,36 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
     f.apply(agent([("3g.40gb", s3, 70), ("1g.10gb", 6, 61), ("1g.10gb", 5, 50)]));
     assert_eq!(by_start(&f, s1a).map(|x| x.0), Some(Some(50)), "the lower 1g goes to the fleet's lower 1g");
     assert_eq!(by_start(&f, s1b).map(|x| x.0), Some(Some(61)));
+    // A device-plugin pod asking for a 1g: the kubelet (through the agent) says which one.
+    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
+    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
+    f.apply(Delta::PodUpsert(p));
+    let holder_at = |f: &Fleet, start: u8| {
+        let g = f.gpu(gid).unwrap();
+        let i = g.instances.iter().find(|i| i.placement.start == start)?;
+        f.pod(i.pod?).map(|p| p.name.to_string())
+    };
+    assert_eq!(holder_at(&f, s1b), None);
+    let allocated = |at: Ts, util: u8, who: Vec<String>| {
+        let Delta::Telemetry(mut v) = agent([("3g.40gb", s3, 70), ("1g.10gb", s1a, 50), ("1g.10gb", s1b, util)]) else {
+            unreachable!()
+        };
+        v[0].at = at;
+        v[0].instances[2].allocated = Some(who);
+        Delta::Telemetry(v)
+    };
+    let before = f.totals.mig_allocated;
+    f.apply(allocated(2_000, 0, vec!["a/whisper".into()]));
+    assert_eq!(holder_at(&f, s1b).as_deref(), Some("whisper"), "bound to the instance the kubelet gave it");
+    assert_eq!(f.totals.mig_allocated, before + 1);
+    f.apply(allocated(63_000, 0, vec!["a/whisper".into()]));
+    let inst = |f: &Fleet| f.gpu(gid).unwrap().instances.iter().find(|i| i.placement.start == s1b).cloned().unwrap();
+    assert!(inst(&f).idle_allocated, "an allocated 1g at 0 % for the window");
+    check_invariants(&f);
+    f.apply(allocated(64_000, 0, vec![]));
+    assert_eq!(holder_at(&f, s1b), None, "the kubelet says nobody has it now");
+    assert_eq!(f.totals.mig_allocated, before);
+    check_invariants(&f);
     // A profile the fleet does not have there lands nowhere.
     f.apply(agent([("2g.20gb", 0, 99), ("3g.40gb", s3, 71), ("1g.10gb", s1a, 1)]));
     assert!(f.gpu(gid).unwrap().instances.iter().all(|i| i.util != Some(99)));

@@ -233,8 +233,12 @@ pub struct Pod {
     pub node_name: Sym,
     /// GPU uuids the pod is bound to, when known (agent, DRA or simulator)...
     pub gpu_uuids: Vec<Sym>,
-    /// ...and those of them the fleet knows (derived, re-resolved when GPUs arrive).
+    /// ...and those of them the fleet knows (derived, re-resolved when GPUs arrive), with
+    /// those a node agent says the pod holds (device plugin).
     pub bound_gpus: Vec<GpuId>,
+    /// MIG instance uuids the pod names (DRA or simulator)...
+    pub mig_uuids: Vec<Sym>,
+    /// ...with those a node agent says it holds (derived, re-resolved on every link).
     pub bound_mig: Vec<Sym>,
 }
 
