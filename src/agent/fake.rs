@@ -137,6 +137,16 @@ impl Gpus for FakeGpus {
                 processes,
                 nvlinks: (0..4).map(|l| NvLinkState { link: l, active: true, remote_pci_bus_id: None }).collect(),
                 allocated_to: None,
+                // An HGX board: every pair through NVSwitch (18 links each); PCIe halves on
+                // two NUMA nodes.
+                peers: (0..self.gpus)
+                    .filter(|p| *p != i)
+                    .map(|p| PeerLink {
+                        peer: p,
+                        nvlinks: 18,
+                        path: if (p < self.gpus / 2) == (i < self.gpus / 2) { "NODE" } else { "SYS" }.into(),
+                    })
+                    .collect(),
             });
         }
         Ok(NodeSample {

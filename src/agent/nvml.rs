@@ -18,7 +18,9 @@ use nvml_wrapper::Device;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::bitmasks::event::EventTypes;
-use nvml_wrapper::enum_wrappers::device::{Clock, EccCounter, MemoryError, TemperatureSensor};
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, MemoryError, P2pCapabilitiesIndex, P2pStatus, TemperatureSensor, TopologyLevel,
+};
 use nvml_wrapper::enums::device::UsedGpuMemory;
 use nvml_wrapper::enums::event::XidError;
 use nvml_wrapper::error::NvmlError;
@@ -26,7 +28,7 @@ use nvml_wrapper::error::NvmlError;
 use super::backend::{BackendError, Gpus};
 use super::gpm::MigActivity;
 use super::procmap;
-use super::wire::{GpuProcess, GpuSample, MigSample, NodeSample, NvLinkState, WIRE_VERSION, XidEvent};
+use super::wire::{GpuProcess, GpuSample, MigSample, NodeSample, NvLinkState, PeerLink, WIRE_VERSION, XidEvent};
 
 const MIB: u64 = 1024 * 1024;
 /// Bound on the NvLink scan; the loop stops at the first error anyway (NVML_NVLINK_MAX_LINKS
@@ -52,6 +54,8 @@ pub struct NvmlGpus {
     xids: XidTable,
     /// Each MIG GPU instance's previous GPM sample, for its engine activity.
     gpm: RefCell<MigActivity>,
+    /// The GPU-to-GPU paths, read once per GPU (they change only with the hardware).
+    peers: RefCell<HashMap<u32, Vec<PeerLink>>>,
     stop: Arc<AtomicBool>,
     xid_thread: Option<JoinHandle<()>>,
 }
@@ -83,7 +87,17 @@ pub fn open_with_proc_root(node: &str, proc_root: PathBuf) -> Result<NvmlGpus, B
         Some(p) if proc_root.ends_with("proc") && p != Path::new("/") => p.to_path_buf(),
         _ => PathBuf::from("/"),
     };
-    Ok(NvmlGpus { nvml, node: node.to_string(), proc_root, host_root, xids, gpm: RefCell::default(), stop, xid_thread })
+    Ok(NvmlGpus {
+        nvml,
+        node: node.to_string(),
+        proc_root,
+        host_root,
+        xids,
+        gpm: RefCell::default(),
+        peers: RefCell::default(),
+        stop,
+        xid_thread,
+    })
 }
 
 /// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
@@ -176,9 +190,53 @@ impl NvmlGpus {
             processes: self.processes(dev, mig_enabled),
             nvlinks: nvlinks(dev),
             allocated_to: None,
+            peers: self.peers(index, dev),
             mig_instances,
             uuid,
         }
+    }
+
+    /// How GPU `index` reaches every other GPU (`nvidia-smi topo -m`): NVLinks whose far
+    /// end is that GPU, or, where NVML says the pair talks over NVLink but the links end at
+    /// NVSwitches, all of this GPU's active links; and the PCIe common ancestor. Read once.
+    fn peers(&self, index: u32, dev: &Device<'_>) -> Vec<PeerLink> {
+        if let Some(p) = self.peers.borrow().get(&index) {
+            return p.clone();
+        }
+        let links = nvlinks(dev);
+        let active = links.iter().filter(|l| l.active).count() as u32;
+        let mut out = Vec::new();
+        for peer in 0..self.nvml.device_count().unwrap_or(0) {
+            if peer == index {
+                continue;
+            }
+            let Ok(other) = self.nvml.device_by_index(peer) else { continue };
+            let bus = other.pci_info().ok().map(|p| p.bus_id);
+            let direct = links
+                .iter()
+                .filter(|l| l.active && l.remote_pci_bus_id.is_some() && l.remote_pci_bus_id == bus)
+                .count() as u32;
+            let nvlinks = if direct > 0 {
+                direct
+            } else if matches!(dev.p2p_status(&other, P2pCapabilitiesIndex::NvLink), Ok(P2pStatus::Ok)) {
+                active
+            } else {
+                0
+            };
+            let Ok(other) = self.nvml.device_by_index(peer) else { continue };
+            let path = match dev.topology_common_ancestor(other) {
+                Ok(TopologyLevel::Internal) => "X",
+                Ok(TopologyLevel::Single) => "PIX",
+                Ok(TopologyLevel::Multiple) => "PXB",
+                Ok(TopologyLevel::HostBridge) => "PHB",
+                Ok(TopologyLevel::Node) => "NODE",
+                Ok(TopologyLevel::System) => "SYS",
+                Err(_) => "?",
+            };
+            out.push(PeerLink { peer, nvlinks, path: path.into() });
+        }
+        self.peers.borrow_mut().insert(index, out.clone());
+        out
     }
 
     /// MIG devices occupy slots 0..mig_device_count() (the maximum); empty slots error

@@ -54,6 +54,19 @@ pub struct GpuSample {
     /// kubelet says nobody has it. Only whole-GPU resources; MIG instances carry their own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocated_to: Option<Vec<PodRef>>,
+    /// How this GPU reaches each other GPU of the node, as `nvidia-smi topo -m` shows it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub peers: Vec<PeerLink>,
+}
+
+/// The path from one GPU to a peer: NVLinks between them (through NVSwitch counts), and
+/// the PCIe path: "X" (same board), "PIX" (one PCIe switch), "PXB" (several switches),
+/// "PHB" (a host bridge), "NODE" (within a NUMA node), "SYS" (across NUMA nodes).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerLink {
+    pub peer: u32,
+    pub nvlinks: u32,
+    pub path: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::Batch;
 use crate::agent::wire::NodeSample;
-use crate::model::{Delta, FeedState, GpuFault, InstanceSample, ProcSample, Sample, TelemetrySample, Ts};
+use crate::model::{Delta, FeedState, GpuFault, InstanceSample, PeerSample, ProcSample, Sample, TelemetrySample, Ts};
 
 use crate::now_ms;
 
@@ -76,6 +76,18 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                     .collect(),
                 node_gpu: u8::try_from(g.index).ok().map(|i| (s.node.clone(), i)),
                 allocated: g.allocated_to.as_deref().map(pod_names),
+                peers: Some(
+                    g.peers
+                        .iter()
+                        .filter_map(|l| {
+                            Some(PeerSample {
+                                peer: u8::try_from(l.peer).ok()?,
+                                nvlinks: l.nvlinks.min(u8::MAX as u32) as u8,
+                                path: l.path.clone(),
+                            })
+                        })
+                        .collect(),
+                ),
                 processes: Some(
                     g.processes
                         .iter()
@@ -384,6 +396,8 @@ mod tests {
         let Some(Delta::Telemetry(t)) = d.first() else { panic!("{d:?}") };
         assert_eq!(t.len(), 2);
         assert_eq!(t[1].node_gpu, Some(("h100-0000".to_string(), 1)));
+        let peers = t[0].peers.as_ref().expect("an agent reports the GPU's peers");
+        assert_eq!(peers, &vec![PeerSample { peer: 1, nvlinks: 18, path: "SYS".into() }], "{:?}", sample.gpus[0].peers);
         assert_eq!(t[0].gpu_uuid, sample.gpus[0].uuid);
         assert!(t.iter().all(|s| s.sample.util.is_none_or(|u| u <= 100) && s.sample.mem_pct <= 100));
         // GPU 1 is in MIG mode: NVML has no whole-GPU utilisation there, and it stays unknown

@@ -135,6 +135,7 @@ pub fn samples(body: &[u8]) -> Result<Vec<TelemetrySample>, String> {
                 instances: Vec::new(),
                 node_gpu: g.node_gpu,
                 allocated: None,
+                peers: None,
                 processes: None,
             })
         })

@@ -147,6 +147,17 @@ pub struct TelemetrySample {
     /// The pods (`namespace/name`) the kubelet gave this whole GPU, when the source knows
     /// (a node agent that reads the kubelet's PodResources API); `None` when it does not.
     pub allocated: Option<Vec<String>>,
+    /// How the GPU reaches the other GPUs of its node, when the source knows (a node agent).
+    pub peers: Option<Vec<PeerSample>>,
+}
+
+/// One GPU-to-GPU path: NVLinks between the two, and the PCIe path (`nvidia-smi topo -m`'s
+/// X, PIX, PXB, PHB, NODE, SYS).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerSample {
+    pub peer: u8,
+    pub nvlinks: u8,
+    pub path: String,
 }
 
 /// A process on a GPU, as the node agent maps it to a pod.

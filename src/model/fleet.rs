@@ -97,6 +97,8 @@ pub struct Fleet {
     gpu_contrib: FastMap<GpuId, DeviceContrib>,
     /// Compute processes per GPU, from node agents (only GPUs an agent streams have them).
     pub gpu_procs: FastMap<GpuId, Vec<ProcSample>>,
+    /// How each GPU reaches the other GPUs of its node, from node agents.
+    pub gpu_peers: FastMap<GpuId, Vec<PeerSample>>,
     /// Other names of a GPU: the NVML uuid a node agent reports for a GPU the cluster
     /// announces only by node labels (learned when its samples are matched by node and index).
     gpu_alias: FastMap<String, GpuId>,
@@ -159,6 +161,7 @@ impl Fleet {
             free_pods: Vec::new(),
             gpu_contrib: FastMap::default(),
             gpu_procs: FastMap::default(),
+            gpu_peers: FastMap::default(),
             gpu_alias: FastMap::default(),
             holders: FastMap::default(),
             mig_contrib: FastMap::default(),
@@ -808,6 +811,7 @@ impl Fleet {
     fn remove_gpu(&mut self, gid: GpuId) {
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
+        self.gpu_peers.remove(&gid);
         self.holders.remove(&Held::Gpu(gid));
         self.gpu_alias.retain(|_, g| *g != gid);
         if let Some(c) = self.gpu_contrib.remove(&gid) {
@@ -863,6 +867,9 @@ impl Fleet {
         }
         if let Some(p) = s.processes {
             self.gpu_procs.insert(gid, p);
+        }
+        if let Some(p) = s.peers {
+            self.gpu_peers.insert(gid, p);
         }
         let slots: Vec<Option<usize>> = match self.gpu(gid) {
             Some(g) => (0..s.instances.len()).map(|k| self.instance_slot(gid, g, &s.instances, k)).collect(),

@@ -60,6 +60,7 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
         instances: vec![],
         node_gpu: None,
         allocated: None,
+        peers: None,
         processes: None,
     }])
 }
@@ -242,6 +243,7 @@ fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> 
         instances: instances.iter().map(|(u, util)| InstanceSample::new(*u, *util, 1024)).collect(),
         node_gpu: None,
         allocated: None,
+        peers: None,
         processes: None,
     }])
 }
@@ -339,6 +341,7 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
                 .collect(),
             node_gpu: Some(("n1".into(), 2)),
             allocated: None,
+            peers: None,
             processes: None,
         }])
     };
@@ -667,6 +670,7 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
         instances: vec![],
         node_gpu: Some(("n1".into(), 1)),
         allocated: None,
+        peers: None,
         processes: None,
     }]));
     let gid = f.gpu_by_uuid("n1/gpu-1").unwrap();
@@ -686,6 +690,7 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
         instances: vec![],
         node_gpu: Some(("n2".into(), 1)),
         allocated: None,
+        peers: None,
         processes: None,
     }]));
     let other = f.gpu_by_uuid("n2/gpu-1").unwrap();

@@ -956,6 +956,7 @@ impl Sim {
             instances,
             node_gpu: None,
             allocated: None,
+            peers: None,
             processes: None,
         }
     }

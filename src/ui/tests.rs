@@ -1418,6 +1418,7 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
         instances: vec![],
         node_gpu: None,
         allocated: None,
+        peers: None,
         processes: Some(vec![proc(4242, Some(&holder)), proc(5151, Some("research/sneaky-0")), proc(77, None)]),
     }])]);
     send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
@@ -1455,6 +1456,7 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
             instances: g.instances.iter().map(|i| crate::model::InstanceSample::new(f.s(i.uuid), None, 1024)).collect(),
             node_gpu: None,
             allocated: None,
+            peers: None,
             processes: None,
         }
     };
@@ -1503,4 +1505,29 @@ fn the_node_screen_says_how_old_its_telemetry_is_and_why() {
     assert!(s.contains("(connection refused)"), "the reason, wrapped below: {s}");
     // The GPU lines of the tree mark their old numbers.
     assert!(s.lines().any(|l| l.contains("gpu0") && l.contains("%?")), "{s}");
+}
+
+#[test]
+fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
+    let mut rig = Rig::new(5);
+    let (uuid, node, index) = {
+        let f = &rig.app.fleet;
+        let g = f.gpus.iter().flatten().find(|g| !g.mig_enabled).expect("a whole GPU");
+        (f.s(g.uuid).to_string(), f.s(f.node(g.node).expect("node").name).to_string(), g.index)
+    };
+    let peer = |peer: u8, nvlinks: u8, path: &str| crate::model::PeerSample { peer, nvlinks, path: path.into() };
+    let at = rig.app.fleet.now;
+    rig.app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
+        gpu_uuid: uuid,
+        at,
+        sample: crate::model::Sample::new(50, 40, 300, 60),
+        instances: vec![],
+        node_gpu: None,
+        processes: None,
+        allocated: None,
+        peers: Some(vec![peer(1, 18, "NODE"), peer(2, 18, "NODE"), peer(4, 0, "SYS"), peer(5, 0, "SYS")]),
+    }])]);
+    send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "links  NV18 → gpu1,2 · SYS → gpu4,5").is_some(), "{s}");
 }

@@ -415,6 +415,29 @@ fn truncate(s: &str, w: usize) -> String {
     if s.chars().count() <= w { s.to_string() } else { s.chars().take(w.saturating_sub(1)).collect::<String>() + "…" }
 }
 
+/// How the GPU reaches the other GPUs of its node, grouped as `nvidia-smi topo -m` would
+/// label the pairs: "NV18 → gpu1,2,3 · SYS → gpu4,5".
+fn peer_line<'a>(f: &Fleet, gid: GpuId, theme: &Theme) -> Option<Line<'a>> {
+    let peers = f.gpu_peers.get(&gid).filter(|p| !p.is_empty())?;
+    let mut groups: Vec<(String, Vec<u8>)> = Vec::new();
+    for p in peers {
+        let label = if p.nvlinks > 0 { format!("NV{}", p.nvlinks) } else { p.path.clone() };
+        match groups.iter_mut().find(|(l, _)| *l == label) {
+            Some((_, v)) => v.push(p.peer),
+            None => groups.push((label, vec![p.peer])),
+        }
+    }
+    let text = groups
+        .iter()
+        .map(|(l, v)| format!("{l} → gpu{}", v.iter().map(u8::to_string).collect::<Vec<_>>().join(",")))
+        .collect::<Vec<_>>()
+        .join(" · ");
+    Some(Line::from(vec![
+        Span::styled("links  ", theme.style("ui.text.muted")),
+        Span::styled(text, theme.style("ui.text")),
+    ]))
+}
+
 /// What runs on the GPU, as its node agent sees it, next to what the cluster allocated: a
 /// process of a pod the GPU was not given is marked.
 fn process_lines<'a>(f: &Fleet, gid: GpuId, theme: &Theme) -> Vec<Line<'a>> {
@@ -604,6 +627,7 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
         )));
     }
     rows.extend(process_lines(f, gid, theme));
+    rows.extend(peer_line(f, gid, theme));
     frame.render_widget(
         Paragraph::new(rows).block(
             Block::default()
