@@ -248,6 +248,24 @@ fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> 
     }])
 }
 
+/// The small fleet with GPU-1 sliced 3g.40gb (MIG-0) + 1g.10gb (MIG-1), and a pod that
+/// names MIG-1; with the 3g profile's id.
+fn mig_fleet() -> (Fleet, mig::ProfileId) {
+    let mut f = small_fleet();
+    let model = GpuModel::H100_80GB;
+    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+    let placed = mig::plan(model, &[p3, p1]).unwrap();
+    let instances =
+        placed.iter().enumerate().map(|(i, p)| MigInstanceSpec { placement: *p, uuid: format!("MIG-{i}") }).collect();
+    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 1, "GPU-1") }));
+    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
+    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
+    p.bound_mig = vec!["MIG-1".into()];
+    f.apply(Delta::PodUpsert(p));
+    (f, p3)
+}
+
 #[test]
 fn an_unmeasured_utilisation_is_neither_idle_nor_busy() {
     let mut f = small_fleet();
@@ -273,18 +291,7 @@ fn an_unmeasured_utilisation_is_neither_idle_nor_busy() {
 
 #[test]
 fn a_mig_gpu_without_its_own_utilisation_takes_its_instances_when_all_are_measured() {
-    let mut f = small_fleet();
-    let model = GpuModel::H100_80GB;
-    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
-    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
-    let placed = mig::plan(model, &[p3, p1]).unwrap();
-    let instances =
-        placed.iter().enumerate().map(|(i, p)| MigInstanceSpec { placement: *p, uuid: format!("MIG-{i}") }).collect();
-    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 1, "GPU-1") }));
-    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
-    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
-    p.bound_mig = vec!["MIG-1".into()];
-    f.apply(Delta::PodUpsert(p));
+    let (mut f, _) = mig_fleet();
     let gid = f.gpu_by_uuid("GPU-1").unwrap();
     // The first GPM sample has nothing to compare with: both instances unknown.
     for at in [1_000, 61_000, 122_000] {
@@ -504,18 +511,7 @@ fn history_is_bounded() {
 
 #[test]
 fn mig_instances_bind_pods_and_report_fragmentation() {
-    let mut f = small_fleet();
-    let model = GpuModel::H100_80GB;
-    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
-    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
-    let placed = mig::plan(model, &[p3, p1]).unwrap();
-    let instances =
-        placed.iter().enumerate().map(|(i, p)| MigInstanceSpec { placement: *p, uuid: format!("MIG-{i}") }).collect();
-    f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu("n1", 1, "GPU-1") }));
-    let mut p = pod("a", "whisper", Some("n1"), Phase::Running, 0, &[]);
-    p.mig = vec![("nvidia.com/mig-1g.10gb".into(), 1)];
-    p.bound_mig = vec!["MIG-1".into()];
-    f.apply(Delta::PodUpsert(p));
+    let (mut f, p3) = mig_fleet();
     assert_eq!(f.totals.mig_instances, 2);
     assert_eq!(f.totals.mig_allocated, 1);
     assert_eq!(f.totals.gpus_mig, 1);

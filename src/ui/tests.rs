@@ -103,6 +103,20 @@ fn line_with<'a>(screen: &'a str, needle: &str) -> Option<&'a str> {
     screen.lines().find(|l| l.contains(needle))
 }
 
+/// A plain telemetry sample of one GPU, to add what a node agent would report to.
+fn agent_sample(gpu_uuid: String, at: crate::model::Ts) -> crate::model::TelemetrySample {
+    crate::model::TelemetrySample {
+        gpu_uuid,
+        at,
+        sample: crate::model::Sample::new(50, 40, 300, 60),
+        instances: vec![],
+        node_gpu: None,
+        processes: None,
+        allocated: None,
+        peers: None,
+    }
+}
+
 /// The status line (second line from the bottom).
 fn status_line(screen: &str) -> String {
     let lines: Vec<&str> = screen.lines().collect();
@@ -1412,14 +1426,8 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
     };
     let at = rig.app.fleet.now;
     rig.app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
-        gpu_uuid: uuid,
-        at,
-        sample: crate::model::Sample::new(50, 40, 300, 60),
-        instances: vec![],
-        node_gpu: None,
-        allocated: None,
-        peers: None,
         processes: Some(vec![proc(4242, Some(&holder)), proc(5151, Some("research/sneaky-0")), proc(77, None)]),
+        ..agent_sample(uuid, at)
     }])]);
     send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
     let s = screen(&mut rig.app);
@@ -1518,14 +1526,8 @@ fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
     let peer = |peer: u8, nvlinks: u8, path: &str| crate::model::PeerSample { peer, nvlinks, path: path.into() };
     let at = rig.app.fleet.now;
     rig.app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
-        gpu_uuid: uuid,
-        at,
-        sample: crate::model::Sample::new(50, 40, 300, 60),
-        instances: vec![],
-        node_gpu: None,
-        processes: None,
-        allocated: None,
         peers: Some(vec![peer(1, 18, "NODE"), peer(2, 18, "NODE"), peer(4, 0, "SYS"), peer(5, 0, "SYS")]),
+        ..agent_sample(uuid, at)
     }])]);
     send(&mut rig.app, &format!(":gpu {node}/{index}<Enter>"));
     let s = screen(&mut rig.app);
