@@ -105,9 +105,9 @@ pub struct Fleet {
     /// Pods a node agent says hold a whole GPU or a MIG instance (namespace, name): the
     /// kubelet's assignment when the agent reads its PodResources API, else (whole GPUs) the
     /// pods whose processes run there.
-    /// With the device plugin the API server does not say which GPU a pod got (DRA does);
-    /// this is how the fleet learns it, so idle-but-allocated works on such GPUs too. Used
-    /// only for pods that ask for whole GPUs and whose GPUs the cluster does not name.
+    /// With the device plugin the API server does not say which GPU or instance a pod got
+    /// (DRA does); this is how the fleet learns it, so idle-but-allocated works there too.
+    /// Used only for pods that ask for devices the cluster does not name for them.
     holders: FastMap<Held, Vec<(Sym, Box<str>)>>,
     mig_contrib: FastMap<(GpuId, u8), DeviceContrib>,
     pod_contrib: FastMap<PodId, PodContrib>,
