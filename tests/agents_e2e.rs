@@ -322,5 +322,14 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     assert!(s.contains("[live]"), "every stream is live: {s}");
     // The idle pods' GPUs, bound through their agent, count as idle-but-allocated.
     t.wait_screen_for("the idle device-plugin GPUs counted", Duration::from_secs(30), |s| s.contains("idle-alloc 2 "));
+    // The GPU screen of node b's GPU 7, in the real terminal: the notebook the kubelet gave
+    // it, no processes there, and how the GPU reaches its peers.
+    t.literal(&format!(":gpu {b}/7"));
+    t.keys(&["Enter"]);
+    let s = t.wait_screen_for("the GPU screen with the agent's view", Duration::from_secs(30), |s| {
+        s.contains("PROCESSES (node agent") && s.contains("links  NV18 → gpu")
+    });
+    assert!(s.contains("no compute processes"), "{s}");
+    assert!(s.contains(&sleeper.1), "the pod the kubelet gave GPU 7: {s}");
     t.keys(&["q"]);
 }
