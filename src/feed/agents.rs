@@ -91,7 +91,7 @@ impl Streams {
             if let Some((_, h)) = self.running.remove(&node) {
                 h.abort();
             }
-            let _ = self.tx.send(vec![Delta::FeedRemove(source(&node))]).await;
+            let _ = self.tx.send(vec![Delta::FeedRemove(crate::model::agent_feed(&node))]).await;
         }
         for (node, pod) in want {
             if self.running.contains_key(node) {
@@ -103,7 +103,7 @@ impl Streams {
                 pod: pod.name.clone(),
                 port: pod.port,
             };
-            let h = tokio::spawn(run_addr(addr, source(node), self.interval, self.tx.clone()));
+            let h = tokio::spawn(run_addr(addr, crate::model::agent_feed(node), self.interval, self.tx.clone()));
             self.running.insert(node.clone(), (pod.clone(), h));
         }
     }
@@ -115,10 +115,6 @@ impl Drop for Streams {
             h.abort();
         }
     }
-}
-
-fn source(node: &str) -> String {
-    format!("agent {node}")
 }
 
 /// Watches the agent pods (all namespaces, `selector`) and keeps one pod-proxy stream per

@@ -231,6 +231,11 @@ impl OpProgress {
     }
 }
 
+/// The feed source name of node `node`'s agent stream (in `Fleet::feeds` and the header).
+pub fn agent_feed(node: &str) -> String {
+    format!("agent {node}")
+}
+
 /// Where a feed's connection stands; shown in the header so stale data is never mistaken
 /// for live data.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -52,8 +52,9 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
     }
 }
 
-fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
-    Delta::Telemetry(vec![TelemetrySample {
+/// One GPU's telemetry at `at` with `util` and nothing else known.
+fn telemetry(uuid: &str, at: Ts, util: u8) -> TelemetrySample {
+    TelemetrySample {
         gpu_uuid: uuid.into(),
         at,
         sample: Sample::new(util, 50, 300, 50),
@@ -62,7 +63,11 @@ fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
         allocated: None,
         peers: None,
         processes: None,
-    }])
+    }
+}
+
+fn sample(uuid: &str, at: Ts, util: u8) -> Delta {
+    Delta::Telemetry(vec![telemetry(uuid, at, util)])
 }
 
 fn small_fleet() -> Fleet {
@@ -237,14 +242,9 @@ fn idle_but_allocated_needs_the_whole_window() {
 /// A telemetry sample with no utilisation of its own and per-instance utilisations.
 fn sample_without_util(uuid: &str, at: Ts, instances: &[(&str, Option<u8>)]) -> Delta {
     Delta::Telemetry(vec![TelemetrySample {
-        gpu_uuid: uuid.into(),
-        at,
         sample: Sample::without_util(50, 300, 50),
         instances: instances.iter().map(|(u, util)| InstanceSample::new(*u, *util, 1024)).collect(),
-        node_gpu: None,
-        allocated: None,
-        peers: None,
-        processes: None,
+        ..telemetry(uuid, at, 0)
     }])
 }
 
@@ -335,8 +335,6 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
     let (s3, s1a, s1b) = (start_of("3g.40gb", 0), start_of("1g.10gb", 0), start_of("1g.10gb", 1));
     let agent = |placements: [(&str, u8, u8); 3]| {
         Delta::Telemetry(vec![TelemetrySample {
-            gpu_uuid: "GPU-real-uuid".into(),
-            at: 1_000,
             sample: Sample::without_util(50, 300, 50),
             instances: placements
                 .iter()
@@ -347,9 +345,7 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
                 })
                 .collect(),
             node_gpu: Some(("n1".into(), 2)),
-            allocated: None,
-            peers: None,
-            processes: None,
+            ..telemetry("GPU-real-uuid", 1_000, 0)
         }])
     };
     let gid = f.gpu_by_uuid("n1/gpu-2").unwrap();
@@ -419,10 +415,7 @@ fn agent_sample(uuid: &str, at: Ts, util: u8, pods: &[&str]) -> Delta {
                 })
                 .collect(),
         ),
-        ..match sample(uuid, at, util) {
-            Delta::Telemetry(mut v) => v.remove(0),
-            _ => unreachable!("sample() is telemetry"),
-        }
+        ..telemetry(uuid, at, util)
     }])
 }
 
@@ -660,14 +653,8 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
     f.apply(Delta::GpuUpsert(gpu("n1", 1, "n1/gpu-1")));
     // The agent knows the NVML uuid; the first sample is matched by node and index ...
     f.apply(Delta::Telemetry(vec![TelemetrySample {
-        gpu_uuid: "GPU-nvml-1".into(),
-        at: 1_000,
-        sample: Sample::new(10, 10, 100, 40),
-        instances: vec![],
         node_gpu: Some(("n1".into(), 1)),
-        allocated: None,
-        peers: None,
-        processes: None,
+        ..telemetry("GPU-nvml-1", 1_000, 10)
     }]));
     let gid = f.gpu_by_uuid("n1/gpu-1").unwrap();
     assert_eq!(f.gpu(gid).unwrap().last_sample_at, Some(1_000));
@@ -680,14 +667,8 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
     f.apply(Delta::NodeUpsert(node("n2")));
     f.apply(Delta::GpuUpsert(gpu("n2", 1, "n2/gpu-1")));
     f.apply(Delta::Telemetry(vec![TelemetrySample {
-        gpu_uuid: "GPU-nvml-1".into(),
-        at: 2_000,
-        sample: Sample::new(90, 10, 100, 40),
-        instances: vec![],
         node_gpu: Some(("n2".into(), 1)),
-        allocated: None,
-        peers: None,
-        processes: None,
+        ..telemetry("GPU-nvml-1", 2_000, 90)
     }]));
     let other = f.gpu_by_uuid("n2/gpu-1").unwrap();
     assert_eq!(f.gpu(other).unwrap().last_sample_at, Some(2_000));

@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 use tui_tree_widget::{Tree, TreeItem, TreeState};
 
-use super::tables::{age, fits_text, node_status, util_token};
+use super::tables::{age, fits_text, gpu_util_cell, node_status, util_cell};
 use crate::mig;
 use crate::model::*;
 use crate::ui::theme::Theme;
@@ -77,20 +77,13 @@ pub fn tree_rows(f: &Fleet, node: NodeId, closed: &std::collections::HashSet<Str
     out
 }
 
-/// `41%`, or `—` for a utilisation nobody measured.
-fn pct(u: Option<u8>) -> String {
-    u.map_or_else(|| "—".into(), |u| format!("{u}%"))
-}
-
 fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
     let mut spans = vec![
         Span::styled(format!("gpu{} ", g.index), theme.style("ui.text").add_modifier(Modifier::BOLD)),
-        match g.last.util {
-            // Old numbers are marked, as in the tables (`41%?`).
-            Some(u) if g.last_sample_at.is_some() && g.telemetry_stale(f.now, f.thresholds.stale_ms) => {
-                Span::styled(format!("{:>4} ", format!("{u}%?")), theme.style("ui.stale"))
-            }
-            u => Span::styled(format!("{:>4} ", pct(u)), theme.style(u.map_or("ui.text.muted", util_token))),
+        {
+            // As the GPU table has it: `41%`, `41%?` when stale, `—` when never measured.
+            let (text, token) = gpu_util_cell(f, g);
+            Span::styled(format!("{text:>4} "), theme.style(token))
         },
         Span::styled(
             format!(
@@ -139,14 +132,11 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
                 let ik = format!("{gk}.i{ii}");
                 let label = Line::from(vec![
                     Span::styled(format!("{} @{} ", p.name, inst.placement.start), theme.mig_instance(ii)),
-                    Span::styled(
-                        if inst.pod.is_some() { format!("{:>4}", pct(inst.util)) } else { "free".into() },
-                        theme.style(match (inst.pod, inst.util) {
-                            (None, _) => "gpu.free",
-                            (Some(_), Some(u)) => util_token(u),
-                            (Some(_), None) => "ui.text.muted",
-                        }),
-                    ),
+                    {
+                        let (text, token) =
+                            if inst.pod.is_some() { util_cell(inst.util) } else { ("free".into(), "gpu.free") };
+                        Span::styled(format!("{text:>4}"), theme.style(token))
+                    },
                     Span::styled(if inst.idle_allocated { " IDLE" } else { "" }, theme.style("gpu.idle")),
                 ]);
                 let kids: Vec<TreeItem<String>> = inst
@@ -199,9 +189,9 @@ fn series(f: &Fleet, gpus: &[GpuId]) -> Series {
         let k = col.len() as f64;
         let x = i as f64;
         // Utilisation over the samples that have one; a column with none leaves a gap.
-        let known: Vec<f64> = col.iter().filter_map(|s| s.util).map(f64::from).collect();
-        if !known.is_empty() {
-            u.push((x, known.iter().sum::<f64>() / known.len() as f64));
+        let (sum, n) = col.iter().filter_map(|s| s.util).fold((0.0, 0u32), |(s, n), u| (s + f64::from(u), n + 1));
+        if n > 0 {
+            u.push((x, sum / f64::from(n)));
         }
         m.push((x, col.iter().map(|s| s.mem_pct as f64).sum::<f64>() / k));
         let pw = col.iter().map(|s| s.power_w as f64).sum::<f64>() / k;
@@ -359,11 +349,12 @@ fn telemetry_line<'a>(f: &Fleet, n: &Node, theme: &Theme) -> Line<'a> {
     let gpus: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
     let last = gpus.iter().filter_map(|g| g.last_sample_at).max();
     let stale = gpus.iter().any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
-    let agent = match f.feeds.get(&format!("agent {}", f.s(n.name))) {
-        Some(FeedState::Reconnecting { since, reason }) | Some(FeedState::Stale { since, reason }) => {
+    let agent = match f.feeds.get(&agent_feed(f.s(n.name))) {
+        Some(FeedState::Reconnecting { since, reason }) => {
             format!("; agent reconnecting since {} ({reason})", age(f.now, *since))
         }
-        _ => String::new(),
+        Some(FeedState::Stale { since, reason }) => format!("; agent stale since {} ({reason})", age(f.now, *since)),
+        Some(FeedState::Live) | None => String::new(),
     };
     let label = Span::styled("telemetry ", theme.style("ui.text.muted"));
     let (text, token) = match last {
@@ -604,7 +595,7 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
                     "{:<12} {:<6} {:>5} {:>5}G {:>9}  {}",
                     p.name,
                     format!("{}-{}", i.placement.start, i.placement.start + p.memory_slices - 1),
-                    pct(i.util),
+                    util_cell(i.util).0,
                     i.mem_used_mib / 1024,
                     idle,
                     pod

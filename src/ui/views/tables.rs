@@ -203,6 +203,22 @@ pub fn util_cell(u: Option<u8>) -> Cell {
     }
 }
 
+/// A GPU's utilisation as a cell, marked `41%?` when its telemetry is stale.
+pub fn gpu_util_cell(f: &Fleet, gpu: &Gpu) -> Cell {
+    match gpu.last.util {
+        Some(u) if gpu.last_sample_at.is_some() && gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => {
+            (format!("{u}%?"), "ui.stale")
+        }
+        u => util_cell(u),
+    }
+}
+
+/// The mean of the utilisations that were measured; `None` when none was.
+pub fn mean_util(utils: impl Iterator<Item = Option<u8>>) -> Option<u8> {
+    let (sum, n) = utils.flatten().fold((0u32, 0u32), |(s, n), u| (s + u32::from(u), n + 1));
+    (n > 0).then(|| (sum / n) as u8)
+}
+
 fn text(s: impl Into<String>) -> Cell {
     (s.into(), "ui.text")
 }
@@ -217,8 +233,7 @@ pub fn node_avg(f: &Fleet, n: &Node) -> (Option<u8>, u8, u32) {
     if gs.is_empty() {
         return (None, 0, 0);
     }
-    let known: Vec<u32> = gs.iter().filter_map(|g| g.last.util).map(u32::from).collect();
-    let u = (!known.is_empty()).then(|| (known.iter().sum::<u32>() / known.len() as u32) as u8);
+    let u = mean_util(gs.iter().map(|g| g.last.util));
     let m = gs.iter().map(|g| g.last.mem_pct as u32).sum::<u32>() / gs.len() as u32;
     let p = gs.iter().map(|g| g.last.power_w as u32).sum::<u32>();
     (u, m as u8, p)
@@ -330,9 +345,7 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
     if utils.is_empty() {
         return None;
     }
-    let known: Vec<u32> = utils.iter().flatten().map(|u| u32::from(*u)).collect();
-    let mean = (!known.is_empty()).then(|| (known.iter().sum::<u32>() / known.len() as u32) as u8);
-    Some((mean, idle))
+    Some((mean_util(utils.into_iter()), idle))
 }
 
 fn idle_for(f: &Fleet, low: Option<Ts>, idle: bool) -> Cell {
@@ -486,10 +499,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 }
                 4 | 6 | 7 if gpu.last_sample_at.is_none() => muted("—"),
                 5 if gpu.last_sample_at.is_none() => muted(format!("?/{}G", gpu.memory_mib / 1024)),
-                4 => match gpu.last.util {
-                    Some(u) if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => (format!("{u}%?"), "ui.stale"),
-                    u => util_cell(u),
-                },
+                4 => gpu_util_cell(f, gpu),
                 5 => text(format!("{}/{}G", gpu.mem_used_mib() / 1024, gpu.memory_mib / 1024)),
                 6 => text(format!("{}W", gpu.last.power_w)),
                 7 => text(format!("{}C", gpu.last.temp_c)),
