@@ -936,21 +936,23 @@ impl Fleet {
             }
         }
         holders.sort_unstable();
-        let old = self.holders.get(&what).cloned().unwrap_or_default();
-        if old == holders {
+        // Every sample of a streamed GPU comes through here: return early, without copying,
+        // when nothing changed.
+        if self.holders.get(&what).map_or(holders.is_empty(), |h| *h == holders) {
             return;
         }
+        let old = self.holders.remove(&what).unwrap_or_default();
         let affected: Vec<PodId> = old
             .iter()
             .chain(holders.iter())
             .filter_map(|(ns, name)| self.pod_by_name.get(ns).and_then(|m| m.get(&**name)).copied())
             .collect();
+        // Unlinked with the old holders gone: `unlink_pod` undoes what `link_pod` recorded
+        // in the pod (`bound_gpus`, `bound_mig`), not what the map says now.
         for pid in &affected {
             self.unlink_pod(*pid);
         }
-        if holders.is_empty() {
-            self.holders.remove(&what);
-        } else {
+        if !holders.is_empty() {
             self.holders.insert(what, holders);
         }
         for pid in affected {
