@@ -19,6 +19,7 @@ use crate::ops::access;
 use crate::ops::audit::{Audit, Phase};
 use crate::ops::kube::{ExecOptions, KubeExec};
 use crate::snapshot::{Setup, config_warnings_into, render_rows, view_kind};
+use crate::ui::run::Exit;
 use crate::ui::{App, ExecRequest, Executor, Ui};
 
 /// Hands requests to [`serve_ops`] without blocking the cockpit.
@@ -48,6 +49,7 @@ pub async fn serve_ops(
     opts: ExecOptions,
     out: mpsc::Sender<Vec<Delta>>,
     mut rx: mpsc::UnboundedReceiver<ExecRequest>,
+    halt: watch::Receiver<Option<String>>,
 ) {
     let mut spec = match access::check(&client).await {
         Ok(spec) => spec,
@@ -83,6 +85,7 @@ pub async fn serve_ops(
     let _ = out.send(vec![Delta::Access(spec)]).await;
     let ex = Arc::new(KubeExec { client, audit, opts, out });
     let mut cancels: HashMap<u64, watch::Sender<bool>> = HashMap::new();
+    let mut running: Vec<tokio::task::JoinHandle<()>> = Vec::new();
     while let Some(req) = rx.recv().await {
         match req {
             ExecRequest::Preview { id, plan } => {
@@ -94,7 +97,11 @@ pub async fn serve_ops(
                 cancels.retain(|_, c| !c.is_closed());
                 cancels.insert(id, tx);
                 let ex = ex.clone();
-                tokio::spawn(async move { crate::ops::kube::execute(&ex, id, *plan, cancel).await });
+                let halt = halt.clone();
+                running.retain(|t| !t.is_finished());
+                running.push(tokio::spawn(async move {
+                    crate::ops::kube::execute_until(&ex, id, *plan, cancel, halt).await
+                }));
             }
             ExecRequest::Cancel { id } => {
                 if let Some(c) = cancels.get(&id) {
@@ -103,10 +110,18 @@ pub async fn serve_ops(
             }
         }
     }
-    // The cockpit stopped serving operations (`:ctx` switched away): running operations see
-    // their cancel switch close and stop, recorded as cancelled, at their next wait. When the
-    // whole cockpit quits they stop with it, and the audit log shows them INTERRUPTED.
+    // The cockpit stopped serving operations (quit, `:ctx`, a signal): it has sent `halt`
+    // with the reason, so each running operation records where it was interrupted and
+    // stops; wait for those records (the caller bounds the wait).
+    for t in running {
+        let _ = t.await;
+    }
+    drop(cancels);
 }
+
+/// How long a stopping cockpit waits for running operations to record where they were
+/// interrupted (one fsync'd line each) before it exits anyway.
+const HALT_WAIT: Duration = Duration::from_secs(5);
 
 /// Where GPU telemetry comes from on a cluster.
 #[derive(Clone, Debug, Default)]
@@ -154,6 +169,8 @@ pub async fn run_cockpit(
         if let Some((url, every)) = &telemetry.prometheus {
             feeds.push(tokio::spawn(crate::feed::prometheus::run(url.clone(), *every, tx.clone())));
         }
+        let (halt_tx, halt_rx) = watch::channel(None);
+        let mut ops_task = None;
         let exec: Box<dyn Executor> = if ui_args.readonly {
             Box::new(Refuse)
         } else {
@@ -161,7 +178,7 @@ pub async fn run_cockpit(
             let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &conn.context));
             let opts =
                 ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
-            feeds.push(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx)));
+            ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, halt_rx)));
             Box::new(KubeExecutor(etx))
         };
         drop(tx);
@@ -177,15 +194,49 @@ pub async fn run_cockpit(
         app.on_view_nodes(move |nodes| {
             let _ = view_tx.send(nodes.clone());
         });
-        let switch = crate::ui::run::run(app, rx, fps).await;
+        // `run` consumes the app, so its executor is gone when it returns: serve_ops stops
+        // taking requests and waits for the operations that `halt` interrupts.
+        let exit = crate::ui::run::run(app, rx, fps).await;
+        let why = match &exit {
+            Ok(e) => e.reason(),
+            Err(e) => format!("the cockpit failed: {e}"),
+        };
+        let _ = halt_tx.send(Some(why));
+        if let Some(t) = ops_task
+            && tokio::time::timeout(HALT_WAIT, t).await.is_err()
+        {
+            say(&format!(
+                "running operations did not record their interruption within {}s; `fabrik audit` shows them INTERRUPTED",
+                HALT_WAIT.as_secs()
+            ));
+        }
         for f in feeds {
             f.abort();
         }
-        match switch? {
-            Some(next) => context = Some(next),
-            None => return Ok(ExitCode::SUCCESS),
+        match exit? {
+            Exit::Switch(next) => context = Some(next),
+            Exit::Quit => return Ok(ExitCode::SUCCESS),
+            Exit::Signal(s) => {
+                say(&format!("stopped by {s}"));
+                // The shell convention for death by signal: 128 + its number.
+                let n = match s {
+                    "SIGHUP" => 1,
+                    "SIGINT" => 2,
+                    _ => 15,
+                };
+                return Ok(ExitCode::from(128 + n));
+            }
+            Exit::TerminalLost(why) => {
+                say(&format!("the terminal went away ({why})"));
+                return Ok(ExitCode::from(1));
+            }
         }
     }
+}
+
+/// One line on stderr that never panics: after a hang-up stderr may be a dead terminal.
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "fabrik: {line}");
 }
 
 fn feed_config(setup: &Setup) -> KubeFeedConfig {

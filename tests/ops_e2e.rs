@@ -657,6 +657,70 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
         .find(|l| l.contains(&drain_node))
         .unwrap_or_else(|| panic!("fabrik audit lists the drain:\n{text}"));
     assert!(line.contains("drain") && line.contains("succeeded") && line.contains("admin"), "{line}");
+
+    // ---------- an SSH hang-up mid-drain is recorded as interrupted, at its step ----------
+    kubectl(&kubeconfig, &["uncordon", &drain_node]);
+    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}})))
+        .await
+        .expect("hold the trainers again");
+    eventually("the trainers back, held by their PDB", Duration::from_secs(90), || {
+        let (c, n, pdbs) = (c.clone(), drain_node.clone(), pdbs.clone());
+        async move {
+            let r = running(&c, "trainer", &n).await.len();
+            let s = pdbs.get("trainer-pdb").await.map_err(|e| e.to_string())?.status;
+            match s {
+                Some(s) if r == 2 && s.current_healthy == 2 && s.disruptions_allowed == 0 => Ok(()),
+                other => Err(format!("{r} trainers, {other:?}")),
+            }
+        }
+    })
+    .await;
+    let hup_data = dir.join("hup-data");
+    hang_up_mid_drain(&kubeconfig, &hup_data, &drain_node);
+    let recs = eventually("the interruption in the audit log", Duration::from_secs(20), || {
+        let recs = audit_records(&hup_data);
+        async move {
+            if recs.iter().any(|r| r.phase == Phase::Interrupted) {
+                Ok(recs)
+            } else {
+                Err(recs.iter().map(|r| format!("{:?} {}", r.phase, r.message)).collect::<Vec<_>>().join("\n"))
+            }
+        }
+    })
+    .await;
+    let last = recs.iter().rfind(|r| r.kind == "drain").expect("drain records");
+    assert_eq!(last.phase, Phase::Interrupted, "the hang-up is the drain's last record: {recs:#?}");
+    assert!(
+        last.message.contains("SIGHUP") && last.message.contains("waiting: eviction refused (429)"),
+        "it says where the drain was and why it stopped: {}",
+        last.message
+    );
+    let out = Command::new(BIN).arg("audit").env("FABRIK_DATA_DIR", &hup_data).output().expect("fabrik audit");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().find(|l| l.contains(&drain_node)).unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("INTERRUPTED") && line.contains("SIGHUP"), "{line}");
+    assert!(unschedulable(&c, &drain_node).await, "what was done stays: the node is still cordoned");
+    assert_eq!(running(&c, "trainer", &drain_node).await.len(), 2, "the PDB held both trainers");
+}
+
+/// Starts a drain the PDB holds back, then closes the terminal under it as an SSH hang-up
+/// does (tmux kill-session: SIGHUP to the pane's processes).
+fn hang_up_mid_drain(kubeconfig: &Path, data: &Path, node: &str) {
+    let t = Tmux::start();
+    cockpit(&t, kubeconfig, data, &[]);
+    t.wait_screen_for("the cockpit, live", SLOW, |s| s.contains("[live]") && s.contains("as admin"));
+    select_node(&t, node);
+    t.keys(&["D"]);
+    t.wait_screen_for("the drain preview", SLOW, |s| s.contains(&format!("Preview: Drain node {node}")));
+    t.keys(&["y"]);
+    t.keys(&[":"]);
+    t.literal("ops");
+    t.keys(&["Enter"]);
+    let title = format!("Drain node {node}");
+    t.wait_screen_for("the drain blocked by the PDB", SLOW, |s| {
+        s.lines().any(|l| l.contains(&title) && l.contains("blocked"))
+    });
+    t.ok(&["kill-session", "-t", "fabrik"]);
 }
 
 fn cockpit(t: &Tmux, kubeconfig: &Path, data: &Path, extra: &[&str]) {

@@ -23,6 +23,9 @@ pub enum Phase {
     /// The person confirmed: the operation starts.
     Confirmed,
     Step,
+    /// A mutating API call is about to be sent (written before it goes, so a call in flight
+    /// when the process dies is still in the log).
+    Sending,
     Blocked,
     Log,
     Succeeded,
@@ -30,6 +33,9 @@ pub enum Phase {
     Cancelled,
     /// Refused before anything was sent (read-only, RBAC, a blocked plan).
     Refused,
+    /// The cockpit stopped while the operation ran (quit, a context switch, SIGHUP/SIGTERM):
+    /// the message says at which step. Not an outcome: the operation did not finish.
+    Interrupted,
 }
 
 impl Phase {
@@ -41,12 +47,14 @@ impl Phase {
             Phase::Planned => "planned",
             Phase::Confirmed => "confirmed",
             Phase::Step => "step",
+            Phase::Sending => "sending",
             Phase::Blocked => "blocked",
             Phase::Log => "log",
             Phase::Succeeded => "succeeded",
             Phase::Failed => "failed",
             Phase::Cancelled => "cancelled",
             Phase::Refused => "refused",
+            Phase::Interrupted => "interrupted",
         }
     }
 }
@@ -131,10 +139,27 @@ impl Audit {
         }
         let mut line = serde_json::to_string(r).map_err(|e| err(std::io::Error::other(e)))?;
         line.push('\n');
-        let mut f = OpenOptions::new().create(true).append(true).open(&self.path).map_err(err)?;
+        let mut f = OpenOptions::new().create(true).append(true).read(true).open(&self.path).map_err(err)?;
+        // A crash can leave a torn last line without its newline; start on a fresh line so
+        // that torn line does not swallow this record too.
+        if ends_torn(&mut f).map_err(err)? {
+            line.insert(0, '\n');
+        }
         f.write_all(line.as_bytes()).map_err(err)?;
         f.sync_data().map_err(err)
     }
+}
+
+/// Whether the file is non-empty and its last byte is not a newline.
+fn ends_torn(f: &mut File) -> std::io::Result<bool> {
+    use std::io::{Read, Seek, SeekFrom};
+    if f.metadata()?.len() == 0 {
+        return Ok(false);
+    }
+    f.seek(SeekFrom::End(-1))?;
+    let mut last = [0u8; 1];
+    f.read_exact(&mut last)?;
+    Ok(last[0] != b'\n')
 }
 
 pub fn rfc3339(ms: u64) -> String {
@@ -343,6 +368,11 @@ mod tests {
         f.write_all(b"{\"time\":\"2026-").unwrap();
         let (recs, bad) = read(a.path()).unwrap();
         assert_eq!((recs.len(), bad), (1, 1));
+        // The next record after a crash starts on its own line: the torn one is not its end.
+        a.record(2, &plan(), Phase::Interrupted, "interrupted at cordoned n1").unwrap();
+        let (recs, bad) = read(a.path()).unwrap();
+        assert_eq!((recs.len(), bad), (2, 1));
+        assert_eq!(recs[1].phase, Phase::Interrupted);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -16,6 +16,7 @@
 //! written the operation stops there (and never starts without its `confirmed` record).
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
@@ -80,6 +81,9 @@ struct Run<'a> {
     total: u32,
     cancel: watch::Receiver<bool>,
     blocked_on: Option<String>,
+    /// Where the operation is (its last step, the call being sent, what it waits for), for
+    /// the record written when the cockpit stops under it.
+    at: Arc<Mutex<String>>,
 }
 
 impl Run<'_> {
@@ -94,8 +98,23 @@ impl Run<'_> {
             .map_err(|e| Stop::Failed(format!("{e}; stopped after {} of {} steps", self.done, self.total)))
     }
 
+    fn set_at(&self, what: &str) {
+        if let Ok(mut at) = self.at.lock() {
+            what.clone_into(&mut at);
+        }
+    }
+
+    /// Written before a mutating API call goes out, so a call in flight when the cockpit
+    /// stops (or dies) is in the log; `at` says what it was.
+    fn sending(&self, what: &str) -> Step<()> {
+        self.audit(Phase::Sending, what)?;
+        self.set_at(&format!("sending: {what}"));
+        Ok(())
+    }
+
     async fn step(&mut self, msg: String) -> Step<()> {
         self.audit(Phase::Step, &msg)?;
+        self.set_at(&format!("after: {msg}"));
         self.done = (self.done + 1).min(self.total);
         self.blocked_on = None;
         self.send(OpProgress::Step { id: self.id, step: msg, done: self.done, total: self.total }).await;
@@ -114,6 +133,7 @@ impl Run<'_> {
             return Ok(());
         }
         self.audit(Phase::Blocked, &msg)?;
+        self.set_at(&format!("waiting: {msg}"));
         self.blocked_on = Some(msg.clone());
         self.send(OpProgress::Blocked { id: self.id, reason: msg }).await;
         Ok(())
@@ -158,6 +178,21 @@ fn api_failure(what: &str, e: &kube::Error) -> String {
 /// Runs a confirmed plan to its outcome. Never panics on cluster data; every way out is a
 /// `Finished` or `Cancelled` progress and an audit record.
 pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver<bool>) {
+    // Nobody interrupts this one: the sender stays here, unused, until the plan is done.
+    let (_halt, halted) = watch::channel(None);
+    execute_until(ex, id, plan, cancel, halted).await
+}
+
+/// [`execute`], stopped at once (wherever it is, an API call in flight included) when
+/// `halt` says why the cockpit is stopping: the audit log then gets `interrupted at <where
+/// it was> (<why>)` and the operation reports that it did not finish.
+pub async fn execute_until(
+    ex: &KubeExec,
+    id: u64,
+    plan: Plan,
+    cancel: watch::Receiver<bool>,
+    mut halt: watch::Receiver<Option<String>>,
+) {
     let total = match &plan.detail {
         PlanDetail::Cordon { .. } => 1,
         PlanDetail::Drain(d) => 2 + d.to_evict().count() as u32,
@@ -173,7 +208,8 @@ pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver
             total,
         })])
         .await;
-    let mut run = Run { ex, id, plan: &plan, done: 0, total, cancel, blocked_on: None };
+    let at = Arc::new(Mutex::new("confirmed".to_string()));
+    let mut run = Run { ex, id, plan: &plan, done: 0, total, cancel, blocked_on: None, at: at.clone() };
     if let Err(e) = ex.audit.record(id, &plan, Phase::Confirmed, &plan.title) {
         run.send(OpProgress::Finished { id, outcome: Err(format!("{e}; nothing was sent")) }).await;
         return;
@@ -194,11 +230,25 @@ pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver
             return;
         }
     }
-    let result = match &plan.detail {
-        PlanDetail::Cordon { node, cordon } => cordon_op(&mut run, node, *cordon).await,
-        PlanDetail::Drain(d) => drain_op(&mut run, d).await,
-        PlanDetail::Reslice(r) => reslice_op(&mut run, r).await,
-        PlanDetail::Quota(q) => quota_op(&mut run, q).await,
+    let work = async {
+        match &plan.detail {
+            PlanDetail::Cordon { node, cordon } => cordon_op(&mut run, node, *cordon).await,
+            PlanDetail::Drain(d) => drain_op(&mut run, d).await,
+            PlanDetail::Reslice(r) => reslice_op(&mut run, r).await,
+            PlanDetail::Quota(q) => quota_op(&mut run, q).await,
+        }
+    };
+    let result = tokio::select! {
+        r = work => r,
+        why = halted(&mut halt) => {
+            let at = at.lock().map(|a| a.clone()).unwrap_or_default();
+            let msg = format!(
+                "interrupted at {at} ({why}); what was done stays — run it again to finish: it re-plans from the cluster"
+            );
+            let _ = ex.audit.record(id, &plan, Phase::Interrupted, &msg);
+            let _ = ex.out.send(vec![Delta::Op(OpProgress::Finished { id, outcome: Err(msg) })]).await;
+            return;
+        }
     };
     match result {
         Ok(msg) => {
@@ -221,6 +271,19 @@ pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver
             let _ = run.audit(Phase::Cancelled, &line);
             run.send(OpProgress::Log { id, line }).await;
             run.send(OpProgress::Cancelled { id }).await;
+        }
+    }
+}
+
+/// Resolves with the reason once `halt` carries one; never while it stays `None` (also
+/// when its sender is gone: an executor nobody can halt runs to its end).
+async fn halted(halt: &mut watch::Receiver<Option<String>>) -> String {
+    loop {
+        if let Some(why) = halt.borrow_and_update().clone() {
+            return why;
+        }
+        if halt.changed().await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 }

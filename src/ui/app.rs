@@ -219,9 +219,10 @@ impl App {
         if key.kind == KeyEventKind::Release {
             return;
         }
-        // ctrl-c leaves from anywhere, as terminal users expect; nothing pending is applied.
+        // ctrl-c leaves from anywhere, as terminal users expect (nothing pending is applied),
+        // through the same guard as every other way out.
         if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
-            self.ui.quit = true;
+            self.request_exit(None, false);
             return;
         }
         if self.ui.input.is_some() {
@@ -475,7 +476,9 @@ impl App {
         };
         match cmd {
             "" => {}
-            "q" | "q!" | "quit" | "exit" => self.ui.quit = true,
+            "q" | "quit" | "exit" => self.request_exit(None, false),
+            // vim's "quit anyway": running operations are recorded as interrupted.
+            "q!" | "quit!" => self.request_exit(None, true),
             "help" | "h" | "?" => self.ui.help = true,
             "node" | "no" if !arg.is_empty() => match self.fleet.node_by_name(arg) {
                 Some(n) => self.push(Screen::Node(n)),
@@ -562,18 +565,29 @@ impl App {
         table_height(render::table_area(v, self.body()).0).max(1) as isize
     }
 
-    /// Quits, unless operations this cockpit started are still running: then the first
-    /// quit says what quitting does to them, and the second quits.
     fn request_quit(&mut self) {
+        self.request_exit(None, false);
+    }
+
+    /// Every way out of the cockpit (`q`, `:q`, ctrl-c, `:ctx NAME`) comes here. With
+    /// operations this cockpit started still running, the first request says what leaving
+    /// does to them and the second leaves (`force`: at once, as `:q!`). Leaving records each
+    /// running operation as interrupted at its step (on a cluster, in the audit log).
+    fn request_exit(&mut self, switch: Option<String>, force: bool) {
         let running =
             self.ui.my_ops.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
-        if running == 0 || self.ui.quit_armed {
+        if running == 0 || force || self.ui.quit_armed {
+            self.ui.switch_context = switch;
             self.ui.quit = true;
             return;
         }
         self.ui.quit_armed = true;
+        let (doing, again) = match &switch {
+            Some(c) => (format!("switching to {c}"), format!(":ctx {c} again to switch")),
+            None => ("quitting".to_string(), "quit again to quit, :q! quits at once".to_string()),
+        };
         self.ui.warn(format!(
-            "{} still running: quitting stops it where it is (what was done stays; on a cluster `fabrik audit` shows it interrupted) — quit again to quit",
+            "{} still running: {doing} stops it where it is (what was done stays; on a cluster `fabrik audit` shows where it was interrupted) — {again}",
             ops::count(running, "operation")
         ));
     }
@@ -792,8 +806,7 @@ impl App {
             self.ui.error(format!("no context {arg:?} in the kubeconfig; it has: {}", self.ui.contexts.join(", ")));
             return;
         }
-        self.ui.switch_context = Some(arg.to_string());
-        self.ui.quit = true;
+        self.request_exit(Some(arg.to_string()), false);
     }
 
     fn start_op(&mut self, c: Command) {

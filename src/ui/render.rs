@@ -585,7 +585,8 @@ fn render_help(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size:
         lines.push(Line::from(format!("  :{:<22} {}", v.aliases().join(" :"), v.title())));
     }
     lines.push(Line::from("  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name"));
-    lines.push(Line::from("  :q  :quit                      quit"));
+    lines.push(Line::from("  :q  :quit                      quit (asks first while operations run)"));
+    lines.push(Line::from("  :q!                            quit at once (running operations: interrupted)"));
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "filter (/): substring of any column, case-insensitive; /!text inverts",

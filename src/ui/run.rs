@@ -19,12 +19,41 @@ struct TerminalGuard;
 impl Drop for TerminalGuard {
     fn drop(&mut self) {
         let _ = crossterm::execute!(stdout(), DisableMouseCapture);
-        ratatui::restore();
+        // Not `ratatui::restore()`: it reports a failure with `eprintln!`, which panics when
+        // the terminal is gone (an SSH hang-up), and there is nobody to tell then anyway.
+        let _ = ratatui::try_restore();
     }
 }
 
-/// Runs the cockpit until the person quits; returns the context `:ctx NAME` asked for.
-pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> color_eyre::Result<Option<String>> {
+/// Why the cockpit's loop ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Exit {
+    /// The person quit (through the running-operation guard).
+    Quit,
+    /// `:ctx NAME`: reconnect to that context.
+    Switch(String),
+    /// A signal ended it (`SIGHUP` when an SSH session hangs up, `SIGTERM`, `SIGINT`); nobody
+    /// is there to ask, so running operations are recorded as interrupted where they are.
+    Signal(&'static str),
+    /// The terminal went away (its input ended or could not be read any more).
+    TerminalLost(String),
+}
+
+impl Exit {
+    /// What the audit log says ended an operation that was still running.
+    pub fn reason(&self) -> String {
+        match self {
+            Exit::Quit => "the cockpit was quit".into(),
+            Exit::Switch(c) => format!("the cockpit switched to context {c}"),
+            Exit::Signal(s) => format!("the cockpit received {s}"),
+            Exit::TerminalLost(why) => format!("the cockpit lost its terminal ({why})"),
+        }
+    }
+}
+
+/// Runs the cockpit until the person quits, a context switch is asked for, or a signal
+/// arrives.
+pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> color_eyre::Result<Exit> {
     // ratatui::init installs a panic hook that restores the terminal before the report.
     let mut terminal = ratatui::init();
     let _guard = TerminalGuard;
@@ -37,7 +66,10 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
     let mut last_draw = Instant::now();
     let mut dirty = false;
     let mut feed_open = true;
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut hup = signal(SignalKind::hangup())?;
+    let mut int = signal(SignalKind::interrupt())?;
     // FABRIK_TRACE=FILE logs how long each input, batch and frame took, for latency work.
     let mut trace = std::env::var_os("FABRIK_TRACE").and_then(|p| std::fs::File::create(p).ok());
     let mut log = |what: &str, started: Instant| {
@@ -54,8 +86,8 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
                 Some(Ok(Event::Mouse(m))) => { app.handle_mouse(m); dirty = true; }
                 Some(Ok(Event::Resize(w, h))) => { app.resize(w, h); terminal.autoresize()?; dirty = true; }
                 Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e.into()),
-                None => break,
+                Some(Err(e)) => return Ok(Exit::TerminalLost(e.to_string())),
+                None => return Ok(Exit::TerminalLost("its input ended".into())),
             },
             batch = deltas.recv(), if feed_open => match batch {
                 Some(b) => {
@@ -80,11 +112,16 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
                 last_draw = Instant::now();
                 dirty = false;
             }
-            _ = term.recv() => break,
+            _ = term.recv() => return Ok(Exit::Signal("SIGTERM")),
+            _ = hup.recv() => return Ok(Exit::Signal("SIGHUP")),
+            _ = int.recv() => return Ok(Exit::Signal("SIGINT")),
         }
         if app.ui.quit {
             break;
         }
     }
-    Ok(app.ui.switch_context.take())
+    Ok(match app.ui.switch_context.take() {
+        Some(c) => Exit::Switch(c),
+        None => Exit::Quit,
+    })
 }

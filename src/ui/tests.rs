@@ -867,6 +867,49 @@ fn quitting_while_an_operation_runs_asks_once_more() {
     assert!(rig.app.ui.quit);
 }
 
+#[test]
+fn every_way_out_goes_through_the_running_operation_guard() {
+    // ctrl-c, :q and :ctx warn first like q does; a second request leaves.
+    let mut rig = running_drain();
+    rig.app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(!rig.app.ui.quit, "the first ctrl-c only warns");
+    assert!(message(&rig.app).starts_with("1 operation still running: quitting"), "{}", message(&rig.app));
+    rig.app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(rig.app.ui.quit);
+
+    let mut rig = running_drain();
+    send(&mut rig.app, ":q<Enter>");
+    assert!(!rig.app.ui.quit, "the first :q only warns");
+    send(&mut rig.app, ":quit<Enter>");
+    assert!(rig.app.ui.quit);
+
+    let mut rig = running_drain();
+    send(&mut rig.app, ":q!<Enter>");
+    assert!(rig.app.ui.quit, ":q! quits at once");
+
+    let mut rig = running_drain();
+    rig.app.ui.contexts = vec!["admin".into(), "other".into()];
+    send(&mut rig.app, ":ctx other<Enter>");
+    assert!(!rig.app.ui.quit, "a context switch stops operations too, so it asks first");
+    assert!(message(&rig.app).contains("switching to other stops it"), "{}", message(&rig.app));
+    assert_eq!(rig.app.ui.switch_context, None);
+    send(&mut rig.app, ":ctx other<Enter>");
+    assert!(rig.app.ui.quit);
+    assert_eq!(rig.app.ui.switch_context.as_deref(), Some("other"));
+}
+
+#[test]
+fn without_running_operations_every_way_out_leaves_at_once() {
+    for keys in [":q<Enter>", ":exit<Enter>", "q"] {
+        let mut app = app_at(5);
+        send(&mut app, keys);
+        assert!(app.ui.quit, "{keys}");
+    }
+    let mut app = app_at(5);
+    app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
+    assert!(app.ui.quit);
+}
+
 fn assert_cancelled(mut rig: Rig) {
     let reqs = rig.requests();
     assert!(matches!(reqs.as_slice(), [ExecRequest::Cancel { id: 1 }]), "{reqs:?}");
