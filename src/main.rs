@@ -15,7 +15,10 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("fabrik: {e:#}");
+            // Not eprintln!: after an SSH hang-up stderr is a dead terminal, and a panic here
+            // would only hide the exit code.
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "fabrik: {e:#}");
             ExitCode::from(2)
         }
     }

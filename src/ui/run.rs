@@ -57,6 +57,22 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
     // ratatui::init installs a panic hook that restores the terminal before the report.
     let mut terminal = ratatui::init();
     let _guard = TerminalGuard;
+    let exit = drive(&mut app, &mut terminal, &mut deltas, fps).await;
+    // ratatui's Terminal shows the cursor again when dropped and reports a failure with
+    // `eprintln!`, which panics on a terminal that hung up; show it here and, if that fails,
+    // never drop it (the process is about to record its operations and exit).
+    if terminal.show_cursor().is_err() {
+        std::mem::forget(terminal);
+    }
+    exit
+}
+
+async fn drive(
+    app: &mut App,
+    terminal: &mut ratatui::DefaultTerminal,
+    deltas: &mut mpsc::Receiver<Batch>,
+    fps: u16,
+) -> color_eyre::Result<Exit> {
     crossterm::execute!(stdout(), EnableMouseCapture)?;
     let frame = Duration::from_millis(1000 / u64::from(fps.clamp(1, 120)));
     let mut events = EventStream::new();
