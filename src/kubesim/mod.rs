@@ -172,6 +172,7 @@ pub async fn run(
         return Ok(fail(e));
     }
     let shared = nodes::Shared::new(client.clone(), &sim_nodes, args.mig_seconds);
+    shared.mig_delay_ms.store(args.mig_delay_ms, std::sync::atomic::Ordering::Relaxed);
     let failed = nodes::register_all(&shared, &sim_nodes, &existing).await;
     if failed > 0 {
         return Ok(fail(format!("{failed} of {count} nodes could not be registered (first errors above)")));

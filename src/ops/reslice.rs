@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::cordon::{CordonEnd, CordonMark, preview_line, reslice_end};
 use super::drain::{DrainPod, select_pods};
 use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError};
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
@@ -30,6 +31,8 @@ pub struct ReslicePlan {
     pub custom_config: Option<String>,
     pub pods: Vec<DrainPod>,
     pub was_cordoned: bool,
+    /// Every target GPU already has the layout: mig-manager may have nothing to write.
+    pub layout_unchanged: bool,
     /// Extended resources the node advertises before and after.
     pub capacity_before: Vec<(String, i64)>,
     pub capacity_after: Vec<(String, i64)>,
@@ -152,7 +155,11 @@ pub(super) fn plan(
         format!("GPU {}", targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join(", "))
     };
     let layout_text = describe_layout(model, &layout);
-    if !n.cordoned {
+    let mark = CordonMark::parse(fleet.s(n.cordoned_by));
+    let restores = matches!(reslice_end(node, n.cordoned, mark.as_ref()), CordonEnd::Uncordon(_));
+    if let Some(line) = preview_line(node, n.cordoned, mark.as_ref()) {
+        effects.push(line);
+    } else {
         effects.push(format!("cordon {node}"));
     }
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, super::PodAction::Evict)).collect();
@@ -164,9 +171,11 @@ pub(super) fn plan(
         effects.push(format!("add mig-parted config {config_name} to the mig-parted ConfigMap"));
     }
     effects.push(format!("set nvidia.com/mig.config={config_name} ({scope} → {layout_text})"));
-    effects.push("wait for nvidia.com/mig.config.state: pending → success (mig-manager pauses the device plugin, DCGM and GFD meanwhile)".to_string());
+    effects.push("wait until mig-manager acknowledges this config (nvidia.com/mig.config.state moves after the label is written: pending → success; mig-manager pauses the device plugin, DCGM and GFD meanwhile) and the node offers the planned devices".to_string());
     if !n.cordoned {
         effects.push(format!("uncordon {node} once the new layout is in place"));
+    } else if restores {
+        effects.push(format!("uncordon {node} once the new layout is in place (the interrupted operation's cordon)"));
     }
     effects.push(format!(
         "capacity: {} → {}",
@@ -192,6 +201,13 @@ pub(super) fn plan(
         }
         _ => {}
     }
+    let opts = super::kube::ExecOptions::default();
+    effects.push(format!(
+        "deadline: {} in all ({} for evictions, {} for mig-manager); when it passes, fabrik stops and says what is left",
+        super::minutes(opts.deadline(OpKind::Reslice)),
+        super::minutes(opts.drain_timeout),
+        super::minutes(opts.mig_timeout)
+    ));
     let unchanged = targets
         .iter()
         .all(|t| t.before_mig == t.after.is_some() && same_layout(&t.before, t.after.as_deref().unwrap_or(&[])));
@@ -220,6 +236,7 @@ pub(super) fn plan(
             custom_config,
             pods,
             was_cordoned: n.cordoned,
+            layout_unchanged: unchanged,
             capacity_before: before,
             capacity_after: after_caps,
         }),
