@@ -321,3 +321,73 @@ fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8,
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Delta, NodeSpec};
+    use crate::ops::{OpRequest, plan as plan_op};
+
+    /// The demo fleet with one H100 node's cordon set as the API would show it.
+    fn cordoned(mark: &str) -> (Fleet, String) {
+        let (_, mut f) = crate::snapshot::demo_fleet(42, 48, 3, Default::default());
+        let id = f
+            .node_ids()
+            .find(|n| f.node(*n).is_some_and(|n| n.gpu_model == Some(GpuModel::H100_80GB) && n.ready))
+            .expect("an H100 node");
+        let n = f.node(id).expect("node").clone();
+        let name = f.s(n.name).to_string();
+        let spec = NodeSpec {
+            name: name.clone(),
+            labels: n.labels.iter().map(|(k, v)| (f.s(*k).to_string(), f.s(*v).to_string())).collect(),
+            ready: n.ready,
+            cordoned: true,
+            cordoned_by: mark.to_string(),
+            gpu_model: n.gpu_model,
+            capacity: n.capacity.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
+            allocatable: n.allocatable.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
+            mig_config: f.s(n.mig_config).to_string(),
+            mig_state: n.mig_state,
+            mig_state_since: None,
+            ready_since: None,
+            created: n.created,
+        };
+        f.apply(Delta::NodeUpsert(spec));
+        (f, name)
+    }
+
+    #[test]
+    fn the_preview_says_an_interrupted_reslices_cordon_is_undone_and_states_the_deadline() {
+        let mark = CordonMark::new("s-9", "reslice", "admin", "2026-12-03T16:00:00Z").value();
+        let (f, node) = cordoned(&mark);
+        let req = OpRequest::Reslice { node: node.clone(), gpus: vec![], layout: "all-balanced".into() };
+        let p = plan_op(&f, &req).expect("plan");
+        assert!(
+            p.effects.iter().any(|e| e
+                == &format!(
+                    "{node} is cordoned by fabrik op s-9 (reslice, interrupted); will be uncordoned at the end"
+                )),
+            "{:#?}",
+            p.effects
+        );
+        assert!(p.effects.iter().any(|e| e.starts_with(&format!("uncordon {node} once"))), "{:#?}", p.effects);
+        assert!(
+            p.effects.iter().any(|e| e.starts_with("deadline: 40m in all (10m for evictions, 30m for mig-manager)"))
+        );
+        // A person's cordon (no mark, or one fabrik did not write) stays, and the preview says so.
+        for other in ["", "maintenance window", &CordonMark::new("s-1", "drain", "admin", "t").value()] {
+            let (f, node) = cordoned(other);
+            let p =
+                plan_op(&f, &OpRequest::Reslice { node: node.clone(), gpus: vec![], layout: "all-balanced".into() })
+                    .expect("plan");
+            assert!(
+                p.effects.iter().any(|e| e.starts_with(&format!("{node} stays cordoned"))),
+                "{other}: {:#?}",
+                p.effects
+            );
+            assert!(!p.effects.iter().any(|e| e.starts_with("uncordon")), "{other}: {:#?}", p.effects);
+        }
+        let d = plan_op(&f, &OpRequest::Drain { node, force: true }).expect("drain plan");
+        assert!(d.effects.iter().any(|e| e.starts_with("deadline: 10m")), "{:#?}", d.effects);
+    }
+}
