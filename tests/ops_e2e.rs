@@ -909,7 +909,7 @@ async fn transient_errors_are_retried(c: kube::Client, audit_dir: std::path::Pat
     use fault_proxy::Fault;
     let (url, faults) = fault_proxy::start(c.clone()).await;
     let f = fleet(&c).await;
-    let layout = if layout_of(&f, &node, 1) == "all-disabled" { "all-balanced" } else { "all-disabled" };
+    let layout = "all-1g.10gb";
     let p = plan(&f, OpRequest::Reslice { node: node.clone(), gpus: vec![1], layout: layout.into() });
     let mut ex = Exec::new(fault_proxy::client(&url), &audit_dir, "admin");
     let (id, _cancel) = ex.start(p);

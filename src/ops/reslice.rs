@@ -114,9 +114,9 @@ pub(super) fn plan(
             targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join("."),
             mig::layout_config_name(model, &layout).trim_start_matches("custom-").trim_start_matches("all-")
         );
-        let yaml = per_device_yaml(
+        let body = per_device_yaml(
             fleet,
-            &name,
+            "",
             n.gpus.iter().filter_map(|g| fleet.gpu(*g)).map(|g| {
                 if targets.iter().any(|t| t.index == g.index) {
                     (g.index, layout.clone())
@@ -128,6 +128,10 @@ pub(super) fn plan(
             }),
             model,
         );
+        // The other GPUs' layouts are part of the config: the name carries a digest of the
+        // whole entry, so a name already in the ConfigMap always means this very content.
+        let name = format!("{name}-{:06x}", digest(&body) & 0xff_ffff);
+        let yaml = body.replacen("  :\n", &format!("  {name}:\n"), 1);
         (name, Some(yaml))
     };
 
@@ -241,6 +245,11 @@ pub(super) fn plan(
             capacity_after: after_caps,
         }),
     })
+}
+
+/// FNV-1a: a stable digest for config names (not a security boundary).
+fn digest(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn same_layout(a: &[PlacedInstance], b: &[PlacedInstance]) -> bool {
