@@ -194,7 +194,7 @@ pub fn count(n: usize, what: &str) -> String {
 /// "40m", "90s": an operation's deadline as previews say it.
 pub fn minutes(d: std::time::Duration) -> String {
     let s = d.as_secs();
-    if s >= 60 && s % 60 == 0 { format!("{}m", s / 60) } else { format!("{s}s") }
+    if s >= 60 && s.is_multiple_of(60) { format!("{}m", s / 60) } else { format!("{s}s") }
 }
 
 /// Plans a request against the fleet as it is now. Pure: reads the fleet, changes nothing.
@@ -208,7 +208,7 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
             // The drain's own preview lines are drain.rs's; its deadline is the executor's.
             let t = kube::ExecOptions::default().drain_timeout;
             p.effects.push(format!(
-                "deadline: {} for evictions and waiting for the pods to go; when it passes, fabrik stops and names the pods left",
+                "deadline: {} for evicting and waiting; past it fabrik stops and names the pods left",
                 minutes(t)
             ));
             p
