@@ -6,13 +6,17 @@
 //!   Eviction) what the person confirmed, retry 429 every 5 s while naming the PDB that holds
 //!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid);
 //! - reslice: cordon, evict the GPU's pods, add a named config to the mig-parted ConfigMap
-//!   when the layout has no builtin name, set `nvidia.com/mig.config`, follow
-//!   `nvidia.com/mig.config.state` (a `pending` that does not move is flagged with the paused
-//!   `nvidia.com/gpu.deploy.*` labels), compare capacity, uncordon;
+//!   when the layout has no builtin name, set `nvidia.com/mig.config`, wait for mig-manager to
+//!   acknowledge it ([`super::mig_ack`]), follow `nvidia.com/mig.config.state` (a `pending`
+//!   that does not move is flagged with the paused `nvidia.com/gpu.deploy.*` labels) to
+//!   `success` with the planned devices, uncordon what it (or an interrupted reslice,
+//!   [`super::cordon`]) cordoned;
 //! - quota: patch conditional on the resourceVersion the preview showed, so a concurrent edit
 //!   is a conflict reported with the new value, never overwritten.
 //!
-//! Every step is written to the audit log before it is reported; if the log cannot be
+//! Idempotent calls are retried on transient failures ([`super::retry`]) with a timeout per
+//! call and the operation's deadline over all. Every step is written to the audit log before
+//! it is reported; if the log cannot be
 //! written the operation stops there (and never starts without its `confirmed` record).
 
 use std::collections::BTreeMap;
@@ -311,7 +315,7 @@ pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver
         }
         Err(Stop::Cancelled) => {
             let line = format!(
-                "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon)",
+                "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon, or a reslice of the node ends)",
                 run.done, run.total
             );
             let _ = run.audit(Phase::Cancelled, &line);
