@@ -122,6 +122,11 @@ pub struct KubeSimArgs {
     /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
     #[arg(long, default_value_t = 3)]
     pub mig_seconds: u64,
+    /// Milliseconds mig-manager takes to react to a new `nvidia.com/mig.config` before it sets
+    /// `pending` (a real one validates the config first); meanwhile the state still says what
+    /// the previous config left.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    pub mig_delay_ms: u64,
     /// Also run a fake node agent for each node (at most 250), reachable as the cockpit
     /// reaches real ones: agent pods in fabrik-system, through the API server's pod proxy.
     /// Needs root and iproute2 (the agents listen in a network namespace this makes).

@@ -35,6 +35,8 @@ use tokio::sync::{mpsc, watch};
 
 mod common;
 use common::{BIN, Tmux, control_plane, session};
+#[path = "common/fault_proxy.rs"]
+mod fault_proxy;
 
 const NS: &str = "e2e-ops";
 
@@ -45,6 +47,14 @@ fn opts() -> ExecOptions {
         poll: Duration::from_millis(300),
         mig_stuck: Duration::from_secs(3),
         mig_timeout: Duration::from_secs(90),
+        // Far above the simulated mig-manager's reaction delay (--mig-delay-ms).
+        mig_ack_grace: Duration::from_secs(20),
+        call_timeout: Duration::from_secs(10),
+        backoff: fabrik::ops::retry::Backoff {
+            base: Duration::from_millis(200),
+            cap: Duration::from_secs(2),
+            attempts: 6,
+        },
     }
 }
 
@@ -220,8 +230,13 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     std::fs::create_dir_all(&dir).expect("temp dir");
     let audit_dir = dir.join("data");
     let (_cp, kubeconfig) = control_plane(&dir);
-    let _sim =
-        common::sim(&kubeconfig, &dir, &["--nodes", "4", "--seed", "11", "--dra-every", "0", "--mig-seconds", "2"]);
+    // mig-manager reacts 1.5 s after a label change: until then the state label still says
+    // what the previous config left (issue 12, item 6).
+    let _sim = common::sim(
+        &kubeconfig,
+        &dir,
+        &["--nodes", "4", "--seed", "11", "--dra-every", "0", "--mig-seconds", "2", "--mig-delay-ms", "1500"],
+    );
     let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
     let c = conn.client.clone();
     let pp = PostParams::default();
@@ -406,6 +421,29 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     }
     assert!(!unschedulable(&c, &reslice_node).await, "uncordoned on success");
     assert_eq!(phases(&audit_dir, "reslice", &reslice_node).last(), Some(&Phase::Succeeded));
+
+    // ---------- issue 12: mig-manager's answer, an interrupted reslice, transient API errors ----------
+    // Each phase runs to its end and reports, so one run shows every phase that fails.
+    let mut failed = Vec::new();
+    let r = tokio::spawn(reslice_waits_for_mig_managers_answer(
+        c.clone(),
+        kubeconfig.clone(),
+        audit_dir.clone(),
+        reslice_node.clone(),
+    ))
+    .await;
+    failed.extend(phase_failure("a reslice waits for mig-manager's answer", r));
+    let r = tokio::spawn(interrupted_reslice_restores_the_cordon(
+        c.clone(),
+        kubeconfig.clone(),
+        audit_dir.clone(),
+        reslice_node.clone(),
+    ))
+    .await;
+    failed.extend(phase_failure("an interrupted reslice, run again, uncordons", r));
+    let r = tokio::spawn(transient_errors_are_retried(c.clone(), audit_dir.clone(), reslice_node.clone())).await;
+    failed.extend(phase_failure("transient API errors during the mig-manager wait are retried", r));
+    assert!(failed.is_empty(), "{} phase(s) failed:\n{}", failed.len(), failed.join("\n\n"));
 
     // ---------- a reslice mig-manager never finishes: flagged as stuck, then cancelled ----------
     // `fabrik sim`'s mig-manager accepts this name and stays pending for good.
@@ -789,4 +827,179 @@ fn drain_from_the_keyboard(kubeconfig: &Path, data: &Path, node: &str) {
     });
     assert!(!s.lines().any(|l| l.contains(&title) && l.contains("failed")), "{s}");
     t.keys(&["q"]);
+}
+
+fn phase_failure(name: &str, r: Result<(), tokio::task::JoinError>) -> Option<String> {
+    let e = r.err()?;
+    let why = match e.try_into_panic() {
+        Ok(p) => p
+            .downcast_ref::<String>()
+            .cloned()
+            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic".into()),
+        Err(e) => e.to_string(),
+    };
+    Some(format!("{name}: {why}"))
+}
+
+fn logs(seen: &[OpProgress]) -> Vec<String> {
+    seen.iter()
+        .filter_map(|p| match p {
+            OpProgress::Log { line, .. } => Some(line.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn node_json(kubeconfig: &Path, node: &str) -> Value {
+    serde_json::from_str(&kubectl(kubeconfig, &["get", "node", node, "-o", "json"])).expect("node json")
+}
+
+/// The layout the cockpit's model gives GPU `index` of `node`, as a layout argument.
+fn layout_of(f: &Fleet, node: &str, index: u8) -> String {
+    let id = f.node_by_name(node).expect("the node in the model");
+    let n = f.node(id).expect("node");
+    let g = n.gpus.iter().filter_map(|g| f.gpu(*g)).find(|g| g.index == index).expect("the GPU");
+    if !g.mig_enabled {
+        return "all-disabled".into();
+    }
+    let model = g.model;
+    g.instances.iter().map(|i| fabrik::mig::profile(model, i.placement.profile).name).collect::<Vec<_>>().join(",")
+}
+
+/// Item 6: a reslice whose capacity does not change, on a node whose state already says
+/// `success`: it is done only once mig-manager has acted on this config (pending → success),
+/// never on the success the previous config left behind.
+async fn reslice_waits_for_mig_managers_answer(
+    c: kube::Client,
+    kubeconfig: std::path::PathBuf,
+    audit_dir: std::path::PathBuf,
+    node: String,
+) {
+    let f = fleet(&c).await;
+    let layout = layout_of(&f, &node, 1);
+    let p = plan(&f, OpRequest::Reslice { node: node.clone(), gpus: vec![1], layout: layout.clone() });
+    let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice plan") };
+    let config = r.config_name.clone();
+    let before = node_json(&kubeconfig, &node);
+    assert_eq!(r.capacity_before, r.capacity_after, "the race needs a capacity that does not change ({layout})");
+    assert_eq!(before["metadata"]["labels"]["nvidia.com/mig.config.state"], json!("success"));
+    assert_ne!(before["metadata"]["labels"]["nvidia.com/mig.config"], json!(config), "a new config name");
+    let mut ex = Exec::new(c.clone(), &audit_dir, "admin");
+    let (outcome, seen) = ex.run(p, Duration::from_secs(90)).await;
+    // Read at once, with kubectl: what mig-manager had done when the reslice said done.
+    let after = node_json(&kubeconfig, &node);
+    assert!(outcome.is_ok(), "{outcome:?}\n{seen:#?}");
+    assert_eq!(
+        after["metadata"]["annotations"]["fabrik.io/sim-mig-message"],
+        json!(format!("applied {config}")),
+        "mig-manager had applied {config} when the reslice reported success: {outcome:?}"
+    );
+    assert_eq!(after["metadata"]["labels"]["nvidia.com/mig.config.state"], json!("success"));
+    assert!(
+        logs(&seen).iter().any(|l| l.starts_with(&format!("mig-manager acknowledged {config}"))),
+        "{:#?}",
+        logs(&seen)
+    );
+    assert!(!unschedulable(&c, &node).await, "uncordoned at the end");
+}
+
+/// Item 8: a reslice cancelled after its cordon, run again, ends uncordoned and removes the
+/// cordon's mark; the second preview says whose cordon it is.
+async fn interrupted_reslice_restores_the_cordon(
+    c: kube::Client,
+    kubeconfig: std::path::PathBuf,
+    audit_dir: std::path::PathBuf,
+    node: String,
+) {
+    let f = fleet(&c).await;
+    let layout = if layout_of(&f, &node, 1) == "all-disabled" { "all-balanced" } else { "all-disabled" };
+    let p = plan(&f, OpRequest::Reslice { node: node.clone(), gpus: vec![1], layout: layout.into() });
+    let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice plan") };
+    let config = r.config_name.clone();
+    assert!(!r.was_cordoned);
+    let mut ex = Exec::new(c.clone(), &audit_dir, "admin");
+    let (id, cancel) = ex.start(p);
+    ex.until(
+        id,
+        "the cordon",
+        Duration::from_secs(60),
+        |p| matches!(p, OpProgress::Step { step, .. } if step.starts_with("cordoned")),
+    )
+    .await;
+    cancel.send(true).expect("cancel");
+    ex.until(id, "the cancellation", Duration::from_secs(60), |p| matches!(p, OpProgress::Cancelled { .. })).await;
+    assert!(unschedulable(&c, &node).await, "the interrupted reslice left its cordon");
+    let mark = node_json(&kubeconfig, &node)["metadata"]["annotations"]["fabrik.io/cordoned-by"].clone();
+    assert!(
+        mark.as_str().is_some_and(|m| m.split_whitespace().nth(1) == Some("reslice")),
+        "the cordon is marked: {mark}"
+    );
+    // Whatever the first run got to, mig-manager may still be at work: let it settle.
+    eventually("mig-manager idle on the node", Duration::from_secs(60), || {
+        let kc = kubeconfig.clone();
+        let node = node.clone();
+        async move {
+            let n = node_json(&kc, &node);
+            let state = n["metadata"]["labels"]["nvidia.com/mig.config.state"].clone();
+            if state == json!("success") { Ok(()) } else { Err(format!("state {state}")) }
+        }
+    })
+    .await;
+    let f = fleet(&c).await;
+    let p = plan(&f, OpRequest::Reslice { node: node.clone(), gpus: vec![1], layout: layout.into() });
+    let op = mark.as_str().and_then(|m| m.split_whitespace().next()).unwrap_or_default().to_string();
+    assert!(
+        p.effects.iter().any(|e| e
+            == &format!("{node} is cordoned by fabrik op {op} (reslice, interrupted); will be uncordoned at the end")),
+        "{:#?}",
+        p.effects
+    );
+    let (outcome, seen) = ex.run(p, Duration::from_secs(90)).await;
+    assert!(outcome.is_ok(), "{outcome:?}\n{seen:#?}");
+    let n = node_json(&kubeconfig, &node);
+    assert_eq!(n["spec"]["unschedulable"], Value::Null, "uncordoned at the end, as before the first run");
+    assert_eq!(
+        n["metadata"]["annotations"]["fabrik.io/cordoned-by"],
+        Value::Null,
+        "the mark is removed with the cordon"
+    );
+    assert_eq!(n["metadata"]["labels"]["nvidia.com/mig.config"], json!(config));
+}
+
+/// Item 9: 503s, a reset connection and an API Priority-and-Fairness 429 while the reslice
+/// follows mig-manager are retried (and logged); the reslice succeeds.
+async fn transient_errors_are_retried(c: kube::Client, audit_dir: std::path::PathBuf, node: String) {
+    use fault_proxy::Fault;
+    let (url, faults) = fault_proxy::start(c.clone()).await;
+    let f = fleet(&c).await;
+    let layout = "all-1g.10gb";
+    let p = plan(&f, OpRequest::Reslice { node: node.clone(), gpus: vec![1], layout: layout.into() });
+    let mut ex = Exec::new(fault_proxy::client(&url), &audit_dir, "admin");
+    let (id, _cancel) = ex.start(p);
+    ex.until(
+        id,
+        "the label write",
+        Duration::from_secs(60),
+        |p| matches!(p, OpProgress::Step { step, .. } if step.starts_with("set nvidia.com/mig.config=")),
+    )
+    .await;
+    let path = format!("/api/v1/nodes/{node}");
+    faults.arm(http::Method::GET, &path, &[Fault::Unavailable, Fault::Unavailable, Fault::Reset, Fault::Apf]);
+    let seen =
+        ex.until(id, "the outcome", Duration::from_secs(120), |p| matches!(p, OpProgress::Finished { .. })).await;
+    let Some(OpProgress::Finished { outcome, .. }) = seen.last() else { unreachable!() };
+    assert!(outcome.is_ok(), "{outcome:?}\n{seen:#?}");
+    let injected = faults.injected();
+    assert_eq!(injected.len(), 4, "every fault was met: {injected:?}");
+    let retries: Vec<String> = logs(&seen).into_iter().filter(|l| l.contains("retrying in")).collect();
+    assert!(retries.iter().filter(|l| l.contains("503")).count() >= 2, "{retries:#?}");
+    assert!(retries.iter().any(|l| l.contains("connection")), "{retries:#?}");
+    assert!(retries.iter().any(|l| l.contains("429")), "{retries:#?}");
+    let recs = audit_records(&audit_dir);
+    let op = recs.iter().rev().find(|r| r.kind == "reslice" && r.target == node).map(|r| r.op.clone()).expect("the op");
+    let audited =
+        recs.iter().filter(|r| r.op == op && r.phase == Phase::Log && r.message.contains("retrying in")).count();
+    assert!(audited >= 4, "each retry is in the audit log ({audited})");
+    assert!(!unschedulable(&c, &node).await, "uncordoned at the end");
 }

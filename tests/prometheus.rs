@@ -166,6 +166,7 @@ fn prometheus_scrapes_the_fake_agent_with_dcgm_names_and_labels() {
         labels: Vec::new(),
         ready: true,
         cordoned: false,
+        cordoned_by: String::new(),
         gpu_model: Some(fabrik::mig::GpuModel::H100_80GB),
         capacity: vec![("nvidia.com/gpu".into(), 4)],
         allocatable: vec![("nvidia.com/gpu".into(), 4)],

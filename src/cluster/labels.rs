@@ -46,6 +46,9 @@ pub const KUEUE_QUEUE_NAME: &str = "kueue.x-k8s.io/queue-name";
 /// The namespace label that names a tenant unless configured otherwise.
 pub const DEFAULT_TENANT_LABEL: &str = "fabrik.io/tenant";
 
+/// Node annotation: the fabrik operation that cordoned the node (`ops::cordon`).
+pub const CORDONED_BY: &str = "fabrik.io/cordoned-by";
+
 /// Set by `fabrik sim` on the nodes it plays, so it never touches a real node.
 pub const SIMULATED: &str = "fabrik.io/simulated";
 /// Set by `fabrik sim` on nodes whose GPUs are handed out through DRA (no device plugin).

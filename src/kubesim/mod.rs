@@ -9,7 +9,8 @@
 //! Only nodes labelled `fabrik.io/simulated=true` are ever touched. Test hooks: the node
 //! annotation `fabrik.io/sim-fault=notready` stops a node's kubelet (no lease renewals,
 //! Ready=False, no pods started) until it is removed; `nvidia.com/mig.config=fabrik-wedged`
-//! leaves mig-manager pending for good; the pod annotation `fabrik.io/sim-pod-ip` sets the IP a
+//! leaves mig-manager pending for good; `--mig-delay-ms` makes mig-manager react that late to a
+//! new config (the state label meanwhile still says what the previous config left); the pod annotation `fabrik.io/sim-pod-ip` sets the IP a
 //! pod reports (for servers a test runs itself, reached through the pod proxy).
 
 mod agents;
@@ -172,6 +173,7 @@ pub async fn run(
         return Ok(fail(e));
     }
     let shared = nodes::Shared::new(client.clone(), &sim_nodes, args.mig_seconds);
+    shared.mig_delay_ms.store(args.mig_delay_ms, std::sync::atomic::Ordering::Relaxed);
     let failed = nodes::register_all(&shared, &sim_nodes, &existing).await;
     if failed > 0 {
         return Ok(fail(format!("{failed} of {count} nodes could not be registered (first errors above)")));

@@ -23,6 +23,9 @@ pub const LEASE_NS: &str = "kube-node-lease";
 pub const FAULT_ANNOTATION: &str = "fabrik.io/sim-fault";
 pub const MIG_MESSAGE_ANNOTATION: &str = labels::SIM_MIG_MESSAGE;
 pub const MANAGER: &str = "fabrik-sim";
+/// mig-manager's writes have their own field manager, as a real one's do (managedFields tell
+/// its state writes from the cockpit's label write).
+pub const MIG_MANAGER: &str = "fabrik-sim-mig-manager";
 /// Taints the node lifecycle controller manages from the Ready condition.
 const NODE_CONDITION_TAINTS: [&str; 2] = ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"];
 const LEASE_SECONDS: i32 = 40;
@@ -48,6 +51,8 @@ pub struct Shared {
     mig: Mutex<HashMap<String, MigTrack>>,
     last_ready_fix: Mutex<HashMap<String, Instant>>,
     pub mig_seconds: u64,
+    /// mig-manager's reaction time before `pending` (`--mig-delay-ms`).
+    pub mig_delay_ms: std::sync::atomic::AtomicU64,
     pub sem: Arc<Semaphore>,
     /// Lease renewals have their own budget, so a burst of pod starts cannot starve them.
     lease_sem: Arc<Semaphore>,
@@ -68,6 +73,7 @@ impl Shared {
             mig: Mutex::new(mig),
             last_ready_fix: Mutex::new(HashMap::new()),
             mig_seconds,
+            mig_delay_ms: std::sync::atomic::AtomicU64::new(0),
             sem: Arc::new(Semaphore::new(32)),
             lease_sem: Arc::new(Semaphore::new(16)),
         })
@@ -399,7 +405,8 @@ async fn patch_labels(shared: &Shared, node: &str, labels: Value, message: Optio
     if let Some(m) = message {
         patch["metadata"]["annotations"] = json!({ MIG_MESSAGE_ANNOTATION: m });
     }
-    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+    let pp = PatchParams { field_manager: Some(MIG_MANAGER.into()), ..Default::default() };
+    api.patch(node, &pp, &Patch::Merge(&patch))
         .await
         .map(|_| ())
         .map_err(|e| format!("labelling {node}: {}", describe(&e)))
@@ -434,6 +441,15 @@ async fn read_configmap(shared: &Shared) -> Option<migparted::MigPartedFile> {
 /// devices or failed.
 async fn reconfigure(shared: &Arc<Shared>, name: &str, config: &str, generation: u64) -> Result<(), String> {
     let Some(node) = shared.node(name) else { return Ok(()) };
+    let delay = shared.mig_delay_ms.load(std::sync::atomic::Ordering::Relaxed);
+    if delay > 0 {
+        // Reading the node and validating the config, before the first label write: the state
+        // still shows the previous config's outcome.
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        if !current(shared, name, generation) {
+            return Ok(());
+        }
+    }
     eprintln!("fabrik sim: mig-manager on {name}: applying {config}");
     let mut l = deploy_labels(labels::PAUSED_VALUE);
     l.insert(labels::MIG_CONFIG_STATE.into(), json!("pending"));

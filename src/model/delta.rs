@@ -13,6 +13,8 @@ pub struct NodeSpec {
     pub labels: Vec<(String, String)>,
     pub ready: bool,
     pub cordoned: bool,
+    /// The `fabrik.io/cordoned-by` annotation, empty when absent.
+    pub cordoned_by: String,
     pub gpu_model: Option<GpuModel>,
     pub capacity: Vec<(String, i64)>,
     pub allocatable: Vec<(String, i64)>,

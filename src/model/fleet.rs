@@ -490,6 +490,7 @@ impl Fleet {
         let capacity = spec.capacity.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
         let allocatable = spec.allocatable.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
         let mig_config = self.interner.intern(&spec.mig_config);
+        let cordoned_by = self.interner.intern(&spec.cordoned_by);
         let now = self.now;
         let id = match self.node_by_name.get(&name).copied() {
             Some(id) => {
@@ -510,6 +511,7 @@ impl Fleet {
                 n.labels = labels;
                 n.ready = spec.ready;
                 n.cordoned = spec.cordoned;
+                n.cordoned_by = cordoned_by;
                 n.gpu_model = spec.gpu_model;
                 n.capacity = capacity;
                 n.allocatable = allocatable;
@@ -523,6 +525,7 @@ impl Fleet {
                     labels,
                     ready: spec.ready,
                     cordoned: spec.cordoned,
+                    cordoned_by,
                     gpu_model: spec.gpu_model,
                     capacity,
                     allocatable,

@@ -11,6 +11,7 @@ fn node(name: &str) -> NodeSpec {
         labels: vec![("nvidia.com/gpu.product".into(), "NVIDIA-H100-80GB-HBM3".into())],
         ready: true,
         cordoned: false,
+        cordoned_by: String::new(),
         gpu_model: Some(GpuModel::H100_80GB),
         capacity: vec![("nvidia.com/gpu".into(), 2)],
         allocatable: vec![("nvidia.com/gpu".into(), 2)],

@@ -56,6 +56,8 @@ pub struct Node {
     pub labels: Vec<(Sym, Sym)>,
     pub ready: bool,
     pub cordoned: bool,
+    /// The `fabrik.io/cordoned-by` annotation (empty: none).
+    pub cordoned_by: Sym,
     pub gpu_model: Option<GpuModel>,
     /// Per resource (interned resource name), whole units.
     pub capacity: Vec<(Sym, i64)>,

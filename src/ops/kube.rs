@@ -6,13 +6,17 @@
 //!   Eviction) what the person confirmed, retry 429 every 5 s while naming the PDB that holds
 //!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid);
 //! - reslice: cordon, evict the GPU's pods, add a named config to the mig-parted ConfigMap
-//!   when the layout has no builtin name, set `nvidia.com/mig.config`, follow
-//!   `nvidia.com/mig.config.state` (a `pending` that does not move is flagged with the paused
-//!   `nvidia.com/gpu.deploy.*` labels), compare capacity, uncordon;
+//!   when the layout has no builtin name, set `nvidia.com/mig.config`, wait for mig-manager to
+//!   acknowledge it ([`super::mig_ack`]), follow `nvidia.com/mig.config.state` (a `pending`
+//!   that does not move is flagged with the paused `nvidia.com/gpu.deploy.*` labels) to
+//!   `success` with the planned devices, uncordon what it (or an interrupted reslice,
+//!   [`super::cordon`]) cordoned;
 //! - quota: patch conditional on the resourceVersion the preview showed, so a concurrent edit
 //!   is a conflict reported with the new value, never overwritten.
 //!
-//! Every step is written to the audit log before it is reported; if the log cannot be
+//! Idempotent calls are retried on transient failures ([`super::retry`]) with a timeout per
+//! call and the operation's deadline over all. Every step is written to the audit log before
+//! it is reported; if the log cannot be
 //! written the operation stops there (and never starts without its `confirmed` record).
 
 use std::collections::BTreeMap;
@@ -27,7 +31,10 @@ use tokio::sync::{mpsc, watch};
 
 use super::access::{self, Perm};
 use super::audit::{Audit, Phase};
-use super::{DrainPlan, Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
+use super::cordon::{CordonEnd, CordonMark};
+use super::mig_ack::{self, MigAck, MigVerdict, MigWrite};
+use super::retry::{self, Backoff, Transient};
+use super::{DrainPlan, OpKind, Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
 use crate::cluster::{describe, is_status, labels};
 use crate::model::{Delta, OpProgress, QuotaSourceSpec};
 
@@ -44,6 +51,21 @@ pub struct ExecOptions {
     pub mig_stuck: Duration,
     /// Give up following mig-manager after this long.
     pub mig_timeout: Duration,
+    /// How long a reslice that changes no layout waits for mig-manager to answer before it
+    /// takes the node's unchanged devices as the answer (mig-manager writes nothing then).
+    pub mig_ack_grace: Duration,
+    /// Every API call gets this long to answer (kube's client has no read timeout).
+    pub call_timeout: Duration,
+    /// Retries of transient failures (5xx, a broken connection, API priority and fairness).
+    pub backoff: Backoff,
+}
+
+/// The field manager fabrik's writes are recorded under (managedFields), so that
+/// mig-manager's later writes can be told from ours.
+pub const FIELD_MANAGER: &str = "fabrik";
+
+fn pp() -> PatchParams {
+    PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
 }
 
 impl Default for ExecOptions {
@@ -54,6 +76,22 @@ impl Default for ExecOptions {
             poll: Duration::from_secs(1),
             mig_stuck: Duration::from_secs(300),
             mig_timeout: Duration::from_secs(1800),
+            mig_ack_grace: Duration::from_secs(60),
+            call_timeout: Duration::from_secs(30),
+            backoff: Backoff::default(),
+        }
+    }
+}
+
+impl ExecOptions {
+    /// How long an operation may take in all: the preview says it, and past it the
+    /// operation stops and reports what is left.
+    pub fn deadline(&self, kind: OpKind) -> Duration {
+        match kind {
+            OpKind::Drain => self.drain_timeout,
+            OpKind::Reslice => self.drain_timeout + self.mig_timeout,
+            // One read and one write, each with its retries.
+            OpKind::Cordon | OpKind::Uncordon | OpKind::SetQuota => self.call_timeout * 4,
         }
     }
 }
@@ -84,6 +122,10 @@ struct Run<'a> {
     /// Where the operation is (its last step, the call being sent, what it waits for), for
     /// the record written when the cockpit stops under it.
     at: Arc<Mutex<String>>,
+    /// The operation's overall deadline: no retry is started past it.
+    deadline: Instant,
+    /// The node's cordon before this operation touched it (set by the cordon step).
+    cordon_before: Option<(bool, Option<CordonMark>)>,
 }
 
 impl Run<'_> {
@@ -159,6 +201,63 @@ impl Run<'_> {
     fn check_cancel(&self) -> Step<()> {
         if *self.cancel.borrow() { Err(Stop::Cancelled) } else { Ok(()) }
     }
+
+    /// One API call (`f` makes a fresh request each try), each try bounded by the call
+    /// timeout; failures `transient` calls transient are retried with backoff, each retry
+    /// logged (op log and audit), never past the operation's deadline. Only idempotent calls
+    /// come here. The inner result is the call's last answer.
+    async fn call<T, F, Fut>(
+        &mut self,
+        what: &str,
+        transient: fn(&kube::Error) -> Option<Transient>,
+        mut f: F,
+    ) -> Step<Result<T, kube::Error>>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        let (limit, backoff) = (self.ex.opts.call_timeout, self.ex.opts.backoff);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let e = match tokio::time::timeout(limit, f()).await {
+                Ok(Ok(v)) => return Ok(Ok(v)),
+                Ok(Err(e)) => e,
+                Err(_) => kube::Error::Service(Box::new(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no answer within {}", secs(limit)),
+                ))),
+            };
+            let Some(t) = transient(&e) else { return Ok(Err(e)) };
+            let Some(wait) = backoff.delay(attempt, &t, retry::jitter()) else {
+                self.log(format!("{what}: {} — gave up after {attempt} tries", t.why)).await?;
+                return Ok(Err(e));
+            };
+            if Instant::now() + wait >= self.deadline {
+                self.log(format!("{what}: {} — no time left before the operation's deadline", t.why)).await?;
+                return Ok(Err(e));
+            }
+            self.log(format!(
+                "{what}: {} — retrying in {}ms (try {} of {})",
+                t.why,
+                wait.as_millis(),
+                attempt + 1,
+                backoff.attempts
+            ))
+            .await?;
+            self.sleep(wait).await?;
+        }
+    }
+
+    /// The mark this operation writes with its cordon.
+    fn cordon_mark(&self) -> CordonMark {
+        CordonMark::new(
+            &self.ex.audit.op_key(self.id),
+            self.plan.kind.name(),
+            &self.ex.audit.user,
+            &super::audit::rfc3339(crate::now_ms()),
+        )
+    }
 }
 
 /// The person's words for an API failure at `what`, with what to do about it.
@@ -209,7 +308,19 @@ pub async fn execute_until(
         })])
         .await;
     let at = Arc::new(Mutex::new("confirmed".to_string()));
-    let mut run = Run { ex, id, plan: &plan, done: 0, total, cancel, blocked_on: None, at: at.clone() };
+    let deadline = Instant::now() + ex.opts.deadline(plan.kind);
+    let mut run = Run {
+        ex,
+        id,
+        plan: &plan,
+        done: 0,
+        total,
+        cancel,
+        blocked_on: None,
+        at: at.clone(),
+        deadline,
+        cordon_before: None,
+    };
     if let Err(e) = ex.audit.record(id, &plan, Phase::Confirmed, &plan.title) {
         run.send(OpProgress::Finished { id, outcome: Err(format!("{e}; nothing was sent")) }).await;
         return;
@@ -265,7 +376,7 @@ pub async fn execute_until(
         }
         Err(Stop::Cancelled) => {
             let line = format!(
-                "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon)",
+                "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon, or a reslice of the node ends)",
                 run.done, run.total
             );
             let _ = run.audit(Phase::Cancelled, &line);
@@ -326,30 +437,47 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
 
 // ---------- cordon ----------
 
-async fn set_unschedulable(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<bool> {
+/// Reads a node, with retries. `None`: it is gone.
+async fn read_node(run: &mut Run<'_>, node: &str) -> Step<Option<Node>> {
     let api: Api<Node> = Api::all(run.ex.client.clone());
-    let current =
-        api.get_opt(node).await.map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?;
-    let Some(n) = current else {
+    run.call(&format!("reading node {node}"), retry::transient, || api.get_opt(node))
+        .await?
+        .map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))
+}
+
+/// Cordons (with this operation's mark) or uncordons (removing any mark). Returns whether
+/// the node changed, and what its cordon was before.
+async fn set_unschedulable(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<(bool, Option<CordonMark>)> {
+    let Some(n) = read_node(run, node).await? else {
         return Err(Stop::Failed(format!("node {node} is gone from the cluster; nothing was changed")));
     };
     let is = n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
-    if is == cordon {
-        return Ok(false);
+    let mark = CordonMark::of(n.metadata.annotations.as_ref());
+    // A cordoned node keeps its mark; an uncordoned one must not carry a stale one.
+    if is == cordon && (cordon || mark.is_none()) {
+        return Ok((false, mark));
     }
     run.check_cancel()?;
-    // kubectl's strategic merge patch leaves the field out when uncordoning; null does the same.
-    let value = if cordon { json!(true) } else { Value::Null };
-    api.patch(node, &PatchParams::default(), &Patch::Merge(&json!({ "spec": { "unschedulable": value } })))
-        .await
-        .map_err(|e| {
-            Stop::Failed(api_failure(&format!("{} {node}", if cordon { "cordoning" } else { "uncordoning" }), &e))
-        })?;
-    Ok(true)
+    // kubectl's strategic merge patch leaves the field out when uncordoning; null does the
+    // same. The mark goes in the same patch: a cordon is never without it, nor it without one.
+    let patch = if cordon {
+        json!({ "spec": { "unschedulable": true },
+                "metadata": { "annotations": { labels::CORDONED_BY: run.cordon_mark().value() } } })
+    } else {
+        json!({ "spec": { "unschedulable": Value::Null },
+                "metadata": { "annotations": { labels::CORDONED_BY: Value::Null } } })
+    };
+    let api: Api<Node> = Api::all(run.ex.client.clone());
+    let what = format!("{} {node}", if cordon { "cordoning" } else { "uncordoning" });
+    let (params, body) = (pp(), Patch::Merge(&patch));
+    run.call(&what, retry::transient, || api.patch(node, &params, &body))
+        .await?
+        .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
+    Ok((is != cordon, mark))
 }
 
 async fn cordon_op(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<String> {
-    let changed = set_unschedulable(run, node, cordon).await?;
+    let (changed, _) = set_unschedulable(run, node, cordon).await?;
     let what = if cordon { "cordoned" } else { "uncordoned" };
     if changed {
         run.step(format!("{what} {node}")).await?;
@@ -574,20 +702,39 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
     Ok(n)
 }
 
-async fn node_pods(run: &Run<'_>, node: &str) -> Step<Vec<Pod>> {
+async fn node_pods(run: &mut Run<'_>, node: &str) -> Step<Vec<Pod>> {
     let api: Api<Pod> = Api::all(run.ex.client.clone());
-    api.list(&ListParams::default().fields(&format!("spec.nodeName={node}")))
-        .await
+    let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
+    let what = format!("listing the pods on {node}");
+    run.call(&what, retry::transient, || api.list(&lp))
+        .await?
         .map(|l| l.items)
-        .map_err(|e| Stop::Failed(api_failure(&format!("listing the pods on {node}"), &e)))
+        .map_err(|e| Stop::Failed(api_failure(&what, &e)))
 }
 
-/// The first step of a drain or a reslice: no new pods land on the node meanwhile.
+/// The first step of a drain or a reslice: no new pods land on the node meanwhile. What
+/// the cordon was before is kept in the run, for the reslice's end.
 async fn cordon_step(run: &mut Run<'_>, node: &str) -> Step<()> {
-    if set_unschedulable(run, node, true).await? {
-        run.step(format!("cordoned {node}")).await
-    } else {
-        run.step(format!("{node} was already cordoned")).await
+    let (changed, mark) = set_unschedulable(run, node, true).await?;
+    run.cordon_before = Some((!changed, if changed { None } else { mark.clone() }));
+    if changed {
+        return run.step(format!("cordoned {node}")).await;
+    }
+    match mark {
+        // The node now serves this drain: a later reslice keeps it cordoned.
+        Some(m) if run.plan.kind == OpKind::Drain && m.kind == "reslice" => {
+            let value = run.cordon_mark().value();
+            let api: Api<Node> = Api::all(run.ex.client.clone());
+            let patch = json!({ "metadata": { "annotations": { labels::CORDONED_BY: value } } });
+            let what = format!("marking the cordon of {node} as this drain's");
+            let (params, body) = (pp(), Patch::Merge(&patch));
+            run.call(&what, retry::transient, || api.patch(node, &params, &body))
+                .await?
+                .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
+            run.step(format!("{node} was already cordoned by {}; the cordon is now this drain's", m.describe())).await
+        }
+        Some(m) => run.step(format!("{node} was already cordoned by {}", m.describe())).await,
+        None => run.step(format!("{node} was already cordoned")).await,
     }
 }
 
@@ -679,11 +826,13 @@ pub fn add_mig_config(text: &str, name: &str, entry: &str) -> Result<Option<Stri
 async fn ensure_mig_config(run: &mut Run<'_>, name: &str, entry: &str) -> Step<()> {
     let api: Api<ConfigMap> = Api::namespaced(run.ex.client.clone(), labels::MIG_CONFIGMAP_NS);
     let what = format!("{}/{}", labels::MIG_CONFIGMAP_NS, labels::MIG_CONFIGMAP);
-    // Only ever adds an entry; a concurrent writer (409) makes us read again and re-add.
+    // Only ever adds an entry; a concurrent writer (409) makes us read again and re-add. The
+    // replace carries the resourceVersion read, so retrying it is safe: a retry after a write
+    // that did land meets 409, and the next read finds the entry.
     for _ in 0..5 {
-        let cm = api
-            .get_opt(labels::MIG_CONFIGMAP)
-            .await
+        let cm = run
+            .call(&format!("reading {what}"), retry::transient, || api.get_opt(labels::MIG_CONFIGMAP))
+            .await?
             .map_err(|e| Stop::Failed(api_failure(&format!("reading {what}"), &e)))?;
         let Some(mut cm) = cm else {
             return Err(Stop::Failed(format!(
@@ -699,7 +848,11 @@ async fn ensure_mig_config(run: &mut Run<'_>, name: &str, entry: &str) -> Step<(
             return Ok(());
         };
         cm.data.get_or_insert_with(Default::default).insert(labels::MIG_CONFIGMAP_KEY.into(), updated);
-        match api.replace(labels::MIG_CONFIGMAP, &PostParams::default(), &cm).await {
+        let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+        match run
+            .call(&format!("updating {what}"), retry::transient, || api.replace(labels::MIG_CONFIGMAP, &params, &cm))
+            .await?
+        {
             Ok(_) => {
                 run.step(format!("added config {name} to {what}")).await?;
                 return Ok(());
@@ -717,19 +870,6 @@ fn node_labels(n: &Node) -> BTreeMap<String, String> {
     n.metadata.labels.clone().unwrap_or_default()
 }
 
-/// The node's advertised extended GPU resources (device plugin), sorted.
-fn gpu_capacity(n: &Node) -> BTreeMap<String, i64> {
-    n.status
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| k.starts_with("nvidia.com/"))
-        .filter_map(|(k, v)| v.0.parse::<i64>().ok().map(|n| (k.clone(), n)))
-        .filter(|(_, n)| *n > 0)
-        .collect()
-}
-
 fn paused_labels(l: &BTreeMap<String, String>) -> Vec<String> {
     l.iter()
         .filter(|(k, v)| k.starts_with(labels::DEPLOY_PREFIX) && v.starts_with("paused"))
@@ -742,89 +882,183 @@ fn secs(d: Duration) -> String {
     if s >= 120 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{s}s") }
 }
 
-/// `dra`: the node advertised no device-plugin GPU capacity before the change (its GPUs are
-/// in ResourceSlices), so there is no capacity to compare and only the state counts.
-async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> Step<String> {
+/// Where a reslice reads the node's GPU devices: its capacity (device plugin), or the DRA
+/// driver's ResourceSlices for the node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Devices {
+    Capacity,
+    Slices,
+}
+
+/// The node's GPU devices now, in device-plugin resource names.
+async fn devices_now(run: &mut Run<'_>, node: &Node, from: Devices) -> Step<mig_ack::Caps> {
+    match from {
+        Devices::Capacity => Ok(mig_ack::capacity_caps(node)),
+        Devices::Slices => {
+            let name = node.metadata.name.clone().unwrap_or_default();
+            let api: Api<k8s_openapi::api::resource::v1::ResourceSlice> = Api::all(run.ex.client.clone());
+            let lp = ListParams::default().fields(&format!("spec.nodeName={name}"));
+            let what = format!("listing the ResourceSlices of {name}");
+            let list = run
+                .call(&what, retry::transient, || api.list(&lp))
+                .await?
+                .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
+            let devices = list
+                .items
+                .iter()
+                .filter(|s| s.spec.driver == labels::DRA_DRIVER)
+                .flat_map(|s| s.spec.devices.iter().flatten());
+            Ok(mig_ack::slice_caps(devices))
+        }
+    }
+}
+
+fn caps_shown(c: &mig_ack::Caps) -> String {
+    super::caps_text(c.iter().map(|(r, n)| (r, *n)))
+}
+
+/// Follows mig-manager from our label write (`written`: the node the patch returned) until
+/// it has acknowledged this config and reports `success` with the planned devices
+/// ([`mig_ack`]), or `failed`, or the time is up.
+async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, written: &Node, from: Devices) -> Step<String> {
     let node = r.node.as_str();
     let api: Api<Node> = Api::all(run.ex.client.clone());
     let start = Instant::now();
+    let want: mig_ack::Caps = r.capacity_after.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    let caps0 = devices_now(run, written, from).await?;
+    let seen0 = mig_ack::observe(written, FIELD_MANAGER, caps0.clone());
+    let mut ack = MigAck::new(MigWrite {
+        state: seen0.state.clone(),
+        at: mig_ack::our_write(written, FIELD_MANAGER),
+        caps: caps0,
+    });
     let mut pending_since: Option<Instant> = None;
-    let mut seen_pending = false;
-    let expected: BTreeMap<String, i64> = r.capacity_after.iter().filter(|(_, n)| *n > 0).cloned().collect();
+    let mut announced_ack = false;
+    let deadline = (start + run.ex.opts.mig_timeout).min(run.deadline);
     loop {
-        let n = api
-            .get_opt(node)
-            .await
-            .map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?
-            .ok_or_else(|| Stop::Failed(format!("node {node} disappeared while mig-manager was reconfiguring it")))?;
-        let l = node_labels(&n);
-        let config = l.get(labels::MIG_CONFIG).cloned().unwrap_or_default();
-        if config != r.config_name {
-            return Err(Stop::Failed(format!(
-                "someone else set {}={config} while we waited; the node stays cordoned — look before retrying",
-                labels::MIG_CONFIG
-            )));
-        }
-        let state = l.get(labels::MIG_CONFIG_STATE).cloned().unwrap_or_default();
-        let caps = gpu_capacity(&n);
-        match state.as_str() {
-            "pending" | "rebooting" => {
-                seen_pending = true;
-                let since = *pending_since.get_or_insert_with(Instant::now);
-                let waited = since.elapsed();
-                if waited >= run.ex.opts.mig_stuck {
-                    let paused = paused_labels(&l);
-                    run.blocked(format!(
-                        "stuck? {}={state} for {} (flagged after {}); paused: {} — mig-manager's log on {node} says why",
-                        labels::MIG_CONFIG_STATE,
-                        secs(waited),
-                        secs(run.ex.opts.mig_stuck),
-                        if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
-                    ))
-                    .await?;
-                } else {
-                    run.blocked(format!("mig-manager is applying {} ({state})", r.config_name)).await?;
-                }
+        let what = format!("reading node {node}");
+        let n = match run.call(&what, retry::transient, || api.get_opt(node)).await? {
+            Ok(Some(n)) => Some(n),
+            Ok(None) => {
+                return Err(Stop::Failed(format!("node {node} disappeared while mig-manager was reconfiguring it")));
             }
-            "success" if seen_pending || dra || caps == expected => {
-                if !dra && caps != expected {
-                    run.log(format!(
-                        "capacity differs from the plan: expected {}, {node} advertises {}",
-                        super::caps_text(expected.iter().map(|(r, n)| (r, *n))),
-                        super::caps_text(caps.iter().map(|(r, n)| (r, *n)))
-                    ))
-                    .await?;
-                }
-                return Ok(if dra {
-                    "applied (capacity is published in the node's ResourceSlice)".to_string()
-                } else {
-                    format!("applied; {node} advertises {}", super::caps_text(caps.iter().map(|(r, n)| (r, *n))))
-                });
+            // A read that failed through its retries is one missed look, not the end: the
+            // wait goes on to its deadline.
+            Err(e) if retry::transient(&e).is_some() => {
+                run.log(format!("{what} failed ({}); still waiting for mig-manager", describe(&e))).await?;
+                None
             }
-            "failed" if seen_pending || start.elapsed() > run.ex.opts.poll * 10 => {
-                let paused = paused_labels(&l);
-                let note = n
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(labels::SIM_MIG_MESSAGE))
-                    .map(|m| format!(" ({m})"))
-                    .unwrap_or_default();
+            Err(e) => return Err(Stop::Failed(api_failure(&what, &e))),
+        };
+        if let Some(n) = n {
+            let l = node_labels(&n);
+            let config = l.get(labels::MIG_CONFIG).cloned().unwrap_or_default();
+            if config != r.config_name {
                 return Err(Stop::Failed(format!(
-                    "mig-manager reports {}=failed for {}{note}; left behind: capacity {}, paused clients {}; {node} stays cordoned — see mig-manager's log, fix the config, then reslice again or uncordon",
-                    labels::MIG_CONFIG_STATE,
-                    r.config_name,
-                    super::caps_text(caps.iter().map(|(r, n)| (r, *n))),
-                    if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+                    "someone else set {}={config} while we waited; the node stays cordoned — look before retrying",
+                    labels::MIG_CONFIG
                 )));
             }
-            _ => {}
-        }
-        if start.elapsed() >= run.ex.opts.mig_timeout {
+            let caps = devices_now(run, &n, from).await?;
+            let seen = mig_ack::observe(&n, FIELD_MANAGER, caps.clone());
+            let state = seen.state.clone().unwrap_or_default();
+            let grace_over = start.elapsed() >= run.ex.opts.mig_ack_grace;
+            let verdict = ack.judge(&seen, &want, r.layout_unchanged, grace_over);
+            if let (false, Some(why)) = (announced_ack, ack.acked.clone()) {
+                announced_ack = true;
+                run.log(format!("mig-manager acknowledged {}: {why}", r.config_name)).await?;
+            }
+            match verdict {
+                MigVerdict::AwaitAck => {
+                    run.blocked(format!(
+                        "waiting for mig-manager to take up {} ({}={} is still the state from before the label was written)",
+                        r.config_name,
+                        labels::MIG_CONFIG_STATE,
+                        if state.is_empty() { "(none)" } else { state.as_str() }
+                    ))
+                    .await?;
+                }
+                MigVerdict::Working(st) => {
+                    let since = *pending_since.get_or_insert_with(Instant::now);
+                    let waited = since.elapsed();
+                    if waited >= run.ex.opts.mig_stuck {
+                        let paused = paused_labels(&l);
+                        run.blocked(format!(
+                            "stuck? {}={st} for {} (flagged after {}); paused: {} — mig-manager's log on {node} says why",
+                            labels::MIG_CONFIG_STATE,
+                            secs(waited),
+                            secs(run.ex.opts.mig_stuck),
+                            if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+                        ))
+                        .await?;
+                    } else {
+                        run.blocked(format!("mig-manager is applying {} ({st})", r.config_name)).await?;
+                    }
+                }
+                MigVerdict::AwaitCapacity => {
+                    run.blocked(format!(
+                        "{}=success, but {node} offers {}, not the planned {}; waiting for the devices",
+                        labels::MIG_CONFIG_STATE,
+                        caps_shown(&caps),
+                        caps_shown(&want)
+                    ))
+                    .await?;
+                }
+                MigVerdict::Applied => {
+                    return Ok(format!("applied; {node} offers {}", caps_shown(&caps)));
+                }
+                MigVerdict::AlreadyInPlace => {
+                    return Ok(format!(
+                        "mig-manager wrote nothing within {} (it writes nothing for a layout already in place); {node} offers the planned {}",
+                        secs(run.ex.opts.mig_ack_grace),
+                        caps_shown(&caps)
+                    ));
+                }
+                MigVerdict::Failed => {
+                    let paused = paused_labels(&l);
+                    let note = n
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(labels::SIM_MIG_MESSAGE))
+                        .map(|m| format!(" ({m})"))
+                        .unwrap_or_default();
+                    return Err(Stop::Failed(format!(
+                        "mig-manager reports {}=failed for {}{note}; left behind: capacity {}, paused clients {}; {node} stays cordoned — see mig-manager's log, fix the config, then reslice again or uncordon",
+                        labels::MIG_CONFIG_STATE,
+                        r.config_name,
+                        caps_shown(&caps),
+                        if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+                    )));
+                }
+            }
+            if Instant::now() >= deadline {
+                let left = match &ack.acked {
+                    None => format!(
+                        "mig-manager never acknowledged {} ({}={state} is from before the label was written)",
+                        r.config_name,
+                        labels::MIG_CONFIG_STATE
+                    ),
+                    Some(_) => format!(
+                        "{}={state}, {node} offers {} (planned {})",
+                        labels::MIG_CONFIG_STATE,
+                        caps_shown(&caps),
+                        caps_shown(&want)
+                    ),
+                };
+                return Err(Stop::Failed(format!(
+                    "gave up after {}: {left}; {node} stays cordoned with {}={} set",
+                    secs(start.elapsed()),
+                    labels::MIG_CONFIG,
+                    r.config_name
+                )));
+            }
+        } else if Instant::now() >= deadline {
             return Err(Stop::Failed(format!(
-                "gave up after {}: {}={state}; {node} stays cordoned",
+                "gave up after {}: the API server did not answer reads of {node}; {node} stays cordoned with {}={} set",
                 secs(start.elapsed()),
-                labels::MIG_CONFIG_STATE
+                labels::MIG_CONFIG,
+                r.config_name
             )));
         }
         run.sleep(run.ex.opts.poll).await?;
@@ -833,6 +1067,13 @@ async fn follow_mig_manager(run: &mut Run<'_>, r: &ReslicePlan, dra: bool) -> St
 
 async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
     let node = r.node.as_str();
+    run.log(format!(
+        "deadline: {} in all ({} for evictions, {} for mig-manager); past it fabrik stops and says what is left",
+        secs(run.ex.opts.deadline(OpKind::Reslice)),
+        secs(run.ex.opts.drain_timeout),
+        secs(run.ex.opts.mig_timeout)
+    ))
+    .await?;
     cordon_step(run, node).await?;
     let confirmed: Vec<(String, String)> =
         r.pods.iter().filter(|p| p.action == PodAction::Evict).map(|p| (p.namespace.clone(), p.name.clone())).collect();
@@ -854,32 +1095,48 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
         run.done = (run.done + 1).min(run.total);
     }
     run.check_cancel()?;
-    let api: Api<Node> = Api::all(run.ex.client.clone());
-    let before = api
-        .get_opt(node)
-        .await
-        .map_err(|e| Stop::Failed(api_failure(&format!("reading node {node}"), &e)))?
-        .ok_or_else(|| Stop::Failed(format!("node {node} is gone from the cluster")))?;
-    let dra = gpu_capacity(&before).is_empty();
+    let before =
+        read_node(run, node).await?.ok_or_else(|| Stop::Failed(format!("node {node} is gone from the cluster")))?;
+    let from = if mig_ack::capacity_caps(&before).is_empty() { Devices::Slices } else { Devices::Capacity };
     let l = node_labels(&before);
     let already = l.get(labels::MIG_CONFIG) == Some(&r.config_name)
         && l.get(labels::MIG_CONFIG_STATE).map(String::as_str) == Some("success");
-    if already {
-        run.log(format!("{node} already runs {} (state success); mig-manager has nothing to do", r.config_name))
-            .await?;
-    }
-    let patch = json!({ "metadata": { "labels": { labels::MIG_CONFIG: r.config_name } } });
-    api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Stop::Failed(api_failure(&format!("setting {} on {node}", labels::MIG_CONFIG), &e)))?;
-    run.step(format!("set {}={} on {node}", labels::MIG_CONFIG, r.config_name)).await?;
-    let applied = if already { "already applied".to_string() } else { follow_mig_manager(run, r, dra).await? };
-    run.log(format!("{}=success: {applied}", labels::MIG_CONFIG_STATE)).await?;
-    if !r.was_cordoned {
-        set_unschedulable(run, node, false).await?;
-        run.step(format!("uncordoned {node}")).await?;
+    let applied = if already {
+        // The label would not change, so mig-manager will not act: what the node offers is
+        // the whole answer.
+        let want: mig_ack::Caps = r.capacity_after.iter().filter(|(_, n)| *n > 0).cloned().collect();
+        let have = devices_now(run, &before, from).await?;
+        if have != want {
+            return Err(Stop::Failed(format!(
+                "{node} already has {}={} (state success) but offers {}, not the planned {}; mig-manager does not act on an unchanged label — set another config and then this one, or look at mig-manager; {node} stays cordoned",
+                labels::MIG_CONFIG,
+                r.config_name,
+                caps_shown(&have),
+                caps_shown(&want)
+            )));
+        }
+        run.step(format!("{node} already runs {} (state success)", r.config_name)).await?;
+        format!("already applied; {node} offers the planned {}", caps_shown(&have))
     } else {
-        run.step(format!("{node} stays cordoned, as it was before")).await?;
+        let patch = json!({ "metadata": { "labels": { labels::MIG_CONFIG: r.config_name } } });
+        let what = format!("setting {} on {node}", labels::MIG_CONFIG);
+        let api: Api<Node> = Api::all(run.ex.client.clone());
+        let (params, body) = (pp(), Patch::Merge(&patch));
+        let written = run
+            .call(&what, retry::transient, || api.patch(node, &params, &body))
+            .await?
+            .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
+        run.step(format!("set {}={} on {node}", labels::MIG_CONFIG, r.config_name)).await?;
+        follow_mig_manager(run, r, &written, from).await?
+    };
+    run.log(format!("{}=success: {applied}", labels::MIG_CONFIG_STATE)).await?;
+    let (was_cordoned, mark) = run.cordon_before.clone().unwrap_or((r.was_cordoned, None));
+    match super::cordon::reslice_end(node, was_cordoned, mark.as_ref()) {
+        CordonEnd::Uncordon(line) => {
+            set_unschedulable(run, node, false).await?;
+            run.step(line).await?;
+        }
+        CordonEnd::Keep(line) => run.step(line).await?,
     }
     Ok(format!("{node} runs {}: {applied}", r.config_name))
 }
@@ -908,12 +1165,13 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                 return Err(Stop::Failed(format!("{what} has no {}; nothing was changed", q.key.field.kueue_name())));
             }
             let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(run.ex.client.clone(), namespace);
-            let read = |api: Api<k8s_openapi::api::core::v1::ResourceQuota>, what: String| async move {
-                match api.get_opt(name).await {
-                    Ok(Some(rq)) => Ok(rq),
-                    Ok(None) => Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
-                    Err(e) => Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
-                }
+            let read = async |run: &mut Run<'_>| match run
+                .call(&format!("reading {what}"), retry::transient, || api.get_opt(name))
+                .await?
+            {
+                Ok(Some(rq)) => Ok(rq),
+                Ok(None) => Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
+                Err(e) => Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
             };
             let value_of = |rq: &k8s_openapi::api::core::v1::ResourceQuota| {
                 rq.spec
@@ -923,7 +1181,7 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                     .map(|v| v.0.clone())
                     .unwrap_or_else(|| "unset".into())
             };
-            let rq = read(api.clone(), what.clone()).await?;
+            let rq = read(run).await?;
             let version = rq.metadata.resource_version.clone().unwrap_or_default();
             if version != q.expected_version {
                 return Err(conflict(&what, &q.key.resource, &q.expected_version, &version, &value_of(&rq)));
@@ -935,12 +1193,21 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                 "metadata": { "resourceVersion": q.expected_version },
                 "spec": { "hard": { q.key.resource.clone(): q.new.to_string() } },
             });
-            match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            // Retrying it is safe: a retry after a write that landed meets 409, and then the
+            // value read back tells our write from someone else's.
+            let (params, body) = (pp(), Patch::Merge(&patch));
+            let sent =
+                run.call(&format!("patching {what}"), retry::transient, || api.patch(name, &params, &body)).await?;
+            match sent {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
-                    let now = read(api.clone(), what.clone()).await?;
+                    let now = read(run).await?;
                     let v = now.metadata.resource_version.clone().unwrap_or_default();
-                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &value_of(&now)));
+                    if value_of(&now) != q.new.to_string() {
+                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &value_of(&now)));
+                    }
+                    run.log(format!("{what} already has {} = {} (an earlier try landed)", q.key.resource, q.new))
+                        .await?;
                 }
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
             }
@@ -958,7 +1225,7 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                     .map(|s| quantity_text(s.get(field)))
                     .unwrap_or_else(|| "gone".into())
             };
-            let mut obj = match api.get_opt(queue).await {
+            let mut obj = match run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await? {
                 Ok(Some(o)) => o,
                 Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
@@ -977,14 +1244,19 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             slot[field] = json!(q.new.to_string());
             run.check_cancel()?;
             // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
-            match api.replace(queue, &PostParams::default(), &obj).await {
+            let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            match run.call(&format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj)).await? {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
-                    let (v, val) = match api.get_opt(queue).await.ok().flatten() {
+                    let reread = run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
+                    let (v, val) = match reread.ok().flatten() {
                         Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
                         None => ("(deleted)".into(), "gone".into()),
                     };
-                    return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
+                    if val != q.new.to_string() {
+                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
+                    }
+                    run.log(format!("{what} already has {field} = {} (an earlier try landed)", q.new)).await?;
                 }
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
             }

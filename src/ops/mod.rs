@@ -5,10 +5,13 @@
 
 pub mod access;
 pub mod audit;
+pub mod cordon;
 mod drain;
 pub mod kube;
+pub mod mig_ack;
 mod quota;
 mod reslice;
+pub mod retry;
 
 pub use drain::{DrainPlan, DrainPod, PodAction};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
@@ -188,6 +191,12 @@ pub fn count(n: usize, what: &str) -> String {
     if n == 1 { format!("1 {what}") } else { format!("{n} {what}s") }
 }
 
+/// "40m", "90s": an operation's deadline as previews say it.
+pub fn minutes(d: std::time::Duration) -> String {
+    let s = d.as_secs();
+    if s >= 60 && s.is_multiple_of(60) { format!("{}m", s / 60) } else { format!("{s}s") }
+}
+
 /// Plans a request against the fleet as it is now. Pure: reads the fleet, changes nothing.
 pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
     match req {
@@ -195,7 +204,15 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
             let cordon = matches!(req, OpRequest::Cordon { .. });
             plan_cordon(fleet, node, cordon, req.clone())
         }
-        OpRequest::Drain { node, force } => drain::plan(fleet, node, *force, req.clone()),
+        OpRequest::Drain { node, force } => drain::plan(fleet, node, *force, req.clone()).map(|mut p| {
+            // The drain's own preview lines are drain.rs's; its deadline is the executor's.
+            let t = kube::ExecOptions::default().drain_timeout;
+            p.effects.push(format!(
+                "deadline: {} for evicting and waiting; past it fabrik stops and names the pods left",
+                minutes(t)
+            ));
+            p
+        }),
         OpRequest::Reslice { node, gpus, layout } => reslice::plan(fleet, node, gpus, layout, req.clone()),
         OpRequest::SetQuota { tenant, quota, value } => quota::plan(fleet, tenant, quota, value, req.clone()),
     }

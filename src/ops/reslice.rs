@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use super::cordon::{CordonEnd, CordonMark, preview_line, reslice_end};
 use super::drain::{DrainPod, select_pods};
 use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError};
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
@@ -30,6 +31,8 @@ pub struct ReslicePlan {
     pub custom_config: Option<String>,
     pub pods: Vec<DrainPod>,
     pub was_cordoned: bool,
+    /// Every target GPU already has the layout: mig-manager may have nothing to write.
+    pub layout_unchanged: bool,
     /// Extended resources the node advertises before and after.
     pub capacity_before: Vec<(String, i64)>,
     pub capacity_after: Vec<(String, i64)>,
@@ -111,9 +114,9 @@ pub(super) fn plan(
             targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join("."),
             mig::layout_config_name(model, &layout).trim_start_matches("custom-").trim_start_matches("all-")
         );
-        let yaml = per_device_yaml(
+        let body = per_device_yaml(
             fleet,
-            &name,
+            "",
             n.gpus.iter().filter_map(|g| fleet.gpu(*g)).map(|g| {
                 if targets.iter().any(|t| t.index == g.index) {
                     (g.index, layout.clone())
@@ -125,6 +128,10 @@ pub(super) fn plan(
             }),
             model,
         );
+        // The other GPUs' layouts are part of the config: the name carries a digest of the
+        // whole entry, so a name already in the ConfigMap always means this very content.
+        let name = format!("{name}-{:06x}", digest(&body) & 0xff_ffff);
+        let yaml = body.replacen("  :\n", &format!("  {name}:\n"), 1);
         (name, Some(yaml))
     };
 
@@ -152,7 +159,11 @@ pub(super) fn plan(
         format!("GPU {}", targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join(", "))
     };
     let layout_text = describe_layout(model, &layout);
-    if !n.cordoned {
+    let mark = CordonMark::parse(fleet.s(n.cordoned_by));
+    let restores = matches!(reslice_end(node, n.cordoned, mark.as_ref()), CordonEnd::Uncordon(_));
+    if let Some(line) = preview_line(node, n.cordoned, mark.as_ref()) {
+        effects.push(line);
+    } else {
         effects.push(format!("cordon {node}"));
     }
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, super::PodAction::Evict)).collect();
@@ -164,9 +175,11 @@ pub(super) fn plan(
         effects.push(format!("add mig-parted config {config_name} to the mig-parted ConfigMap"));
     }
     effects.push(format!("set nvidia.com/mig.config={config_name} ({scope} → {layout_text})"));
-    effects.push("wait for nvidia.com/mig.config.state: pending → success (mig-manager pauses the device plugin, DCGM and GFD meanwhile)".to_string());
+    effects.push("wait until mig-manager acknowledges this config (nvidia.com/mig.config.state moves after the label is written: pending → success; mig-manager pauses the device plugin, DCGM and GFD meanwhile) and the node offers the planned devices".to_string());
     if !n.cordoned {
         effects.push(format!("uncordon {node} once the new layout is in place"));
+    } else if restores {
+        effects.push(format!("uncordon {node} once the new layout is in place (the interrupted operation's cordon)"));
     }
     effects.push(format!(
         "capacity: {} → {}",
@@ -192,6 +205,13 @@ pub(super) fn plan(
         }
         _ => {}
     }
+    let opts = super::kube::ExecOptions::default();
+    effects.push(format!(
+        "deadline: {} in all ({} for evictions, {} for mig-manager); when it passes, fabrik stops and says what is left",
+        super::minutes(opts.deadline(OpKind::Reslice)),
+        super::minutes(opts.drain_timeout),
+        super::minutes(opts.mig_timeout)
+    ));
     let unchanged = targets
         .iter()
         .all(|t| t.before_mig == t.after.is_some() && same_layout(&t.before, t.after.as_deref().unwrap_or(&[])));
@@ -220,10 +240,16 @@ pub(super) fn plan(
             custom_config,
             pods,
             was_cordoned: n.cordoned,
+            layout_unchanged: unchanged,
             capacity_before: before,
             capacity_after: after_caps,
         }),
     })
+}
+
+/// FNV-1a: a stable digest for config names (not a security boundary).
+fn digest(s: &str) -> u64 {
+    s.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
 fn same_layout(a: &[PlacedInstance], b: &[PlacedInstance]) -> bool {
@@ -303,4 +329,74 @@ fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8,
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Delta, NodeSpec};
+    use crate::ops::{OpRequest, plan as plan_op};
+
+    /// The demo fleet with one H100 node's cordon set as the API would show it.
+    fn cordoned(mark: &str) -> (Fleet, String) {
+        let (_, mut f) = crate::snapshot::demo_fleet(42, 48, 3, Default::default());
+        let id = f
+            .node_ids()
+            .find(|n| f.node(*n).is_some_and(|n| n.gpu_model == Some(GpuModel::H100_80GB) && n.ready))
+            .expect("an H100 node");
+        let n = f.node(id).expect("node").clone();
+        let name = f.s(n.name).to_string();
+        let spec = NodeSpec {
+            name: name.clone(),
+            labels: n.labels.iter().map(|(k, v)| (f.s(*k).to_string(), f.s(*v).to_string())).collect(),
+            ready: n.ready,
+            cordoned: true,
+            cordoned_by: mark.to_string(),
+            gpu_model: n.gpu_model,
+            capacity: n.capacity.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
+            allocatable: n.allocatable.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
+            mig_config: f.s(n.mig_config).to_string(),
+            mig_state: n.mig_state,
+            mig_state_since: None,
+            ready_since: None,
+            created: n.created,
+        };
+        f.apply(Delta::NodeUpsert(spec));
+        (f, name)
+    }
+
+    #[test]
+    fn the_preview_says_an_interrupted_reslices_cordon_is_undone_and_states_the_deadline() {
+        let mark = CordonMark::new("s-9", "reslice", "admin", "2026-12-03T16:00:00Z").value();
+        let (f, node) = cordoned(&mark);
+        let req = OpRequest::Reslice { node: node.clone(), gpus: vec![], layout: "all-balanced".into() };
+        let p = plan_op(&f, &req).expect("plan");
+        assert!(
+            p.effects.iter().any(|e| e
+                == &format!(
+                    "{node} is cordoned by fabrik op s-9 (reslice, interrupted); will be uncordoned at the end"
+                )),
+            "{:#?}",
+            p.effects
+        );
+        assert!(p.effects.iter().any(|e| e.starts_with(&format!("uncordon {node} once"))), "{:#?}", p.effects);
+        assert!(
+            p.effects.iter().any(|e| e.starts_with("deadline: 40m in all (10m for evictions, 30m for mig-manager)"))
+        );
+        // A person's cordon (no mark, or one fabrik did not write) stays, and the preview says so.
+        for other in ["", "maintenance window", &CordonMark::new("s-1", "drain", "admin", "t").value()] {
+            let (f, node) = cordoned(other);
+            let p =
+                plan_op(&f, &OpRequest::Reslice { node: node.clone(), gpus: vec![], layout: "all-balanced".into() })
+                    .expect("plan");
+            assert!(
+                p.effects.iter().any(|e| e.starts_with(&format!("{node} stays cordoned"))),
+                "{other}: {:#?}",
+                p.effects
+            );
+            assert!(!p.effects.iter().any(|e| e.starts_with("uncordon")), "{other}: {:#?}", p.effects);
+        }
+        let d = plan_op(&f, &OpRequest::Drain { node, force: true }).expect("drain plan");
+        assert!(d.effects.iter().any(|e| e.starts_with("deadline: 10m")), "{:#?}", d.effects);
+    }
 }

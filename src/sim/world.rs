@@ -244,6 +244,7 @@ impl Sim {
                     labels: Vec::new(),
                     ready: true,
                     cordoned: false,
+                    cordoned_by: String::new(),
                     gpu_model: Some(model),
                     capacity: Vec::new(),
                     allocatable: Vec::new(),

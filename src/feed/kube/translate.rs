@@ -81,6 +81,7 @@ pub fn node_spec(n: &Node) -> Option<NodeSpec> {
             .collect(),
         ready,
         cordoned: n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false),
+        cordoned_by: n.metadata.annotations.as_ref().and_then(|a| a.get(l::CORDONED_BY)).cloned().unwrap_or_default(),
         gpu_model: label(l::GPU_PRODUCT).and_then(GpuModel::parse),
         capacity: resources(status.and_then(|s| s.capacity.as_ref())),
         allocatable: resources(status.and_then(|s| s.allocatable.as_ref())),
