@@ -249,6 +249,22 @@ impl Run<'_> {
         }
     }
 
+    /// A mutating call: recorded as `sending` before it goes out (so a call in flight when
+    /// the cockpit dies is in the log), then [`Run::call`].
+    async fn mutate<T, F, Fut>(
+        &mut self,
+        what: &str,
+        transient: fn(&kube::Error) -> Option<Transient>,
+        f: F,
+    ) -> Step<Result<T, kube::Error>>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<T, kube::Error>>,
+    {
+        self.sending(what)?;
+        self.call(what, transient, f).await
+    }
+
     /// The mark this operation writes with its cordon.
     fn cordon_mark(&self) -> CordonMark {
         CordonMark::new(
@@ -470,7 +486,7 @@ async fn set_unschedulable(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<
     let api: Api<Node> = Api::all(run.ex.client.clone());
     let what = format!("{} {node}", if cordon { "cordoning" } else { "uncordoning" });
     let (params, body) = (pp(), Patch::Merge(&patch));
-    run.call(&what, retry::transient, || api.patch(node, &params, &body))
+    run.mutate(&what, retry::transient, || api.patch(node, &params, &body))
         .await?
         .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
     Ok((is != cordon, mark))
@@ -728,7 +744,7 @@ async fn cordon_step(run: &mut Run<'_>, node: &str) -> Step<()> {
             let patch = json!({ "metadata": { "annotations": { labels::CORDONED_BY: value } } });
             let what = format!("marking the cordon of {node} as this drain's");
             let (params, body) = (pp(), Patch::Merge(&patch));
-            run.call(&what, retry::transient, || api.patch(node, &params, &body))
+            run.mutate(&what, retry::transient, || api.patch(node, &params, &body))
                 .await?
                 .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
             run.step(format!("{node} was already cordoned by {}; the cordon is now this drain's", m.describe())).await
@@ -850,7 +866,7 @@ async fn ensure_mig_config(run: &mut Run<'_>, name: &str, entry: &str) -> Step<(
         cm.data.get_or_insert_with(Default::default).insert(labels::MIG_CONFIGMAP_KEY.into(), updated);
         let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
         match run
-            .call(&format!("updating {what}"), retry::transient, || api.replace(labels::MIG_CONFIGMAP, &params, &cm))
+            .mutate(&format!("updating {what}"), retry::transient, || api.replace(labels::MIG_CONFIGMAP, &params, &cm))
             .await?
         {
             Ok(_) => {
@@ -1123,7 +1139,7 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
         let api: Api<Node> = Api::all(run.ex.client.clone());
         let (params, body) = (pp(), Patch::Merge(&patch));
         let written = run
-            .call(&what, retry::transient, || api.patch(node, &params, &body))
+            .mutate(&what, retry::transient, || api.patch(node, &params, &body))
             .await?
             .map_err(|e| Stop::Failed(api_failure(&what, &e)))?;
         run.step(format!("set {}={} on {node}", labels::MIG_CONFIG, r.config_name)).await?;
@@ -1197,7 +1213,7 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             // value read back tells our write from someone else's.
             let (params, body) = (pp(), Patch::Merge(&patch));
             let sent =
-                run.call(&format!("patching {what}"), retry::transient, || api.patch(name, &params, &body)).await?;
+                run.mutate(&format!("patching {what}"), retry::transient, || api.patch(name, &params, &body)).await?;
             match sent {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
@@ -1245,7 +1261,10 @@ async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             run.check_cancel()?;
             // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
             let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-            match run.call(&format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj)).await? {
+            match run
+                .mutate(&format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj))
+                .await?
+            {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
                     let reread = run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
