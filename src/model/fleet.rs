@@ -264,6 +264,13 @@ impl Fleet {
     /// free instances of their profile allow): a lower bound, since which GPU they are on
     /// is not known. [`Fleet::node_allocation_is_estimate`] says when that is the case.
     pub fn node_allocated_gpus(&self, node: &Node) -> u32 {
+        let cap = |n: u32| n.min(node.gpu_count().max(node.gpus_allocated));
+        if node.mig_unbound.is_empty() {
+            // Every instance in use is known: count the GPUs they are on.
+            let gpus = node.gpus.iter().filter_map(|g| self.gpu(*g));
+            let mig_in_use = gpus.filter(|g| g.mig_enabled && g.instances.iter().any(|i| i.pod.is_some())).count();
+            return cap(node.gpus_allocated + mig_in_use as u32);
+        }
         let mig: Vec<&Gpu> = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| g.mig_enabled).collect();
         let (used, open): (Vec<&Gpu>, Vec<&Gpu>) =
             mig.iter().partition(|g| g.instances.iter().any(|i| i.pod.is_some()));
@@ -282,7 +289,7 @@ impl Fleet {
             // (a layout it guessed from counts): still at least one GPU.
             mig_in_use = 1;
         }
-        (node.gpus_allocated + mig_in_use).min(node.gpu_count().max(node.gpus_allocated))
+        cap(node.gpus_allocated + mig_in_use)
     }
 
     /// Whether [`Fleet::node_allocated_gpus`] is a lower bound rather than a count: pods on
