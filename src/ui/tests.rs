@@ -1539,7 +1539,8 @@ fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
 /// A cluster as the kube feed sees one without node agents or Prometheus: node `m1`, four
 /// H100s announced by labels and sliced 3g.40gb + 2×1g.10gb each, whose device-plugin pods
 /// hold 1g.10gb ×1, 1g.10gb ×2 and 3g.40gb ×1 (the API does not say which instances); node
-/// `w1`, two whole GPUs the API binds by uuid (as DRA does), one pod on each.
+/// `w1`, two whole GPUs the API binds by uuid (as DRA does), one pod on each; node `d1`, two
+/// whole GPUs of the device plugin, one held by a pod the API does not say which.
 fn agentless_app() -> App {
     use crate::mig::{self, GpuModel};
     use crate::model::*;
@@ -1567,6 +1568,7 @@ fn agentless_app() -> App {
     let mig_res = vec![("nvidia.com/mig-3g.40gb".to_string(), 4), ("nvidia.com/mig-1g.10gb".to_string(), 8)];
     f.apply(Delta::NodeUpsert(node("m1", mig_res, "custom-3g.40gb-1g.10gbx2")));
     f.apply(Delta::NodeUpsert(node("w1", vec![("nvidia.com/gpu".into(), 2)], "all-disabled")));
+    f.apply(Delta::NodeUpsert(node("d1", vec![("nvidia.com/gpu".into(), 2)], "all-disabled")));
     let p3 = mig::find_profile(model, "3g.40gb").expect("3g.40gb");
     let p1 = mig::find_profile(model, "1g.10gb").expect("1g.10gb");
     let placed = mig::plan(model, &[p3, p1, p1]).expect("3g + 2×1g fits");
@@ -1592,6 +1594,7 @@ fn agentless_app() -> App {
     }
     for i in 0..2 {
         f.apply(Delta::GpuUpsert(gpu("w1", i, format!("GPU-w1-{i}"), vec![])));
+        f.apply(Delta::GpuUpsert(gpu("d1", i, format!("d1/gpu-{i}"), vec![])));
     }
     let pod = |name: &str, node: &str, gpus: u16, mig: &[(&str, u16)], bound: &[&str]| PodSpec {
         namespace: "a".into(),
@@ -1613,6 +1616,7 @@ fn agentless_app() -> App {
     f.apply(Delta::PodUpsert(pod("big", "m1", 0, &[("3g.40gb", 1)], &[])));
     f.apply(Delta::PodUpsert(pod("train-0", "w1", 1, &[], &["GPU-w1-0"])));
     f.apply(Delta::PodUpsert(pod("train-1", "w1", 1, &[], &["GPU-w1-1"])));
+    f.apply(Delta::PodUpsert(pod("notebook", "d1", 1, &[], &[])));
     f.apply(Delta::Synced);
     let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
     let mut app = App::new(f, Ui::new("cluster test".into()), dark(), keymap, Box::new(Recorder(Arc::default())));
@@ -1649,7 +1653,7 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     // One answer: 4 instances held, on the header, the node, its GPUs, the pods, the tenant.
     assert!(header.contains("MIG 4/12"), "{header}");
-    assert!(header.contains("alloc ≥66%"), "at least 2 of m1's GPUs and both of w1's: {header}");
+    assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
     assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 8), "4", "the tenant's MIG instances");
@@ -1661,6 +1665,11 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert!(rows.contains(&"unknown: node holds 3".to_string()), "the 1g.10gb rows: {rows:?}");
     assert!(rows.contains(&"unknown: node holds 1".to_string()), "the 3g.40gb row: {rows:?}");
     assert!(!rows.iter().any(|r| r == "free"), "{rows:?}");
+    // Nor a whole GPU, while a device-plugin pod holds one of that node's, unnamed.
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "d1", 4), "1/2");
+    for i in 0..2 {
+        assert_eq!(gpu_cell(&app, "d1", i, 0, 9), "unknown: node holds 1", "d1 gpu{i}");
+    }
 }
 
 #[test]
