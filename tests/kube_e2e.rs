@@ -92,6 +92,10 @@ struct Truth {
     nodes: BTreeMap<String, (bool, u32)>,
     /// Node → devices held by its pods (device-plugin GPUs + DRA devices).
     allocated: BTreeMap<String, u32>,
+    /// Node → MIG instances its pods hold (`nvidia.com/mig-*`; the API does not say which),
+    /// and all of them (the header's count).
+    mig_held: BTreeMap<String, u32>,
+    mig_total: u32,
     pods: BTreeSet<String>,
     quota_used: BTreeMap<String, i64>,
     quota_hard: BTreeMap<String, i64>,
@@ -184,9 +188,16 @@ async fn truth(c: &kube::Client) -> Result<Truth, String> {
             continue;
         }
         let mut held = 0u32;
+        let mut mig = 0u32;
         for c in &spec.containers {
             let lim = c.resources.as_ref().and_then(|r| r.limits.as_ref());
             held += count_of(lim.and_then(|l| l.get("nvidia.com/gpu"))) as u32;
+            let mig_limits = lim.into_iter().flatten().filter(|(k, _)| k.starts_with("nvidia.com/mig-"));
+            mig += mig_limits.map(|(_, v)| count_of(Some(v)) as u32).sum::<u32>();
+        }
+        if mig > 0 {
+            *t.mig_held.entry(node.clone()).or_default() += mig;
+            t.mig_total += mig;
         }
         for rc in spec.resource_claims.iter().flatten() {
             let Some(claim) = &rc.resource_claim_name else { continue };
@@ -240,6 +251,21 @@ fn seen(f: &Fleet) -> Truth {
             t.dra.insert(key, f.s(a).to_string());
         }
     }
+    // MIG instances held, as the views count them: bound to a pod, or held by one without a
+    // known instance (no node agent here).
+    for n in f.nodes.iter().flatten() {
+        let bound: u32 = n
+            .gpus
+            .iter()
+            .filter_map(|g| f.gpu(*g))
+            .map(|g| g.instances.iter().filter(|i| i.pod.is_some()).count() as u32)
+            .sum();
+        let held = bound + n.mig_unbound_total();
+        if held > 0 {
+            t.mig_held.insert(f.s(n.name).to_string(), held);
+        }
+    }
+    t.mig_total = f.totals.mig_allocated;
     for q in f.quotas.iter().flatten() {
         if f.s(q.resource) != "requests.nvidia.com/gpu" {
             continue;
@@ -269,6 +295,8 @@ fn diff(model: &Truth, api: &Truth) -> Result<(), String> {
     }
     cmp!(nodes);
     cmp!(allocated);
+    cmp!(mig_held);
+    cmp!(mig_total);
     cmp!(pods);
     cmp!(quota_used);
     cmp!(quota_hard);
@@ -296,8 +324,13 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
             let api = truth(&c).await?;
             // The factory is up once every placed pod has started and the scheduler has
             // allocated DRA claims; until then the model may agree with a moving target.
-            if api.starting > 0 || api.dra.is_empty() {
-                return Err(format!("{} pods still starting, {} DRA allocations", api.starting, api.dra.len()));
+            if api.starting > 0 || api.dra.is_empty() || api.mig_total == 0 {
+                return Err(format!(
+                    "{} pods still starting, {} DRA allocations, {} MIG instances held",
+                    api.starting,
+                    api.dra.len(),
+                    api.mig_total
+                ));
             }
             diff(&snapshot, &api)
         }

@@ -26,15 +26,24 @@ pub struct Totals {
     pub nodes_ready: u32,
     pub nodes_cordoned: u32,
     pub gpus: u32,
-    /// Physical GPUs with any allocation (whole, or any MIG instance).
+    /// Physical GPUs with any allocation (whole, or any MIG instance); on a node whose
+    /// pods hold MIG instances the fleet cannot place, the fewest GPUs those must be on
+    /// (see [`Fleet::node_allocated_gpus`]), so a lower bound there.
     pub gpus_allocated: u32,
-    /// Physical GPUs at or above the busy threshold.
+    /// Physical GPUs at or above the busy threshold...
     pub gpus_busy: u32,
+    /// ...among the GPUs whose utilisation is measured (the rest is unknown, not idle).
+    pub gpus_measured: u32,
     pub gpus_mig: u32,
     pub mig_instances: u32,
+    /// MIG instances held: bound to a pod, or held by a pod without a known instance...
     pub mig_allocated: u32,
-    /// Devices (whole GPUs and MIG instances) allocated but idle for the window.
+    /// ...of which held without a known instance (device plugin, no node agent).
+    pub mig_unbound: u32,
+    /// Devices (whole GPUs and MIG instances) allocated but idle for the window...
     pub idle_allocated: u32,
+    /// ...among the allocated devices whose utilisation is measured.
+    pub devices_measured: u32,
     pub pods: u32,
     pub pods_pending: u32,
 }
@@ -46,6 +55,8 @@ struct DeviceContrib {
     tenant: Option<TenantId>,
     busy: bool,
     idle: bool,
+    /// Allocated and its utilisation measured.
+    measured: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -247,15 +258,79 @@ impl Fleet {
     pub fn pod_display(&self, pod: &Pod) -> String {
         format!("{}/{}", self.s(pod.namespace), pod.name)
     }
-    /// Node allocation in physical GPUs: whole-GPU requests plus GPUs with a MIG instance in use.
+    /// Node allocation in physical GPUs: whole-GPU requests plus MIG GPUs with an instance
+    /// in use. Instances held without a known instance (see [`Node::mig_unbound`]) count on
+    /// the fewest GPUs that can hold them (beside the known ones, then as few more as the
+    /// free instances of their profile allow): a lower bound, since which GPU they are on
+    /// is not known. [`Fleet::node_allocation_is_estimate`] says when that is the case.
     pub fn node_allocated_gpus(&self, node: &Node) -> u32 {
-        let mig_in_use = node
-            .gpus
+        let cap = |n: u32| n.min(node.gpu_count().max(node.gpus_allocated));
+        if node.mig_unbound.is_empty() {
+            // Every instance in use is known: count the GPUs they are on.
+            let gpus = node.gpus.iter().filter_map(|g| self.gpu(*g));
+            let mig_in_use = gpus.filter(|g| g.mig_enabled && g.instances.iter().any(|i| i.pod.is_some())).count();
+            return cap(node.gpus_allocated + mig_in_use as u32);
+        }
+        let mig: Vec<&Gpu> = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| g.mig_enabled).collect();
+        let (used, open): (Vec<&Gpu>, Vec<&Gpu>) =
+            mig.iter().partition(|g| g.instances.iter().any(|i| i.pod.is_some()));
+        let mut more = 0u32;
+        for &(resource, held) in &node.mig_unbound {
+            let free = |g: &Gpu| self.free_instances_of(g, resource);
+            let rest = held.saturating_sub(used.iter().map(|g| free(g)).sum());
+            let most = open.iter().map(|g| free(g)).max().unwrap_or(0);
+            if rest > 0 && most > 0 {
+                more = more.max(rest.div_ceil(most));
+            }
+        }
+        let mut mig_in_use = used.len() as u32 + more.min(open.len() as u32);
+        if mig_in_use == 0 && node.mig_unbound_total() > 0 {
+            // Held somewhere the fleet's layout has no free instance of that profile for
+            // (a layout it guessed from counts): still at least one GPU.
+            mig_in_use = 1;
+        }
+        cap(node.gpus_allocated + mig_in_use)
+    }
+
+    /// Whether [`Fleet::node_allocated_gpus`] is a lower bound rather than a count: pods on
+    /// the node hold MIG instances the fleet cannot place on a GPU.
+    pub fn node_allocation_is_estimate(&self, node: &Node) -> bool {
+        node.mig_unbound_total() > 0
+    }
+
+    /// Free instances (no pod bound) of GPU `g` whose profile is MIG resource `resource`.
+    fn free_instances_of(&self, g: &Gpu, resource: Sym) -> u32 {
+        let Some(profile) = mig::profile_from_resource(g.model, self.s(resource)) else { return 0 };
+        g.instances.iter().filter(|i| i.pod.is_none() && i.placement.profile == profile).count() as u32
+    }
+
+    /// For a MIG instance no pod is known to hold: how many instances of its profile pods
+    /// on its node hold without a known instance (0 when none, or when it is bound). When
+    /// that is more than 0 the instance may be one of them: it is not known to be free.
+    pub fn instance_maybe_held(&self, gid: GpuId, index: usize) -> u32 {
+        let Some(g) = self.gpu(gid) else { return 0 };
+        let Some(inst) = g.instances.get(index).filter(|i| i.pod.is_none()) else { return 0 };
+        let Some(n) = self.node(g.node) else { return 0 };
+        n.mig_unbound
             .iter()
-            .filter_map(|g| self.gpu(*g))
-            .filter(|g| g.mig_enabled && g.instances.iter().any(|i| i.pod.is_some()))
-            .count() as u32;
-        (node.gpus_allocated + mig_in_use).min(node.gpu_count().max(node.gpus_allocated))
+            .filter(|(r, _)| mig::profile_from_resource(g.model, self.s(*r)) == Some(inst.placement.profile))
+            .map(|(_, held)| *held)
+            .sum()
+    }
+
+    /// Whole GPUs pods on `node` hold that the fleet cannot name (device plugin without a
+    /// node agent): any GPU of the node no pod is known to hold may be one of them.
+    pub fn whole_gpus_unbound(&self, node: &Node) -> u32 {
+        let named = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| !g.mig_enabled && !g.pods.is_empty());
+        node.gpus_allocated.saturating_sub(named.count() as u32)
+    }
+
+    /// How many of GPU `gid`'s free instances may be held by pods on its node without a
+    /// known instance: per profile, the fewer of its free instances and of those held.
+    pub fn gpu_mig_maybe_held(&self, gid: GpuId) -> u32 {
+        let Some(g) = self.gpu(gid) else { return 0 };
+        let Some(n) = self.node(g.node) else { return 0 };
+        n.mig_unbound.iter().map(|&(r, held)| held.min(self.free_instances_of(g, r))).sum()
     }
 
     // ---------- applying deltas ----------
@@ -537,6 +612,7 @@ impl Fleet {
                     gpus: Vec::new(),
                     gpus_allocated: 0,
                     mig_allocated: 0,
+                    mig_unbound: Vec::new(),
                     pods: 0,
                 };
                 let id = match self.free_nodes.pop() {
@@ -668,6 +744,13 @@ impl Fleet {
     fn upsert_gpu(&mut self, spec: GpuSpec) -> bool {
         let Some(node) = self.node_by_name(&spec.node) else { return false };
         let uuid = self.interner.intern(&spec.uuid);
+        // The pods this GPU's arrival or change can bind or unbind leave first and come
+        // back once it is in place, so every counter moves by exactly what changed.
+        let existing = self.gpu_by_uuid.get(&uuid).copied();
+        let affected = self.pods_touching_gpu(node, uuid, existing);
+        for pid in &affected {
+            self.unlink_pod(*pid);
+        }
         let instances: Vec<MigInstance> = spec
             .instances
             .iter()
@@ -685,7 +768,10 @@ impl Fleet {
             Some(gid) => {
                 // Instances change on reslice: drop the old ones and their bindings.
                 self.clear_instances(gid);
-                let Some(g) = self.gpus[gid.0 as usize].as_mut() else { return false };
+                let Some(g) = self.gpus[gid.0 as usize].as_mut() else {
+                    self.link_all(affected);
+                    return false;
+                };
                 if g.mig_enabled {
                     self.totals.gpus_mig -= 1;
                 }
@@ -714,6 +800,7 @@ impl Fleet {
                     pods: Vec::new(),
                     idle_allocated: false,
                     busy: false,
+                    measured: false,
                 };
                 let gid = match self.free_gpus.pop() {
                     Some(i) => {
@@ -737,7 +824,10 @@ impl Fleet {
                 gid
             }
         };
-        let Some(g) = self.gpu(gid) else { return false };
+        let Some(g) = self.gpu(gid) else {
+            self.link_all(affected);
+            return false;
+        };
         let (mig_enabled, model) = (g.mig_enabled, g.model);
         let uuids: Vec<Sym> = g.instances.iter().map(|i| i.uuid).collect();
         for (i, u) in uuids.iter().enumerate() {
@@ -752,47 +842,30 @@ impl Fleet {
         } else {
             self.frag.remove(&gid);
         }
-        // Pods on this node that name this GPU before it was known bind now.
-        let late: Vec<PodId> = self
-            .pods_by_node
-            .get(&node)
-            .map(|v| {
-                v.iter()
-                    .copied()
-                    .filter(|p| {
-                        self.pod(*p).is_some_and(|p| p.gpu_uuids.contains(&uuid) && !p.bound_gpus.contains(&gid))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        for pid in late {
-            self.unlink_pod(pid);
-            self.link_pod(pid);
-        }
-        // Pods on this node that name these MIG instances bind now.
-        for pid in self.pods_by_node.get(&node).cloned().unwrap_or_default() {
-            let Some(p) = self.pod(pid) else { continue };
-            if !p.phase.holds_devices() {
-                continue;
-            }
-            let wants: Vec<Sym> = p.bound_mig.clone();
-            for u in wants {
-                let Some(&(g, i)) = self.mig_by_uuid.get(&u) else { continue };
-                if g != gid {
-                    continue;
-                }
-                let bound = self.gpus[g.0 as usize]
-                    .as_mut()
-                    .and_then(|g| g.instances.get_mut(i as usize))
-                    .map(|inst| inst.pod.replace(pid).is_none());
-                if bound == Some(true) {
-                    self.totals.mig_allocated += 1;
-                }
-            }
-        }
+        // Pods on this node that name this GPU or its instances (or hold instances of a
+        // profile it has) bind now.
+        self.link_all(affected);
         self.refresh_gpu(gid);
         self.refresh_node_alloc(node);
         true
+    }
+
+    /// Pods on `node` whose binding a change of GPU `uuid` (fleet id `gid` if it exists)
+    /// can change: those naming it, bound to it, or holding MIG instances.
+    fn pods_touching_gpu(&self, node: NodeId, uuid: Sym, gid: Option<GpuId>) -> Vec<PodId> {
+        self.pods_on_node(node)
+            .iter()
+            .copied()
+            .filter(|pid| {
+                self.pod(*pid).is_some_and(|p| {
+                    !p.mig.is_empty()
+                        || !p.mig_uuids.is_empty()
+                        || !p.bound_mig.is_empty()
+                        || p.gpu_uuids.contains(&uuid)
+                        || gid.is_some_and(|g| p.bound_gpus.contains(&g))
+                })
+            })
+            .collect()
     }
 
     fn clear_instances(&mut self, gid: GpuId) {
@@ -811,7 +884,18 @@ impl Fleet {
         }
     }
 
+    fn link_all(&mut self, pids: Vec<PodId>) {
+        for pid in pids {
+            self.link_pod(pid);
+        }
+    }
+
     fn remove_gpu(&mut self, gid: GpuId) {
+        let Some((node, uuid)) = self.gpu(gid).map(|g| (g.node, g.uuid)) else { return };
+        let affected = self.pods_touching_gpu(node, uuid, Some(gid));
+        for pid in &affected {
+            self.unlink_pod(*pid);
+        }
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
         self.gpu_peers.remove(&gid);
@@ -820,11 +904,15 @@ impl Fleet {
         if let Some(c) = self.gpu_contrib.remove(&gid) {
             self.unapply_device(c);
         }
-        let Some(g) = self.gpus[gid.0 as usize].take() else { return };
+        let Some(g) = self.gpus[gid.0 as usize].take() else {
+            self.link_all(affected);
+            return;
+        };
         self.gpu_by_uuid.remove(&g.uuid);
         self.totals.gpus -= 1;
         self.totals.gpus_mig -= g.mig_enabled as u32;
         self.totals.gpus_busy -= g.busy as u32;
+        self.totals.gpus_measured -= g.measured as u32;
         if let Some(n) = self.nodes[g.node.0 as usize].as_mut() {
             n.gpus.retain(|x| *x != gid);
         }
@@ -836,6 +924,8 @@ impl Fleet {
         self.frag.remove(&gid);
         self.alerts.retain(|(_, t), _| *t != AlertTarget::Gpu(gid));
         self.free_gpus.push(gid.0);
+        // What they held there is held still, now without a known GPU or instance.
+        self.link_all(affected);
         self.refresh_node_alloc(g.node);
     }
 
@@ -969,19 +1059,27 @@ impl Fleet {
     }
 
     /// MIG instances a node agent says pod `pid` holds, for a pod that asks for MIG
-    /// resources the cluster does not name (device plugin): at most as many as it asked for.
+    /// resources the cluster does not name (device plugin): per resource, at most as many
+    /// instances of that profile as it asked for.
     fn agent_bound_mig(&self, pid: PodId, node: NodeId) -> Vec<Sym> {
         let (Some(p), Some(n)) = (self.pod(pid), self.node(node)) else { return Vec::new() };
         if p.mig.is_empty() || !p.dra.is_empty() || !p.mig_uuids.is_empty() || self.holders.is_empty() {
             return Vec::new();
         }
-        n.gpus
-            .iter()
-            .filter_map(|g| self.gpu(*g))
-            .flat_map(|g| g.instances.iter().map(|i| i.uuid))
-            .filter(|u| self.held_by(Held::Mig(*u), p))
-            .take(p.mig_count() as usize)
-            .collect()
+        let gpus: Vec<&Gpu> = n.gpus.iter().filter_map(|g| self.gpu(*g)).collect();
+        let mut out = Vec::new();
+        for &(resource, count) in &p.mig {
+            out.extend(
+                gpus.iter()
+                    .flat_map(|g| {
+                        let profile = mig::profile_from_resource(g.model, self.s(resource));
+                        g.instances.iter().filter(move |i| Some(i.placement.profile) == profile).map(|i| i.uuid)
+                    })
+                    .filter(|u| self.held_by(Held::Mig(*u), p))
+                    .take(count as usize),
+            );
+        }
+        out
     }
 
     /// Whole GPUs a node agent sees pod `pid` computing on, for a pod that asks for whole
@@ -1065,7 +1163,8 @@ impl Fleet {
         let Some(g) = self.gpu(gid) else { return };
         let pod_tenant = |pid: PodId| self.pod(pid).map(|p| p.tenant);
         let whole_tenant = g.pods.first().and_then(|p| pod_tenant(*p));
-        let busy_now = g.last_sample_at.is_some() && g.last.util.is_some_and(|u| u >= th.busy_util_pct);
+        let measured_now = g.last_sample_at.is_some() && g.last.util.is_some();
+        let busy_now = measured_now && g.last.util.is_some_and(|u| u >= th.busy_util_pct);
         let idle_for = |low: Option<Ts>| {
             low.is_some_and(|l| now.max(g.last_sample_at.unwrap_or(0)).saturating_sub(l) >= th.idle_window_ms)
         };
@@ -1076,6 +1175,7 @@ impl Fleet {
                 tenant: whole_tenant,
                 busy: whole_tenant.is_some() && busy_now,
                 idle: whole_tenant.is_some() && idle_for(g.low_since),
+                measured: whole_tenant.is_some() && measured_now,
             }
         };
         let inst: Vec<DeviceContrib> = g
@@ -1087,10 +1187,11 @@ impl Fleet {
                     tenant: t,
                     busy: t.is_some() && i.util.is_some_and(|u| u >= th.busy_util_pct),
                     idle: t.is_some() && idle_for(i.low_since),
+                    measured: t.is_some() && i.util.is_some(),
                 }
             })
             .collect();
-        let was_busy = g.busy;
+        let (was_busy, was_measured) = (g.busy, g.measured);
         let old = self.gpu_contrib.get(&gid).copied().unwrap_or_default();
         if old != whole {
             self.unapply_device(old);
@@ -1107,8 +1208,10 @@ impl Fleet {
             }
         }
         self.totals.gpus_busy = self.totals.gpus_busy + busy_now as u32 - was_busy as u32;
+        self.totals.gpus_measured = self.totals.gpus_measured + measured_now as u32 - was_measured as u32;
         if let Some(g) = self.gpus[gid.0 as usize].as_mut() {
             g.busy = busy_now;
+            g.measured = measured_now;
             g.idle_allocated = whole.idle;
             for (i, c) in g.instances.iter_mut().zip(inst.iter()) {
                 i.idle_allocated = c.idle;
@@ -1118,21 +1221,25 @@ impl Fleet {
 
     fn apply_device(&mut self, c: DeviceContrib) {
         self.totals.idle_allocated += c.idle as u32;
+        self.totals.devices_measured += c.measured as u32;
         if let Some(t) = c.tenant
             && let Some(t) = self.tenants.get_mut(t.0 as usize).and_then(Option::as_mut)
         {
             t.usage.busy += c.busy as u32;
             t.usage.idle_allocated += c.idle as u32;
+            t.usage.measured += c.measured as u32;
         }
     }
 
     fn unapply_device(&mut self, c: DeviceContrib) {
         self.totals.idle_allocated -= c.idle as u32;
+        self.totals.devices_measured -= c.measured as u32;
         if let Some(t) = c.tenant
             && let Some(t) = self.tenants.get_mut(t.0 as usize).and_then(Option::as_mut)
         {
             t.usage.busy -= c.busy as u32;
             t.usage.idle_allocated -= c.idle as u32;
+            t.usage.measured -= c.measured as u32;
         }
     }
 
@@ -1388,6 +1495,7 @@ impl Fleet {
             bound_gpus: Vec::new(),
             bound_mig: mig_uuids.clone(),
             mig_uuids,
+            mig_unbound: Vec::new(),
         }
     }
 
@@ -1405,13 +1513,18 @@ impl Fleet {
         if node.is_none() && node_name != Sym::default() {
             self.waiting.entry(node_name).or_default().push(pid);
         }
+        let holds = node.is_some() && self.pod(pid).is_some_and(|p| p.phase.holds_devices());
+        let unbound = match self.pod(pid) {
+            Some(p) if holds => self.unbound_mig(p, &bound_mig),
+            _ => Vec::new(),
+        };
         if let Some(p) = self.pods[pid.0 as usize].as_mut() {
             p.node = node;
             p.bound_gpus = bound;
             p.bound_mig = bound_mig;
+            p.mig_unbound = unbound;
         }
         let Some(p) = self.pod(pid) else { return };
-        let holds = p.phase.holds_devices() && p.node.is_some();
         let unfinished = !p.phase.finished();
         let c = PodContrib {
             req_gpus: if unfinished { p.gpus as u32 + p.dra_count() } else { 0 },
@@ -1422,6 +1535,7 @@ impl Fleet {
             pending: p.phase == Phase::Pending,
         };
         let (tenant, node, bound_gpus, bound_mig) = (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone());
+        let unbound = p.mig_unbound.clone();
         if let Some(t) = self.tenants.get_mut(tenant.0 as usize).and_then(Option::as_mut) {
             t.usage.requested_gpus += c.req_gpus;
             t.usage.allocated_gpus += c.alloc_gpus;
@@ -1439,8 +1553,17 @@ impl Fleet {
                 node.mig_allocated += c.alloc_mig;
                 node.pods +=
                     (c.counted && self.pods[pid.0 as usize].as_ref().is_some_and(|p| p.requests_devices())) as u32;
+                for &(r, k) in &unbound {
+                    match node.mig_unbound.iter_mut().find(|(x, _)| *x == r) {
+                        Some((_, held)) => *held += k as u32,
+                        None => node.mig_unbound.push((r, k as u32)),
+                    }
+                }
             }
         }
+        let unbound_total: u32 = unbound.iter().map(|(_, k)| *k as u32).sum();
+        self.totals.mig_unbound += unbound_total;
+        self.totals.mig_allocated += unbound_total;
         self.pod_contrib.insert(pid, c);
         if holds {
             for g in &bound_gpus {
@@ -1468,6 +1591,30 @@ impl Fleet {
         self.refresh_tenant_alerts(tenant);
     }
 
+    /// Per MIG resource pod `p` asks for, how many of its instances are not among the known
+    /// instances `bound` names: held, but the fleet cannot say which.
+    fn unbound_mig(&self, p: &Pod, bound: &[Sym]) -> Vec<(Sym, u16)> {
+        let known_of = |resource: Sym| {
+            bound
+                .iter()
+                .filter_map(|u| self.mig_by_uuid.get(u))
+                .filter_map(|&(g, i)| {
+                    let g = self.gpu(g)?;
+                    let inst = g.instances.get(i as usize)?;
+                    (mig::profile_from_resource(g.model, self.s(resource)) == Some(inst.placement.profile))
+                        .then_some(())
+                })
+                .count()
+        };
+        p.mig
+            .iter()
+            .filter_map(|&(r, n)| {
+                let left = (n as usize).saturating_sub(known_of(r));
+                (left > 0).then_some((r, left as u16))
+            })
+            .collect()
+    }
+
     fn devices_of(&self, gpus: &[GpuId], mig: &[Sym]) -> Vec<GpuId> {
         let mut v: Vec<GpuId> = gpus.to_vec();
         v.extend(mig.iter().filter_map(|u| self.mig_by_uuid.get(u).map(|(g, _)| *g)));
@@ -1491,6 +1638,11 @@ impl Fleet {
         let Some(p) = self.pod(pid) else { return };
         let (tenant, node, bound_gpus, bound_mig, dev) =
             (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone(), p.requests_devices());
+        let unbound =
+            self.pods[pid.0 as usize].as_mut().map(|p| std::mem::take(&mut p.mig_unbound)).unwrap_or_default();
+        let unbound_total: u32 = unbound.iter().map(|(_, k)| *k as u32).sum();
+        self.totals.mig_unbound -= unbound_total;
+        self.totals.mig_allocated -= unbound_total;
         let c = self.pod_contrib.remove(&pid).unwrap_or_default();
         if let Some(t) = self.tenants.get_mut(tenant.0 as usize).and_then(Option::as_mut) {
             t.usage.requested_gpus -= c.req_gpus;
@@ -1510,6 +1662,14 @@ impl Fleet {
                 node.gpus_allocated -= c.alloc_gpus;
                 node.mig_allocated -= c.alloc_mig;
                 node.pods -= (c.counted && dev) as u32;
+                for &(r, k) in &unbound {
+                    if let Some(pos) = node.mig_unbound.iter().position(|(x, _)| *x == r) {
+                        node.mig_unbound[pos].1 -= k as u32;
+                        if node.mig_unbound[pos].1 == 0 {
+                            node.mig_unbound.remove(pos);
+                        }
+                    }
+                }
             }
         }
         for g in &bound_gpus {

@@ -101,18 +101,39 @@ pub(crate) fn check_invariants(f: &Fleet) {
         let mut alloc = 0;
         let mut mig = 0;
         let mut pods = 0;
+        let mut unbound: std::collections::BTreeMap<Sym, u32> = Default::default();
         for &pid in f.pods_on_node(id) {
             let p = f.pod(pid).unwrap();
             assert_eq!(p.node, Some(id));
             if p.phase.holds_devices() {
                 alloc += p.gpus as u32 + p.dra_count();
                 mig += p.mig_count();
+                // Held without a known instance: asked for, less the instances of that
+                // profile bound to it anywhere in the fleet.
+                for &(r, want) in &p.mig {
+                    let known = f
+                        .gpu_ids()
+                        .filter_map(|g| f.gpu(g))
+                        .flat_map(|g| g.instances.iter().map(move |i| (g.model, i)))
+                        .filter(|(m, i)| {
+                            i.pod == Some(pid) && mig::profile_from_resource(*m, f.s(r)) == Some(i.placement.profile)
+                        })
+                        .count() as u32;
+                    let left = (want as u32).saturating_sub(known);
+                    if left > 0 {
+                        *unbound.entry(r).or_default() += left;
+                    }
+                }
             }
             pods += (!p.phase.finished() && p.requests_devices()) as u32;
         }
         assert_eq!(n.gpus_allocated, alloc, "node {} gpus_allocated", f.s(n.name));
         assert_eq!(n.mig_allocated, mig, "node {} mig_allocated", f.s(n.name));
         assert_eq!(n.pods, pods, "node {} pods", f.s(n.name));
+        let mut got: Vec<(Sym, u32)> = n.mig_unbound.clone();
+        got.sort();
+        assert_eq!(got, unbound.iter().map(|(r, k)| (*r, *k)).collect::<Vec<_>>(), "node {} mig_unbound", f.s(n.name));
+        t.mig_unbound += n.mig_unbound_total();
         t.gpus_allocated += f.node_allocated_gpus(n);
     }
     for gid in f.gpu_ids() {
@@ -120,6 +141,8 @@ pub(crate) fn check_invariants(f: &Fleet) {
         t.gpus += 1;
         t.gpus_mig += g.mig_enabled as u32;
         t.gpus_busy += g.busy as u32;
+        assert_eq!(g.measured, g.last_sample_at.is_some() && g.last.util.is_some(), "gpu {} measured", f.s(g.uuid));
+        t.gpus_measured += g.measured as u32;
         t.mig_instances += g.instances.len() as u32;
         t.mig_allocated += g.instances.iter().filter(|i| i.pod.is_some()).count() as u32;
         t.idle_allocated += g.idle_allocated as u32 + g.instances.iter().filter(|i| i.idle_allocated).count() as u32;
@@ -127,9 +150,14 @@ pub(crate) fn check_invariants(f: &Fleet) {
             assert!(f.pod(*p).unwrap().bound_gpus.contains(&gid));
         }
     }
+    // Held MIG instances: bound ones, and those held without a known instance.
+    t.mig_allocated += t.mig_unbound;
     let mut usage: std::collections::HashMap<TenantId, TenantUsage> = Default::default();
     for pid in f.pod_ids() {
         let p = f.pod(pid).unwrap();
+        if !(p.phase.holds_devices() && p.node.is_some()) {
+            assert!(p.mig_unbound.is_empty(), "pod {} holds nothing", p.name);
+        }
         let u = usage.entry(p.tenant).or_default();
         if !p.phase.finished() {
             u.requested_gpus += p.gpus as u32 + p.dra_count();
@@ -154,12 +182,17 @@ pub(crate) fn check_invariants(f: &Fleet) {
             let u = usage.entry(f.pod(*p).unwrap().tenant).or_default();
             u.busy += g.busy as u32;
             u.idle_allocated += g.idle_allocated as u32;
+            u.measured += g.measured as u32;
+            t.devices_measured += g.measured as u32;
+            assert!(!g.busy && !g.idle_allocated || g.measured, "busy or idle only when measured");
         }
         for i in &g.instances {
             if let Some(p) = i.pod {
                 let u = usage.entry(f.pod(p).unwrap().tenant).or_default();
                 u.busy += i.util.is_some_and(|u| u >= f.thresholds.busy_util_pct) as u32;
                 u.idle_allocated += i.idle_allocated as u32;
+                u.measured += i.util.is_some() as u32;
+                t.devices_measured += i.util.is_some() as u32;
             }
         }
     }
@@ -173,9 +206,9 @@ pub(crate) fn check_invariants(f: &Fleet) {
             "tenant {name} gpu usage"
         );
         assert_eq!(
-            (got.pods, got.pending_pods, got.busy, got.idle_allocated),
-            (want.pods, want.pending_pods, want.busy, want.idle_allocated),
-            "tenant {name} pods/busy/idle"
+            (got.pods, got.pending_pods, got.busy, got.idle_allocated, got.measured),
+            (want.pods, want.pending_pods, want.busy, want.idle_allocated, want.measured),
+            "tenant {name} pods/busy/idle/measured"
         );
     }
     assert_eq!(f.totals, t, "fleet totals");
@@ -383,9 +416,10 @@ fn an_agents_mig_samples_land_on_label_gpus_by_profile_and_placement() {
         Delta::Telemetry(v)
     };
     let before = f.totals.mig_allocated;
+    assert_eq!(f.totals.mig_unbound, 1, "held before anyone says which instance");
     f.apply(allocated(2_000, 0, vec!["a/whisper".into()]));
     assert_eq!(holder_at(&f, s1b).as_deref(), Some("whisper"), "bound to the instance the kubelet gave it");
-    assert_eq!(f.totals.mig_allocated, before + 1);
+    assert_eq!((f.totals.mig_allocated, f.totals.mig_unbound), (before, 0), "held still, counted once");
     f.apply(allocated(63_000, 0, vec!["a/whisper".into()]));
     let inst = |f: &Fleet| f.gpu(gid).unwrap().instances.iter().find(|i| i.placement.start == s1b).cloned().unwrap();
     assert!(inst(&f).idle_allocated, "an allocated 1g at 0 % for the window");
@@ -517,10 +551,11 @@ fn mig_instances_bind_pods_and_report_fragmentation() {
         "a second 3g.40gb no longer fits beside a 1g at slice 4? {frag:?}"
     );
     check_invariants(&f);
-    // A reslice replaces the instances: the binding goes with the old instance.
+    // A reslice replaces the instances: the binding goes with the old instance, while the
+    // pod still holds its 1g (the API says so), instance unknown.
     f.apply(Delta::GpuUpsert(gpu("n1", 1, "GPU-1")));
     assert_eq!(f.totals.mig_instances, 0);
-    assert_eq!(f.totals.mig_allocated, 0);
+    assert_eq!((f.totals.mig_allocated, f.totals.mig_unbound), (1, 1));
     assert!(f.fragmentation(gid).is_none());
     check_invariants(&f);
 }
@@ -674,4 +709,255 @@ fn an_agents_uuid_for_a_label_announced_gpu_carries_its_faults_there() {
     let other = f.gpu_by_uuid("n2/gpu-1").unwrap();
     assert_eq!(f.gpu(other).unwrap().last_sample_at, Some(2_000));
     assert_eq!(f.gpu(gid).unwrap().last_sample_at, Some(1_000), "n1's GPU keeps its own samples");
+}
+
+/// Node `name` with `gpus` H100s sliced 3g.40gb + 2×1g.10gb each, announced as the device
+/// plugin does (labels and `nvidia.com/mig-*` counts; instances named by the fleet as the
+/// kube feed names them), and no node agent.
+fn label_mig_node(f: &mut Fleet, name: &str, gpus: u8) {
+    let model = GpuModel::H100_80GB;
+    let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+    let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+    let placed = mig::plan(model, &[p3, p1, p1]).unwrap();
+    f.apply(Delta::NodeUpsert(NodeSpec {
+        capacity: vec![
+            ("nvidia.com/mig-3g.40gb".into(), gpus as i64),
+            ("nvidia.com/mig-1g.10gb".into(), 2 * gpus as i64),
+        ],
+        mig_config: "custom-3g.40gb-1g.10gbx2".into(),
+        ..node(name)
+    }));
+    for i in 0..gpus {
+        let uuid = format!("{name}/gpu-{i}");
+        let instances = placed
+            .iter()
+            .map(|p| MigInstanceSpec {
+                placement: *p,
+                uuid: format!("{uuid}/mig-{}-{}", mig::profile(model, p.profile).name, p.start),
+            })
+            .collect();
+        f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: true, instances, ..gpu(name, i, &uuid) }));
+    }
+}
+
+/// A device-plugin pod asking for MIG resources: the API says how many, not which.
+fn mig_pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, mig: &[(&str, u16)]) -> PodSpec {
+    PodSpec {
+        mig: mig.iter().map(|(r, n)| (format!("nvidia.com/mig-{r}"), *n)).collect(),
+        ..pod(ns, name, node, phase, 0, &[])
+    }
+}
+
+#[test]
+fn mig_instances_a_device_plugin_pod_holds_count_as_held_though_nobody_says_which() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(node("m1")));
+    // Watches run side by side: the pods are seen before the node's GPUs.
+    f.apply(Delta::PodUpsert(mig_pod("a", "asr-0", Some("m1"), Phase::Running, &[("1g.10gb", 1)])));
+    f.apply(Delta::PodUpsert(mig_pod("a", "asr-1", Some("m1"), Phase::Running, &[("1g.10gb", 2)])));
+    f.apply(Delta::PodUpsert(mig_pod("a-dev", "big", Some("m1"), Phase::Running, &[("3g.40gb", 1)])));
+    f.apply(Delta::PodUpsert(mig_pod("a", "waiting", None, Phase::Pending, &[("1g.10gb", 1)])));
+    f.apply(Delta::PodUpsert(mig_pod("a", "done", Some("m1"), Phase::Succeeded, &[("1g.10gb", 1)])));
+    check_invariants(&f);
+    label_mig_node(&mut f, "m1", 4);
+    check_invariants(&f);
+    let m1 = f.node_by_name("m1").unwrap();
+    let team = f.tenant_by_name("team-a").unwrap();
+    // Held: 1 + 2 one-slice instances and a 3g, on a node whose every GPU has room for them.
+    assert_eq!(f.tenant(team).unwrap().usage.allocated_mig, 4);
+    assert_eq!(f.totals.mig_allocated, 4, "the fleet's MIG count is the tenants' count");
+    // Three 1g.10gb instances need two of these GPUs (two 1g each), the 3g one: two at least.
+    assert_eq!(f.node_allocated_gpus(f.node(m1).unwrap()), 2, "not an empty node");
+    assert_eq!(f.totals.gpus_allocated, 2);
+    // A node agent names asr-0's instance: bound, and no longer counted a second time.
+    let held = Delta::Telemetry(vec![TelemetrySample {
+        sample: Sample::without_util(10, 100, 40),
+        instances: vec![InstanceSample {
+            placement: Some(("1g.10gb".into(), 5)),
+            allocated: Some(vec!["a/asr-0".into()]),
+            ..InstanceSample::new("MIG-real-5", Some(50), 1024)
+        }],
+        node_gpu: Some(("m1".into(), 2)),
+        ..telemetry("GPU-real-m1-2", 1_000, 0)
+    }]);
+    f.apply(held);
+    let asr0 = f.pod_by_name("a", "asr-0").unwrap();
+    let gpu2 = f.gpu_by_uuid("m1/gpu-2").unwrap();
+    let bound: Vec<&MigInstance> = f.gpu(gpu2).unwrap().instances.iter().filter(|i| i.pod == Some(asr0)).collect();
+    assert_eq!(bound.len(), 1, "asr-0 bound to the instance the kubelet gave it");
+    assert_eq!(f.totals.mig_allocated, 4, "bound now, counted once");
+    assert_eq!(f.totals.mig_unbound, 3);
+    assert!(f.pod(asr0).unwrap().mig_unbound.is_empty());
+    let r1g = f.interner.get("nvidia.com/mig-1g.10gb").unwrap();
+    assert_eq!(f.node(m1).unwrap().mig_unbound_of(r1g), 2, "asr-1's two, still unknown");
+    // Of gpu2's free 1g (one: the other is asr-0's), one may be asr-1's; its 3g may be big's.
+    assert_eq!(f.gpu_mig_maybe_held(gpu2), 2);
+    assert_eq!(f.node_allocated_gpus(f.node(m1).unwrap()), 2);
+    check_invariants(&f);
+    // asr-1 goes: two fewer held.
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "asr-1".into() });
+    assert_eq!(f.totals.mig_allocated, 2);
+    assert_eq!(f.node_allocated_gpus(f.node(m1).unwrap()), 1, "big's 3g may be beside asr-0 on gpu2");
+    check_invariants(&f);
+    // gpu2 is resliced under asr-0 (its instance gone): asr-0 still holds one, unknown where.
+    f.apply(Delta::GpuUpsert(gpu("m1", 2, "m1/gpu-2")));
+    assert_eq!(f.totals.mig_allocated, 2);
+    check_invariants(&f);
+    // The node's GPUs go away (a relabel): what its pods hold stays held.
+    for i in 0..4 {
+        f.apply(Delta::GpuRemove(format!("m1/gpu-{i}")));
+        check_invariants(&f);
+    }
+    assert_eq!(f.totals.mig_allocated, 2);
+    f.apply(Delta::NodeRemove("m1".into()));
+    assert_eq!(f.totals.mig_allocated, 0);
+    check_invariants(&f);
+}
+
+/// The counters stay equal to a recount whatever the order in which pods, GPUs, reslices,
+/// removals and a node agent's word on MIG instances arrive.
+mod recount {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Pod {
+            pod: u8,
+            node: u8,
+            phase: u8,
+            ask: u8,
+        },
+        PodGone(u8),
+        /// The agent says instance `slot` of m1's GPU `gpu` is held by `pod` (or nobody).
+        Held {
+            gpu: u8,
+            slot: u8,
+            pod: Option<u8>,
+        },
+        /// A sample of m1's GPU `gpu` with this utilisation on every instance.
+        Util {
+            gpu: u8,
+            util: Option<u8>,
+        },
+        Reslice {
+            gpu: u8,
+            mig: bool,
+        },
+        GpuGone(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => (0u8..6, 0u8..3, 0u8..4, 0u8..5).prop_map(|(pod, node, phase, ask)| Op::Pod { pod, node, phase, ask }),
+            1 => (0u8..6).prop_map(Op::PodGone),
+            3 => (0u8..3, 0u8..3, prop::option::of(0u8..6)).prop_map(|(gpu, slot, pod)| Op::Held { gpu, slot, pod }),
+            2 => (0u8..3, prop::option::of(0u8..100)).prop_map(|(gpu, util)| Op::Util { gpu, util }),
+            1 => (0u8..3, any::<bool>()).prop_map(|(gpu, mig)| Op::Reslice { gpu, mig }),
+            1 => (0u8..3).prop_map(Op::GpuGone),
+        ]
+    }
+
+    /// m1's layout: 3g.40gb + 2×1g.10gb, as `label_mig_node` slices it.
+    fn layout() -> Vec<mig::PlacedInstance> {
+        let model = GpuModel::H100_80GB;
+        let p3 = mig::find_profile(model, "3g.40gb").unwrap();
+        let p1 = mig::find_profile(model, "1g.10gb").unwrap();
+        mig::plan(model, &[p3, p1, p1]).unwrap()
+    }
+
+    fn apply(f: &mut Fleet, op: &Op) {
+        let model = GpuModel::H100_80GB;
+        let name = |p: u8| format!("p{p}");
+        match op {
+            Op::Pod { pod, node, phase, ask } => {
+                let node = [None, Some("m1"), Some("n1")][*node as usize];
+                let phase = [Phase::Pending, Phase::Running, Phase::Succeeded, Phase::Terminating][*phase as usize];
+                let mig: &[(&str, u16)] = match ask {
+                    0 => &[("1g.10gb", 1)],
+                    1 => &[("1g.10gb", 2)],
+                    2 => &[("3g.40gb", 1)],
+                    3 => &[("1g.10gb", 1), ("3g.40gb", 1)],
+                    _ => &[],
+                };
+                let mut spec = mig_pod("a", &name(*pod), node, phase, mig);
+                spec.gpus = u16::from(mig.is_empty());
+                f.apply(Delta::PodUpsert(spec));
+            }
+            Op::PodGone(pod) => {
+                f.apply(Delta::PodRemove { namespace: "a".into(), name: name(*pod) });
+            }
+            Op::Held { gpu, slot, pod } => {
+                let placed = layout();
+                let instances = placed
+                    .iter()
+                    .enumerate()
+                    .map(|(k, p)| InstanceSample {
+                        placement: Some((mig::profile(model, p.profile).name.to_string(), p.start)),
+                        allocated: (k == *slot as usize)
+                            .then(|| pod.map(|p| format!("a/{}", name(p))).into_iter().collect()),
+                        ..InstanceSample::new(format!("MIG-{gpu}-{k}"), None, 0)
+                    })
+                    .collect();
+                f.apply(Delta::Telemetry(vec![TelemetrySample {
+                    sample: Sample::without_util(10, 100, 40),
+                    instances,
+                    node_gpu: Some(("m1".into(), *gpu)),
+                    ..telemetry(&format!("GPU-real-{gpu}"), f.now, 0)
+                }]));
+            }
+            Op::Util { gpu, util } => {
+                let instances = (0..layout().len())
+                    .map(|k| InstanceSample::new(format!("m1/gpu-{gpu}/mig-{k}"), *util, 0))
+                    .collect::<Vec<_>>();
+                let uuids: Vec<String> = f
+                    .gpu_by_uuid(&format!("m1/gpu-{gpu}"))
+                    .and_then(|g| f.gpu(g))
+                    .map(|g| g.instances.iter().map(|i| f.s(i.uuid).to_string()).collect())
+                    .unwrap_or_default();
+                let instances =
+                    instances.into_iter().zip(uuids).map(|(i, u)| InstanceSample { uuid: u, ..i }).collect();
+                let mut s = telemetry(&format!("m1/gpu-{gpu}"), f.now, 0);
+                s.sample.util = *util;
+                s.instances = instances;
+                f.apply(Delta::Telemetry(vec![s]));
+            }
+            Op::Reslice { gpu: index, mig: on } => {
+                let uuid = format!("m1/gpu-{index}");
+                let instances = if *on {
+                    layout()
+                        .iter()
+                        .map(|p| MigInstanceSpec {
+                            placement: *p,
+                            uuid: format!("{uuid}/mig-{}-{}", mig::profile(model, p.profile).name, p.start),
+                        })
+                        .collect()
+                } else {
+                    vec![]
+                };
+                f.apply(Delta::GpuUpsert(GpuSpec { mig_enabled: *on, instances, ..gpu("m1", *index, &uuid) }));
+            }
+            Op::GpuGone(gpu) => {
+                f.apply(Delta::GpuRemove(format!("m1/gpu-{gpu}")));
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+        #[test]
+        fn counters_equal_a_recount_after_any_sequence(ops in prop::collection::vec(op(), 1..40)) {
+            let mut f = small_fleet();
+            label_mig_node(&mut f, "m1", 3);
+            for (k, op) in ops.iter().enumerate() {
+                f.apply(Delta::Clock(1_000 * (k as u64 + 1)));
+                apply(&mut f, op);
+                check_invariants(&f);
+                let held: u32 = f.tenant_ids().filter_map(|t| f.tenant(t)).map(|t| t.usage.allocated_mig).sum();
+                prop_assert_eq!(f.totals.mig_allocated, held, "the header's MIG count is the tenants' after {:?}", op);
+            }
+        }
+    }
 }

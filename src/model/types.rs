@@ -74,6 +74,10 @@ pub struct Node {
     pub gpus_allocated: u32,
     /// Derived: MIG instances requested by pods bound to this node.
     pub mig_allocated: u32,
+    /// Derived: of those, per MIG resource (`nvidia.com/mig-1g.18gb`), how many the pods
+    /// hold without the fleet knowing which instance: the device plugin does not say, and
+    /// no node agent (or DRA, or the simulator) told it. They are held all the same.
+    pub mig_unbound: Vec<(Sym, u32)>,
     /// Derived: GPU pods bound to this node and not finished.
     pub pods: u32,
 }
@@ -85,6 +89,14 @@ impl Node {
     }
     pub fn gpu_count(&self) -> u32 {
         self.gpus.len() as u32
+    }
+    /// MIG instances pods hold here without a known instance, all profiles together.
+    pub fn mig_unbound_total(&self) -> u32 {
+        self.mig_unbound.iter().map(|(_, n)| n).sum()
+    }
+    /// MIG instances of `resource` pods hold here without a known instance.
+    pub fn mig_unbound_of(&self, resource: Sym) -> u32 {
+        self.mig_unbound.iter().find(|(r, _)| *r == resource).map_or(0, |(_, n)| *n)
     }
 }
 
@@ -123,6 +135,8 @@ pub struct Gpu {
     pub idle_allocated: bool,
     /// Derived: at or above the busy threshold now.
     pub busy: bool,
+    /// Derived: its utilisation is measured (the last sample, stale or not, has one).
+    pub measured: bool,
 }
 
 impl Gpu {
@@ -242,6 +256,9 @@ pub struct Pod {
     pub mig_uuids: Vec<Sym>,
     /// ...with those a node agent says it holds (derived, re-resolved on every link).
     pub bound_mig: Vec<Sym>,
+    /// Derived: per MIG resource, how many of the instances the pod holds the fleet cannot
+    /// name (held, instance unknown); empty unless the pod holds devices on a known node.
+    pub mig_unbound: Vec<(Sym, u16)>,
 }
 
 impl Pod {
@@ -293,6 +310,10 @@ pub struct TenantUsage {
     pub busy: u32,
     /// Allocated devices idle for the whole window.
     pub idle_allocated: u32,
+    /// Allocated devices whose utilisation is measured (their last sample has one, stale
+    /// or not): `busy` and `idle_allocated` are counted among these only. The rest (no node agent or Prometheus, a device
+    /// plugin pod whose GPU or instance is not known) is unknown, neither busy nor idle.
+    pub measured: u32,
     pub pods: u32,
     pub pending_pods: u32,
 }

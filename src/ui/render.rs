@@ -106,7 +106,22 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
 fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
     let t = &f.totals;
     let alloc = tables::pct(t.gpus_allocated, t.gpus);
-    let busy = tables::pct(t.gpus_busy, t.gpus);
+    // At least: MIG instances pods hold on GPUs nobody named count on as few as can hold them.
+    let at_least = if t.mig_unbound > 0 { "≥" } else { "" };
+    // Busy and idle among what a source measures; nothing measured is unknown, not 0 %.
+    let (busy, busy_tok) = match tables::pct(t.gpus_busy, t.gpus_measured) {
+        _ if t.gpus_measured == 0 => ("busy — ".to_string(), "ui.text.muted"),
+        p if t.gpus_measured < t.gpus => {
+            (format!("busy {p}% of {} measured ", t.gpus_measured), tables::util_token(p as u8))
+        }
+        p => (format!("busy {p}% "), tables::util_token(p as u8)),
+    };
+    let allocated_devices = f.tenants.iter().flatten().map(|t| t.usage.allocated_gpus + t.usage.allocated_mig).sum();
+    let idle = match t.devices_measured {
+        0 if allocated_devices > 0 => "idle-alloc — ".to_string(),
+        m if m < allocated_devices => format!("idle-alloc {} of {m} measured ", t.idle_allocated),
+        _ => format!("idle-alloc {} ", t.idle_allocated),
+    };
     let (feed, feed_tok) = feed_state(f);
     let spans = vec![
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
@@ -125,13 +140,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         ),
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(format!("GPUs {} ", t.gpus), theme.style("ui.text")),
-        Span::styled(format!("alloc {alloc}% "), theme.style(tables::util_token(alloc as u8))),
-        Span::styled(format!("busy {busy}% "), theme.style(tables::util_token(busy as u8))),
-        Span::styled(
-            format!("idle-alloc {} ", t.idle_allocated),
-            theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" }),
-        ),
-        Span::styled(format!("MIG {}/{} ", mig_in_use(f), t.mig_instances), theme.style("gpu.mig.used")),
+        Span::styled(format!("alloc {at_least}{alloc}% "), theme.style(tables::util_token(alloc as u8))),
+        Span::styled(busy, theme.style(busy_tok)),
+        Span::styled(idle, theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" })),
+        // Held instances: bound to a pod, or held by one without a known instance.
+        Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(
             format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),
@@ -147,13 +160,6 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         ),
     ];
     frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
-}
-
-/// MIG instances held by running pods. With the device plugin the API does not say which
-/// instance a pod got, so count what pods hold, not only instances bound to a pod.
-fn mig_in_use(f: &Fleet) -> u32 {
-    let by_pods: u32 = f.tenants.iter().flatten().map(|t| t.usage.allocated_mig).sum();
-    f.totals.mig_allocated.max(by_pods)
 }
 
 fn feed_state(f: &Fleet) -> (String, &'static str) {

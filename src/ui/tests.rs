@@ -1576,3 +1576,173 @@ fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
     let s = screen(&mut rig.app);
     assert!(line_with(&s, "links  NV18 → gpu1,2 · SYS → gpu4,5").is_some(), "{s}");
 }
+
+// ------------------------------------------- numbers without node agents (issue 12, 1 and 3)
+
+/// A cluster as the kube feed sees one without node agents or Prometheus: node `m1`, four
+/// H100s announced by labels and sliced 3g.40gb + 2×1g.10gb each, whose device-plugin pods
+/// hold 1g.10gb ×1, 1g.10gb ×2 and 3g.40gb ×1 (the API does not say which instances); node
+/// `w1`, two whole GPUs the API binds by uuid (as DRA does), one pod on each; node `d1`, two
+/// whole GPUs of the device plugin, one held by a pod the API does not say which.
+fn agentless_app() -> App {
+    use crate::mig::{self, GpuModel};
+    use crate::model::*;
+    let model = GpuModel::H100_80GB;
+    let mut f = Fleet::new(Thresholds::default());
+    f.apply(Delta::TenantUpsert(TenantSpec {
+        name: "team-a".into(),
+        namespaces: vec!["a".into()],
+        source: "label".into(),
+    }));
+    let node = |name: &str, capacity: Vec<(String, i64)>, mig_config: &str| NodeSpec {
+        name: name.into(),
+        labels: vec![],
+        ready: true,
+        cordoned: false,
+        gpu_model: Some(model),
+        allocatable: capacity.clone(),
+        capacity,
+        mig_config: mig_config.into(),
+        mig_state: MigConfigState::Success,
+        mig_state_since: None,
+        ready_since: None,
+        created: 0,
+    };
+    let mig_res = vec![("nvidia.com/mig-3g.40gb".to_string(), 4), ("nvidia.com/mig-1g.10gb".to_string(), 8)];
+    f.apply(Delta::NodeUpsert(node("m1", mig_res, "custom-3g.40gb-1g.10gbx2")));
+    f.apply(Delta::NodeUpsert(node("w1", vec![("nvidia.com/gpu".into(), 2)], "all-disabled")));
+    f.apply(Delta::NodeUpsert(node("d1", vec![("nvidia.com/gpu".into(), 2)], "all-disabled")));
+    let p3 = mig::find_profile(model, "3g.40gb").expect("3g.40gb");
+    let p1 = mig::find_profile(model, "1g.10gb").expect("1g.10gb");
+    let placed = mig::plan(model, &[p3, p1, p1]).expect("3g + 2×1g fits");
+    let gpu = |node: &str, index: u8, uuid: String, instances: Vec<MigInstanceSpec>| GpuSpec {
+        uuid,
+        node: node.into(),
+        index,
+        model,
+        memory_mib: 81920,
+        mig_enabled: !instances.is_empty(),
+        instances,
+    };
+    for i in 0..4 {
+        let uuid = format!("m1/gpu-{i}");
+        let instances = placed
+            .iter()
+            .map(|p| MigInstanceSpec {
+                placement: *p,
+                uuid: format!("{uuid}/mig-{}-{}", mig::profile(model, p.profile).name, p.start),
+            })
+            .collect();
+        f.apply(Delta::GpuUpsert(gpu("m1", i, uuid, instances)));
+    }
+    for i in 0..2 {
+        f.apply(Delta::GpuUpsert(gpu("w1", i, format!("GPU-w1-{i}"), vec![])));
+        f.apply(Delta::GpuUpsert(gpu("d1", i, format!("d1/gpu-{i}"), vec![])));
+    }
+    let pod = |name: &str, node: &str, gpus: u16, mig: &[(&str, u16)], bound: &[&str]| PodSpec {
+        namespace: "a".into(),
+        name: name.into(),
+        node: Some(node.into()),
+        phase: Phase::Running,
+        created: 0,
+        owner: Owner::ReplicaSet,
+        app: "app".into(),
+        empty_dir: false,
+        gpus,
+        mig: mig.iter().map(|(r, n)| (format!("nvidia.com/mig-{r}"), *n)).collect(),
+        dra: vec![],
+        bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
+        bound_mig: vec![],
+    };
+    f.apply(Delta::PodUpsert(pod("asr-0", "m1", 0, &[("1g.10gb", 1)], &[])));
+    f.apply(Delta::PodUpsert(pod("asr-1", "m1", 0, &[("1g.10gb", 2)], &[])));
+    f.apply(Delta::PodUpsert(pod("big", "m1", 0, &[("3g.40gb", 1)], &[])));
+    f.apply(Delta::PodUpsert(pod("train-0", "w1", 1, &[], &["GPU-w1-0"])));
+    f.apply(Delta::PodUpsert(pod("train-1", "w1", 1, &[], &["GPU-w1-1"])));
+    f.apply(Delta::PodUpsert(pod("notebook", "d1", 1, &[], &[])));
+    f.apply(Delta::Synced);
+    let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
+    let mut app = App::new(f, Ui::new("cluster test".into()), dark(), keymap, Box::new(Recorder(Arc::default())));
+    app.resize(W, H);
+    app
+}
+
+/// The text of one cell of the row of view `v` whose first cell is `name`.
+fn cell_of(app: &App, v: ViewKind, name: &str, col: usize) -> String {
+    let f = &app.fleet;
+    let id = tables::ids(f, v).into_iter().find(|id| tables::cell(f, v, *id, 0).0 == name);
+    let id = id.unwrap_or_else(|| panic!("a {v:?} row named {name}"));
+    tables::cell(f, v, id, col).0
+}
+
+fn pod_cell(app: &App, name: &str, col: usize) -> String {
+    let f = &app.fleet;
+    let id = f.pod_by_name("a", name).unwrap_or_else(|| panic!("pod a/{name}"));
+    tables::cell(f, ViewKind::Pods, id.0, col).0
+}
+
+/// Column `col` of GPU `index` of `node` (`instance` 0 for the GPU row, else its n-th
+/// MIG instance row).
+fn gpu_cell(app: &App, node: &str, index: u8, instance: u32, col: usize) -> String {
+    let f = &app.fleet;
+    let n = f.node(f.node_by_name(node).expect("node")).expect("node");
+    let gid = n.gpus.iter().copied().find(|g| f.gpu(*g).is_some_and(|g| g.index == index)).expect("gpu");
+    tables::cell(f, ViewKind::Gpus, gid.0 << 3 | instance, col).0
+}
+
+#[test]
+fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
+    let mut app = agentless_app();
+    let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
+    // One answer: 4 instances held, on the header, the node, its GPUs, the pods, the tenant.
+    assert!(header.contains("MIG 4/12"), "{header}");
+    assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 8), "4", "the tenant's MIG instances");
+    assert_eq!(pod_cell(&app, "asr-1", 6), "1g.10gb×2 held, instance unknown without an agent");
+    assert_eq!(pod_cell(&app, "big", 6), "3g.40gb×1 held, instance unknown without an agent");
+    // No GPU is said to be free while an instance of its profile may be the one held.
+    assert_eq!(gpu_cell(&app, "m1", 0, 0, 9), "0/3 in use, 3 unknown");
+    let rows: Vec<String> = (1..=3).map(|i| gpu_cell(&app, "m1", 0, i, 9)).collect();
+    assert!(rows.contains(&"unknown: node holds 3".to_string()), "the 1g.10gb rows: {rows:?}");
+    assert!(rows.contains(&"unknown: node holds 1".to_string()), "the 3g.40gb row: {rows:?}");
+    assert!(!rows.iter().any(|r| r == "free"), "{rows:?}");
+    // Nor a whole GPU, while a device-plugin pod holds one of that node's, unnamed.
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "d1", 4), "1/2");
+    for i in 0..2 {
+        assert_eq!(gpu_cell(&app, "d1", i, 0, 9), "unknown: node holds 1", "d1 gpu{i}");
+    }
+}
+
+#[test]
+fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_many() {
+    let mut app = agentless_app();
+    let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
+    assert!(header.contains("busy — "), "no source measures any GPU: {header}");
+    assert!(header.contains("idle-alloc — "), "{header}");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "—", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "—", "IDLE");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "BUSY%");
+    for node in ["m1", "w1"] {
+        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 5), "—", "{node} UTIL");
+        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 9), "—", "{node} IDLE");
+    }
+    assert_eq!(pod_cell(&app, "asr-0", 7), "—", "a pod holding an instance nobody measures");
+    assert_eq!(pod_cell(&app, "train-0", 7), "—");
+    // A source measures one of w1's GPUs: figures over that one, and they say so.
+    let at = app.fleet.now;
+    app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
+        sample: crate::model::Sample::new(90, 40, 300, 60),
+        ..agent_sample("GPU-w1-0".into(), at)
+    }])]);
+    let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
+    assert!(header.contains("busy 100% of 1 measured"), "{header}");
+    assert!(header.contains("idle-alloc 0 of 1 measured"), "{header}");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "1", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "100% of 1", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 5), "90% of 1", "UTIL");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "40% of 1", "MEM");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "300W of 1", "POWER");
+    assert_eq!(pod_cell(&app, "train-0", 7), "90%");
+}

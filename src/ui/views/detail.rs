@@ -98,17 +98,25 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
     ];
     if g.mig_enabled {
         let used = g.instances.iter().filter(|i| i.pod.is_some()).count();
-        let room = fits_text(f, f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0)));
+        let gid = f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0));
+        let room = fits_text(f, gid);
+        let unknown = match f.gpu_mig_maybe_held(gid) {
+            0 => String::new(),
+            n => format!(" ({n} unknown)"),
+        };
         spans.push(Span::styled(
             if room == "no room" {
-                format!("MIG {used}/{} in use, no free slices", g.instances.len())
+                format!("MIG {used}/{} in use{unknown}, no free slices", g.instances.len())
             } else {
-                format!("MIG {used}/{} in use, room for {room}", g.instances.len())
+                format!("MIG {used}/{} in use{unknown}, room for {room}", g.instances.len())
             },
             theme.style("gpu.mig.used"),
         ));
     } else if g.pods.is_empty() {
-        spans.push(Span::styled("free", theme.style("gpu.free")));
+        match f.node(g.node).map_or(0, |n| f.whole_gpus_unbound(n)) {
+            0 => spans.push(Span::styled("free", theme.style("gpu.free"))),
+            k => spans.push(Span::styled(format!("unknown ({k} held on node)"), theme.style("ui.text.muted"))),
+        }
     }
     if g.idle_allocated {
         spans.push(Span::styled(" IDLE", theme.style("gpu.idle")));
@@ -117,6 +125,15 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
         spans.push(Span::styled(format!(" XID {code}"), theme.style("severity.error")));
     }
     Line::from(spans)
+}
+
+/// What a MIG instance no pod is known to hold is: free, or (when pods on its node hold
+/// instances of its profile the fleet cannot name) unknown.
+fn unheld_instance(f: &Fleet, gid: GpuId, index: usize) -> (String, &'static str) {
+    match f.instance_maybe_held(gid, index) {
+        0 => ("free".into(), "gpu.free"),
+        n => (format!("unknown ({n} held on node)"), "ui.text.muted"),
+    }
 }
 
 fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, String>> {
@@ -134,7 +151,7 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
                     Span::styled(format!("{} @{} ", p.name, inst.placement.start), theme.mig_instance(ii)),
                     {
                         let (text, token) =
-                            if inst.pod.is_some() { util_cell(inst.util) } else { ("free".into(), "gpu.free") };
+                            if inst.pod.is_some() { util_cell(inst.util) } else { unheld_instance(f, gid, ii) };
                         Span::styled(format!("{text:>4}"), theme.style(token))
                     },
                     Span::styled(if inst.idle_allocated { " IDLE" } else { "" }, theme.style("gpu.idle")),
@@ -306,10 +323,15 @@ pub fn render_node(
         ]),
         Line::from(format!("mig     {} {}", f.s(n.mig_config), n.mig_state.as_str())),
         Line::from(format!(
-            "alloc   {}/{} GPUs, {} MIG instances, {} GPU pods",
+            "alloc   {}{}/{} GPUs, {} MIG instances{}, {} GPU pods",
+            if f.node_allocation_is_estimate(n) { "≥" } else { "" },
             f.node_allocated_gpus(n),
             n.gpu_count(),
             n.mig_allocated,
+            match n.mig_unbound_total() {
+                0 => String::new(),
+                k => format!(" ({k} held, instance unknown without an agent)"),
+            },
             n.pods
         )),
         Line::from(format!(
@@ -490,10 +512,12 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
         let labels: Vec<String> = g
             .instances
             .iter()
-            .map(|i| {
+            .enumerate()
+            .map(|(k, i)| {
                 let p = mig::profile(g.model, i.placement.profile);
                 match i.pod.and_then(|p| f.pod(p)) {
                     Some(pod) => format!("{} {}", p.name, pod.name),
+                    None if f.instance_maybe_held(gid, k) > 0 => format!("{} held?", p.name),
                     None => format!("{} free", p.name),
                 }
             })
@@ -556,11 +580,19 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
                     if !fits.is_empty() {
                         fits.join("  ")
                     } else {
-                        // No room for another instance; the free ones above can still be used.
-                        match g.instances.iter().filter(|i| i.pod.is_none()).count() {
-                            0 => "nothing: every slice is taken".to_string(),
-                            1 => "no new instance; 1 instance above is free to use".to_string(),
-                            n => format!("no new instance; {n} instances above are free to use"),
+                        // No room for another instance; the free ones above can still be used
+                        // (those that may be held without a known instance are not free).
+                        let unbound = (0..g.instances.len()).filter(|k| g.instances[*k].pod.is_none());
+                        let (unknown, free): (Vec<usize>, Vec<usize>) =
+                            unbound.partition(|k| f.instance_maybe_held(gid, *k) > 0);
+                        let unknown = match unknown.len() {
+                            0 => String::new(),
+                            n => format!(", {n} may be held (instance unknown without an agent)"),
+                        };
+                        match free.len() {
+                            0 if unknown.is_empty() => "nothing: every slice is taken".to_string(),
+                            1 => format!("no new instance; 1 instance above is free to use{unknown}"),
+                            n => format!("no new instance; {n} instances above are free to use{unknown}"),
                         }
                     },
                     theme.style(if fits.is_empty() { "ui.warning" } else { "gpu.mig.free" }),
@@ -586,7 +618,8 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
         )));
         for (k, i) in g.instances.iter().enumerate() {
             let p = mig::profile(g.model, i.placement.profile);
-            let pod = i.pod.and_then(|p| f.pod(p)).map(|p| f.pod_display(p)).unwrap_or_else(|| "free".into());
+            let pod =
+                i.pod.and_then(|p| f.pod(p)).map(|p| f.pod_display(p)).unwrap_or_else(|| unheld_instance(f, gid, k).0);
             let idle =
                 if i.idle_allocated { i.low_since.map(|l| age(f.now, l)).unwrap_or_default() } else { "-".into() };
             let style = if k == sel { theme.style("ui.selection") } else { theme.mig_instance(k) };
@@ -608,7 +641,15 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
             rows.push(Line::from(pod_label(f, *p)));
         }
         if g.pods.is_empty() {
-            rows.push(Line::from(Span::styled("no pod holds this GPU", theme.style("gpu.free"))));
+            match f.node(g.node).map_or(0, |n| f.whole_gpus_unbound(n)) {
+                0 => rows.push(Line::from(Span::styled("no pod holds this GPU", theme.style("gpu.free")))),
+                k => rows.push(Line::from(Span::styled(
+                    format!(
+                        "no pod is known to hold this GPU; pods hold {k} GPUs of this node nobody named (no node agent)"
+                    ),
+                    theme.style("ui.text.muted"),
+                ))),
+            }
         }
     }
     if let Some((code, at)) = g.xid {

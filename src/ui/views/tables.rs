@@ -26,14 +26,14 @@ pub fn columns(v: ViewKind) -> &'static [Col] {
             const {
                 &[
                     c("NAME", 12),
-                    c("STATUS", 18),
+                    c("STATUS", 17),
                     c("MODEL", 10),
                     r("GPUS", 4),
                     r("ALLOC", 5),
-                    r("UTIL", 5),
-                    r("MEM", 4),
-                    r("POWER", 6),
-                    c("MIG", 22),
+                    r("UTIL", 8),
+                    r("MEM", 8),
+                    r("POWER", 10),
+                    c("MIG", 20),
                     r("IDLE", 4),
                     r("PODS", 4),
                     c("ALERTS", 14),
@@ -53,9 +53,9 @@ pub fn columns(v: ViewKind) -> &'static [Col] {
                     r("POWER", 5),
                     r("TEMP", 4),
                     c("TENANT", 13),
-                    c("POD", 20),
+                    c("POD", 22),
                     c("IDLE", 8),
-                    c("FITS", 13),
+                    c("FITS", 12),
                     c("HEALTH", 7),
                 ]
             }
@@ -74,7 +74,7 @@ pub fn columns(v: ViewKind) -> &'static [Col] {
                     r("MIG", 4),
                     r("BUSY", 5),
                     r("IDLE", 4),
-                    r("BUSY%", 5),
+                    r("BUSY%", 10),
                     c("STATUS", 10),
                 ]
             }
@@ -96,14 +96,14 @@ pub fn columns(v: ViewKind) -> &'static [Col] {
         ViewKind::Pods => {
             const {
                 &[
-                    c("NAMESPACE", 14),
+                    c("NAMESPACE", 13),
                     c("NAME", 26),
-                    c("TENANT", 14),
+                    c("TENANT", 13),
                     c("NODE", 10),
                     c("PHASE", 11),
-                    c("REQUEST", 14),
+                    c("REQUEST", 13),
                     c("DEVICES", 14),
-                    r("UTIL", 5),
+                    r("UTIL", 8),
                     c("IDLE", 5),
                     c("OWNER", 11),
                     r("AGE", 4),
@@ -226,25 +226,56 @@ fn muted(s: impl Into<String>) -> Cell {
     (s.into(), "ui.text.muted")
 }
 
-/// A node's mean utilisation (over the GPUs whose utilisation is known; `None` when none
-/// is), mean memory use and total power.
-pub fn node_avg(f: &Fleet, n: &Node) -> (Option<u8>, u8, u32) {
-    let gs: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
-    if gs.is_empty() {
-        return (None, 0, 0);
-    }
-    let u = mean_util(gs.iter().map(|g| g.last.util));
-    let m = gs.iter().map(|g| g.last.mem_pct as u32).sum::<u32>() / gs.len() as u32;
-    let p = gs.iter().map(|g| g.last.power_w as u32).sum::<u32>();
-    (u, m as u8, p)
+/// A node's telemetry over what a source measured, never with the unmeasured as zeros:
+/// mean utilisation over the GPUs whose utilisation is known, mean memory use and total
+/// power over the GPUs with any sample; each `None` when nothing was measured, and with
+/// over how many GPUs it was (`*_of`), out of `gpus`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeAvg {
+    pub util: Option<u8>,
+    pub util_of: u32,
+    pub mem_pct: Option<u8>,
+    pub power_w: Option<u32>,
+    /// GPUs with any sample (the base of `mem_pct` and `power_w`).
+    pub sampled_of: u32,
+    pub gpus: u32,
 }
 
-fn node_idle(f: &Fleet, n: &Node) -> u32 {
-    n.gpus
-        .iter()
-        .filter_map(|g| f.gpu(*g))
-        .map(|g| g.idle_allocated as u32 + g.instances.iter().filter(|i| i.idle_allocated).count() as u32)
-        .sum()
+pub fn node_avg(f: &Fleet, n: &Node) -> NodeAvg {
+    let gs: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
+    let sampled: Vec<&Gpu> = gs.iter().copied().filter(|g| g.last_sample_at.is_some()).collect();
+    let k = sampled.len() as u32;
+    NodeAvg {
+        util: mean_util(sampled.iter().map(|g| g.last.util)),
+        util_of: sampled.iter().filter(|g| g.last.util.is_some()).count() as u32,
+        mem_pct: (k > 0).then(|| (sampled.iter().map(|g| g.last.mem_pct as u32).sum::<u32>() / k) as u8),
+        power_w: (k > 0).then(|| sampled.iter().map(|g| g.last.power_w as u32).sum::<u32>()),
+        sampled_of: k,
+        gpus: gs.len() as u32,
+    }
+}
+
+/// ` of N` when a figure was measured over `of` of `all` devices, else nothing.
+pub fn of_measured(of: u32, all: u32) -> String {
+    if of < all { format!(" of {of}") } else { String::new() }
+}
+
+/// Idle-but-allocated devices on a node, and how many of its allocated devices (whole
+/// GPUs and MIG instances a pod is bound to) are measured: what the idle count is among.
+fn node_idle(f: &Fleet, n: &Node) -> (u32, u32) {
+    let mut idle = 0;
+    let mut measured = 0;
+    for g in n.gpus.iter().filter_map(|g| f.gpu(*g)) {
+        if !g.mig_enabled && !g.pods.is_empty() {
+            idle += g.idle_allocated as u32;
+            measured += g.measured as u32;
+        }
+        for i in g.instances.iter().filter(|i| i.pod.is_some()) {
+            idle += i.idle_allocated as u32;
+            measured += i.util.is_some() as u32;
+        }
+    }
+    (idle, measured)
 }
 
 fn alerts_for<'a>(f: &'a Fleet, target: &AlertTarget) -> Vec<&'a Alert> {
@@ -320,12 +351,26 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
             None => parts.push("unallocated".into()),
         }
     }
+    // Held all the same: the device plugin does not say which instance, and no node agent
+    // told the fleet. The first words fit the column: `1g.18gb×1 held`.
+    for (r, n) in &p.mig_unbound {
+        parts.push(format!(
+            "{}×{n} held, instance unknown without an agent",
+            f.s(*r).trim_start_matches("nvidia.com/mig-")
+        ));
+    }
     if parts.is_empty() { "-".into() } else { parts.join(",") }
 }
 
 /// Utilisation of the devices a pod holds (the mean of those measured; `None` inside when
-/// none is), and whether they are idle-but-allocated; `None` when it holds no device.
+/// none is), and whether they are idle-but-allocated; `None` when it holds no device the
+/// fleet knows of, nor one it holds without a known instance.
 pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
+    pod_util_of(f, p).map(|(u, idle, _, _)| (u, idle))
+}
+
+/// [`pod_util`] with over how many of how many devices the mean was measured.
+fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
     let mut utils = Vec::new();
     let mut idle = false;
     for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
@@ -342,10 +387,16 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
             }
         }
     }
+    // Instances it holds that nobody can name cannot be measured either.
+    for (_, n) in &p.mig_unbound {
+        utils.extend(std::iter::repeat_n(None, *n as usize));
+    }
     if utils.is_empty() {
         return None;
     }
-    Some((mean_util(utils.into_iter()), idle))
+    let measured = utils.iter().flatten().count() as u32;
+    let all = utils.len() as u32;
+    Some((mean_util(utils.into_iter()), idle, measured, all))
 }
 
 fn idle_for(f: &Fleet, low: Option<Ts>, idle: bool) -> Cell {
@@ -416,23 +467,40 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 3 => text(n.gpu_count().to_string()),
                 4 => {
                     let a = f.node_allocated_gpus(n);
-                    (format!("{a}/{}", n.gpu_count()), if a == n.gpu_count() { "ui.text" } else { "gpu.free" })
+                    // At least: some MIG instances are held on GPUs nobody named.
+                    let at_least = if f.node_allocation_is_estimate(n) { "≥" } else { "" };
+                    (
+                        format!("{at_least}{a}/{}", n.gpu_count()),
+                        if a == n.gpu_count() { "ui.text" } else { "gpu.free" },
+                    )
                 }
-                // No sample ever (a cluster without node agents): unknown, not zero.
-                5..=7 if !n.gpus.iter().filter_map(|g| f.gpu(*g)).any(|g| g.last_sample_at.is_some()) => muted("—"),
                 5 => {
                     let stale = n
                         .gpus
                         .iter()
                         .filter_map(|g| f.gpu(*g))
-                        .any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
-                    match node_avg(f, n).0 {
-                        Some(u) if stale => (format!("{u}%?"), "ui.stale"),
-                        u => util_cell(u),
+                        .any(|g| g.last_sample_at.is_some() && g.telemetry_stale(f.now, f.thresholds.stale_ms));
+                    let a = node_avg(f, n);
+                    let of = of_measured(a.util_of, a.gpus);
+                    match a.util {
+                        // No sample ever (a cluster without node agents): unknown, not zero.
+                        None => muted("—"),
+                        Some(u) if stale => (format!("{u}%?{of}"), "ui.stale"),
+                        Some(u) => (format!("{u}%{of}"), util_token(u)),
                     }
                 }
-                6 => text(format!("{}%", node_avg(f, n).1)),
-                7 => text(format!("{}W", node_avg(f, n).2)),
+                6 => {
+                    let a = node_avg(f, n);
+                    a.mem_pct
+                        .map(|m| text(format!("{m}%{}", of_measured(a.sampled_of, a.gpus))))
+                        .unwrap_or_else(|| muted("—"))
+                }
+                7 => {
+                    let a = node_avg(f, n);
+                    a.power_w
+                        .map(|w| text(format!("{w}W{}", of_measured(a.sampled_of, a.gpus))))
+                        .unwrap_or_else(|| muted("—"))
+                }
                 8 => {
                     let cfg = f.s(n.mig_config);
                     let state = n.mig_state;
@@ -448,8 +516,16 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     }
                 }
                 9 => {
-                    let i = node_idle(f, n);
-                    if i > 0 { (i.to_string(), "gpu.idle") } else { muted("0") }
+                    let (i, measured) = node_idle(f, n);
+                    let allocated = n.gpus_allocated + n.mig_allocated;
+                    if i > 0 {
+                        (i.to_string(), "gpu.idle")
+                    } else if measured == 0 && allocated > 0 {
+                        // Allocated, but nothing measures it: not idle, not busy, unknown.
+                        muted("—")
+                    } else {
+                        muted("0")
+                    }
                 }
                 10 => text(n.pods.to_string()),
                 11 => {
@@ -469,11 +545,14 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 let Some(i) = gpu.instances.get(inst - 1) else { return text("") };
                 let p = crate::mig::profile(gpu.model, i.placement.profile);
                 let pod = i.pod.and_then(|p| f.pod(p));
+                // Pods on the node hold this many of its profile without a known instance:
+                // this one may be among them.
+                let maybe = f.instance_maybe_held(g, inst - 1);
                 return match col {
                     1 => (format!("  └ {} @{}", p.name, i.placement.start), "gpu.mig.used"),
                     3 => muted("mig"),
                     4 => {
-                        if pod.is_some() {
+                        if pod.is_some() || maybe > 0 {
                             util_cell(i.util)
                         } else {
                             muted("-")
@@ -481,7 +560,11 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     }
                     5 => text(format!("{}/{}G", i.mem_used_mib / 1024, p.memory_mib / 1024)),
                     8 => pod.and_then(|p| f.tenant(p.tenant)).map(|t| text(f.s(t.name))).unwrap_or_else(|| muted("")),
-                    9 => pod.map(|p| text(&*p.name)).unwrap_or_else(|| ("free".into(), "gpu.free")),
+                    9 => match pod {
+                        Some(p) => text(&*p.name),
+                        None if maybe > 0 => muted(format!("unknown: node holds {maybe}")),
+                        None => ("free".into(), "gpu.free"),
+                    },
                     10 => idle_for(f, i.low_since, i.idle_allocated),
                     _ => muted(""),
                 };
@@ -510,13 +593,20 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 9 => {
                     if gpu.mig_enabled {
                         let used = gpu.instances.iter().filter(|i| i.pod.is_some()).count();
-                        text(format!("{used}/{} MIG in use", gpu.instances.len()))
+                        match f.gpu_mig_maybe_held(g) {
+                            0 => text(format!("{used}/{} MIG in use", gpu.instances.len())),
+                            // Not known to be free: held on the node, which instance unknown.
+                            maybe => text(format!("{used}/{} in use, {maybe} unknown", gpu.instances.len())),
+                        }
                     } else {
-                        gpu.pods
-                            .first()
-                            .and_then(|p| f.pod(*p))
-                            .map(|p| text(&*p.name))
-                            .unwrap_or_else(|| ("free".into(), "gpu.free"))
+                        match gpu.pods.first().and_then(|p| f.pod(*p)) {
+                            Some(p) => text(&*p.name),
+                            None => match node.map_or(0, |n| f.whole_gpus_unbound(n)) {
+                                0 => ("free".into(), "gpu.free"),
+                                // Pods hold GPUs here nobody named: this may be one.
+                                k => muted(format!("unknown: node holds {k}")),
+                            },
+                        }
                     }
                 }
                 10 => idle_for(f, gpu.low_since, gpu.idle_allocated),
@@ -561,6 +651,9 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 6 => text(u.requested_gpus.to_string()),
                 7 => text(u.allocated_gpus.to_string()),
                 8 => text(u.allocated_mig.to_string()),
+                // Busy and idle are counted among the measured devices only; with none
+                // measured they are unknown, not 0.
+                9..=11 if u.measured == 0 && u.allocated_gpus + u.allocated_mig > 0 => muted("—"),
                 9 => text(u.busy.to_string()),
                 10 => {
                     if u.idle_allocated > 0 {
@@ -570,8 +663,9 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                     }
                 }
                 11 => {
-                    let p = pct(u.busy, u.allocated_gpus + u.allocated_mig);
-                    (format!("{p}%"), util_token(p as u8))
+                    let p = pct(u.busy, u.measured);
+                    let of = of_measured(u.measured, u.allocated_gpus + u.allocated_mig);
+                    (format!("{p}%{of}"), util_token(p as u8))
                 }
                 12 => tenant_status(f, t),
                 _ => text(""),
@@ -624,8 +718,9 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 }
                 5 => text(pod_request(f, p)),
                 6 => text(pod_devices(f, p)),
-                7 => match pod_util(f, p) {
-                    Some((u, _)) => util_cell(u),
+                7 => match pod_util_of(f, p) {
+                    Some((Some(u), _, measured, all)) => (format!("{u}%{}", of_measured(measured, all)), util_token(u)),
+                    Some((None, ..)) => muted("—"),
                     None => muted("-"),
                 },
                 8 => match pod_util(f, p) {
@@ -696,7 +791,8 @@ pub fn sort_key(f: &Fleet, v: ViewKind, id: u32, col: usize) -> SortKey {
     let (s, _) = cell(f, v, id, col);
     let col_def = columns(v).get(col);
     if col_def.is_some_and(|c| c.right) || (v == ViewKind::Gpus && (col == 4 || col == 5)) {
-        let digits: String = s.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+        let digits: String =
+            s.trim_start().trim_start_matches('≥').chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
         if let Ok(n) = digits.parse::<i64>() {
             return SortKey::Num(n);
         }
