@@ -1599,6 +1599,7 @@ fn agentless_app() -> App {
         labels: vec![],
         ready: true,
         cordoned: false,
+        cordoned_by: String::new(),
         gpu_model: Some(model),
         allocatable: capacity.clone(),
         capacity,
