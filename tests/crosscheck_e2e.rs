@@ -5,7 +5,8 @@
 //! scheduler; tests/controlplane) with `fabrik sim --workload` as the nodes: device-plugin
 //! nodes, a label-announced MIG node, DRA nodes (one with MIG), several namespaces per
 //! tenant, a vCluster tenant, Jobs that finish, ResourceQuotas on `requests.nvidia.com/gpu`,
-//! on MIG resources and on a DRA device class. The truth is computed here from
+//! on MIG resources and on a DRA device class, a Kueue ClusterQueue (CRD only, its usage
+//! written as Kueue would). The truth is computed here from
 //! `kubectl get -o json` alone (never from fabrik's feed or model code); fabrik is the real
 //! binary, `fabrik snapshot --view V --format json` against the same API server.
 //!
@@ -140,20 +141,21 @@ const COVERAGE: &[(&str, Keys)] = &[
         "quotas",
         &[
             ("tenant", Exact, "the namespace's tenant"),
-            ("source", Exact, "row key: ResourceQuota namespace/name"),
+            ("source", Exact, "row key: ResourceQuota namespace/name, or ClusterQueue queue/flavor"),
             ("resource", Exact, "row key"),
-            ("hard", Exact, "spec.hard"),
-            ("used", Exact, "status.used"),
+            ("hard", Exact, "spec.hard; Kueue nominalQuota"),
+            ("used", Exact, "status.used; Kueue status.flavorsUsage"),
             (
                 "requested",
                 Exact,
                 "what unfinished pods of that namespace ask for in exactly that resource (DRA claims of that \
-                 class for <class>.deviceclass.resource.k8s.io/devices)",
+                 class for <class>.deviceclass.resource.k8s.io/devices); null (not applicable) for a Kueue \
+                 ClusterQueue, whose admission is Kueue's",
             ),
             ("use_pct", Exact, "used / hard, rounded"),
             ("version", Exact, "resourceVersion"),
-            ("borrowing_limit", Exact, "null: Kueue only (no Kueue here)"),
-            ("lending_limit", Exact, "null: Kueue only (no Kueue here)"),
+            ("borrowing_limit", Exact, "Kueue borrowingLimit; null for a ResourceQuota"),
+            ("lending_limit", Exact, "Kueue lendingLimit; null for a ResourceQuota or when unset"),
         ],
     ),
     (
@@ -215,16 +217,30 @@ struct Api {
     namespaces: Vec<Value>,
     slices: Vec<Value>,
     claims: Vec<Value>,
+    cluster_queues: Vec<Value>,
 }
 
 fn read_api(kubeconfig: &Path) -> Api {
     let text = kubectl(
         kubeconfig,
-        &["get", "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims", "-A", "-o", "json"],
+        &[
+            "get",
+            "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues",
+            "-A",
+            "-o",
+            "json",
+        ],
     );
     let list: Value = serde_json::from_str(&text).expect("kubectl JSON");
-    let mut api =
-        Api { nodes: vec![], pods: vec![], quotas: vec![], namespaces: vec![], slices: vec![], claims: vec![] };
+    let mut api = Api {
+        nodes: vec![],
+        pods: vec![],
+        quotas: vec![],
+        namespaces: vec![],
+        slices: vec![],
+        claims: vec![],
+        cluster_queues: vec![],
+    };
     for item in list["items"].as_array().into_iter().flatten() {
         let bucket = match item["kind"].as_str() {
             Some("Node") => &mut api.nodes,
@@ -233,6 +249,7 @@ fn read_api(kubeconfig: &Path) -> Api {
             Some("Namespace") => &mut api.namespaces,
             Some("ResourceSlice") => &mut api.slices,
             Some("ResourceClaim") => &mut api.claims,
+            Some("ClusterQueue") => &mut api.cluster_queues,
             _ => continue,
         };
         bucket.push(item.clone());
@@ -657,6 +674,46 @@ fn truth(api: &Api) -> Truth {
             quotas.insert(format!("{ns}/{qname}/{res}"), r);
         }
     }
+    // Kueue ClusterQueues: nominal quota per flavor and GPU resource; the queue is its tenant.
+    // What its workloads ask for is Kueue's to admit: requested is not applicable (null).
+    let mut queue_tenants: BTreeMap<String, i64> = BTreeMap::new();
+    for cq in &api.cluster_queues {
+        let queue = s(&cq["metadata"]["name"]);
+        for g in cq["spec"]["resourceGroups"].as_array().into_iter().flatten() {
+            for f in g["flavors"].as_array().into_iter().flatten() {
+                let flavor = s(&f["name"]);
+                for r in f["resources"].as_array().into_iter().flatten() {
+                    let res = s(&r["name"]);
+                    if res != "nvidia.com/gpu" && !res.starts_with("nvidia.com/mig-") {
+                        continue;
+                    }
+                    let hard = count(&r["nominalQuota"]);
+                    let usage =
+                        cq["status"]["flavorsUsage"].as_array().and_then(|u| u.iter().find(|x| x["name"] == flavor));
+                    let used = usage
+                        .and_then(|u| u["resources"].as_array()?.iter().find(|x| x["name"] == res.as_str()).cloned())
+                        .map(|x| count(&x["total"]))
+                        .unwrap_or(0);
+                    if res == "nvidia.com/gpu" {
+                        *queue_tenants.entry(queue.clone()).or_default() += hard;
+                    }
+                    let limit = |k: &str| if r[k].is_null() { Value::Null } else { json!(count(&r[k])) };
+                    let mut row = BTreeMap::new();
+                    row.insert("tenant", json!(queue));
+                    row.insert("source", json!({ "kind": "ClusterQueue", "queue": queue, "flavor": flavor }));
+                    row.insert("resource", json!(res));
+                    row.insert("hard", json!(hard));
+                    row.insert("used", json!(used));
+                    row.insert("requested", Value::Null);
+                    row.insert("use_pct", if hard > 0 { json!((used * 200 + hard) / (hard * 2)) } else { Value::Null });
+                    row.insert("version", cq["metadata"]["resourceVersion"].clone());
+                    row.insert("borrowing_limit", limit("borrowingLimit"));
+                    row.insert("lending_limit", limit("lendingLimit"));
+                    quotas.insert(format!("{queue}/{flavor}/{res}"), row);
+                }
+            }
+        }
+    }
     t.views.insert("quotas", quotas);
 
     // ---------- tenants ----------
@@ -687,6 +744,16 @@ fn truth(api: &Api) -> Truth {
         r.insert("over_quota", json!(quota.is_some_and(|q| requested > q)));
         tenants.insert(tn, r);
     }
+    for (queue, hard) in queue_tenants {
+        let mut r = BTreeMap::new();
+        r.insert("namespaces", json!([]));
+        for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig"] {
+            r.insert(k, json!(0));
+        }
+        r.insert("gpu_quota_hard", json!(hard));
+        r.insert("over_quota", json!(false));
+        tenants.insert(queue, r);
+    }
     t.views.insert("tenants", tenants);
     t
 }
@@ -699,6 +766,9 @@ fn keyed(view: &str, doc: &Value) -> BTreeMap<String, Value> {
             "fleet" => s(&r["name"]),
             "gpus" => format!("{}/{}", s(&r["node"]), r["gpu"]),
             "tenants" => s(&r["tenant"]),
+            "quotas" if r["source"]["kind"] == "ClusterQueue" => {
+                format!("{}/{}/{}", s(&r["source"]["queue"]), s(&r["source"]["flavor"]), s(&r["resource"]))
+            }
             "quotas" => format!("{}/{}/{}", s(&r["source"]["namespace"]), s(&r["source"]["name"]), s(&r["resource"])),
             "pods" => format!("{}/{}", s(&r["namespace"]), s(&r["name"])),
             _ => continue,
@@ -1010,9 +1080,9 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
     let quotas = &t.views["quotas"];
     let mut seen = 0;
     for line in table.lines().skip(1) {
-        // TENANT SOURCE(two words) RESOURCE HARD USED REQ USE% VERSION
+        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ USE% VERSION
         let c: Vec<&str> = line.split_whitespace().collect();
-        if c.len() < 8 || c[1] != "ResourceQuota" {
+        if c.len() < 8 || !matches!(c[1], "ResourceQuota" | "ClusterQueue") {
             continue;
         }
         let key = format!("{}/{}", c[2], c[3]);
@@ -1022,7 +1092,8 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
         };
         seen += 1;
         let pct = if w["use_pct"].is_null() { "-".to_string() } else { format!("{}%", w["use_pct"]) };
-        let want = [w["hard"].to_string(), w["used"].to_string(), w["requested"].to_string(), pct];
+        let req = if w["requested"].is_null() { "-".to_string() } else { w["requested"].to_string() };
+        let want = [w["hard"].to_string(), w["used"].to_string(), req, pct];
         let have = [c[4], c[5], c[6], c[7]];
         if have.iter().zip(&want).any(|(h, w)| *h != w.as_str()) {
             diffs.push(format!("quotas table {key}: HARD USED REQ USE% {have:?}, API {want:?}"));
@@ -1034,12 +1105,55 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
     diffs
 }
 
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(input.as_bytes()).expect("kubectl stdin");
+    }
+    let o = child.wait_with_output().expect("kubectl");
+    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A Kueue ClusterQueue (its CRD as Kueue serves it, open schema; no Kueue controller, so
+/// its usage is written here as Kueue would write it).
+fn kueue_cluster_queue(kubeconfig: &Path) {
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+        "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+            "names": {"plural": "clusterqueues", "singular": "clusterqueue", "kind": "ClusterQueue", "listKind": "ClusterQueueList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    kubectl_stdin(kubeconfig, &["apply", "-f", "-"], &crd.to_string());
+    kubectl(kubeconfig, &["wait", "--for=condition=established", "--timeout=60s", "crd/clusterqueues.kueue.x-k8s.io"]);
+    let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq-batch"},
+        "spec": {"cohort": "all", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100",
+            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}]}]}});
+    kubectl_stdin(kubeconfig, &["apply", "-f", "-"], &cq.to_string());
+    let status = json!({"status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "3"}]}],
+        "pendingWorkloads": 2}});
+    kubectl(
+        kubeconfig,
+        &["patch", "clusterqueue", "cq-batch", "--subresource=status", "--type=merge", "-p", &status.to_string()],
+    );
+}
+
 #[test]
 fn every_number_fabrik_prints_equals_the_api() {
     let dir = std::env::temp_dir().join(format!("fabrik-crosscheck-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (_cp, kubeconfig) = control_plane(&dir);
+    kueue_cluster_queue(&kubeconfig);
     let _sim = common::sim(
         &kubeconfig,
         &dir,
@@ -1076,6 +1190,7 @@ fn every_number_fabrik_prints_equals_the_api() {
         t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");
     assert!(res.contains("devices"), "a DRA device-class quota: {res:?}");
+    assert!(t0.views["quotas"].contains_key("cq-batch/h100/nvidia.com/gpu"), "the Kueue ClusterQueue's quota");
 
     let mut failures = Vec::new();
     for view in ["fleet", "gpus", "tenants", "quotas", "pods"] {
