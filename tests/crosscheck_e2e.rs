@@ -143,7 +143,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("tenant", Exact, "the namespace's tenant"),
             ("source", Exact, "row key: ResourceQuota namespace/name, or ClusterQueue queue/flavor"),
             ("resource", Exact, "row key"),
-            ("hard", Exact, "spec.hard; Kueue nominalQuota"),
+            ("hard", Exact, "status.hard (enforced; spec.hard until the controller copied it); Kueue nominalQuota"),
             ("used", Exact, "status.used; Kueue status.flavorsUsage"),
             (
                 "requested",
@@ -639,7 +639,9 @@ fn truth(api: &Api) -> Truth {
             if !gpu_key {
                 continue;
             }
-            let hard = count(hard);
+            // Enforced: the status's hard (the spec's until the controller copied it).
+            let enforced = &q["status"]["hard"][res];
+            let hard = if enforced.is_null() { count(hard) } else { count(enforced) };
             let used = count(&q["status"]["used"][res]);
             let unfinished = pods.iter().filter(|p| p.ns == ns && !p.finished());
             let requested: i64 = if res == "requests.nvidia.com/gpu" {
