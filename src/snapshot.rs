@@ -126,25 +126,17 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One view in a format: the table and markdown are the screen's cells; JSON is typed
+/// (`ui::json`, schema in docs/snapshot.md).
 pub fn render_rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
-    let (headers, rows) = tables::text_rows(f, v, filter);
+    let text = || tables::text_rows(f, v, filter);
     match format {
         Format::Json => {
-            let objs: Vec<serde_json::Value> = rows
-                .iter()
-                .map(|r| {
-                    let m: serde_json::Map<String, serde_json::Value> = headers
-                        .iter()
-                        .zip(r)
-                        .map(|(h, c)| (h.to_lowercase(), serde_json::Value::String(c.trim().to_string())))
-                        .collect();
-                    serde_json::Value::Object(m)
-                })
-                .collect();
-            let doc = serde_json::json!({ "view": v.name(), "generated_at_ms": f.now, "rows": objs });
+            let doc = crate::ui::json::snapshot(f, v, filter);
             serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
         }
         Format::Markdown => {
+            let (headers, rows) = text();
             let mut s =
                 format!("| {} |\n|{}\n", headers.join(" | "), headers.iter().map(|_| "---|").collect::<String>());
             for r in &rows {
@@ -156,6 +148,7 @@ pub fn render_rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> Stri
             s
         }
         Format::Table => {
+            let (headers, rows) = text();
             let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
             for r in &rows {
                 for (i, c) in r.iter().enumerate() {

@@ -122,7 +122,14 @@ fn one_shot_subcommands_exit_codes_and_output() {
     assert!(rows.len() >= 5, "{rows:?}");
     let names: Vec<&str> = rows.iter().filter_map(|r| r["tenant"].as_str()).collect();
     assert!(names.contains(&"llm-pretrain"), "{names:?}");
-    assert!(rows.iter().all(|r| r["quota"].is_string() && r["status"].is_string()), "{rows:?}");
+    assert_eq!(doc["schema"], "fabrik.snapshot/v1");
+    // Typed (docs/snapshot.md): counts are numbers, a missing quota is null.
+    assert!(
+        rows.iter().all(|r| (r["gpu_quota_hard"].is_number() || r["gpu_quota_hard"].is_null())
+            && r["requested_gpus"].is_number()
+            && r["status"].is_string()),
+        "{rows:?}"
+    );
 
     // A layout that fits: exit 0 with one line per placement.
     let o = fabrik(&["mig", "plan", "--model", "H100-80GB", "3g.40gb,2g.20gb,1g.10gb,1g.10gb"]);

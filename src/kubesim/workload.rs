@@ -222,6 +222,18 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
             _ => used * 3 / 2 + 4,
         };
         quotas.push((a.namespace.clone(), format!("requests.{}", labels::GPU_RESOURCE), hard));
+        if a.tenant == "speech" {
+            // MIG quotas: one per MIG resource the tenant asks for, with headroom.
+            let mut asks: BTreeMap<&str, i64> = BTreeMap::new();
+            for b in apps.iter().filter(|b| b.namespace == a.namespace) {
+                if let Ask::Mig(r) = &b.ask {
+                    *asks.entry(r).or_default() += i64::from(b.replicas);
+                }
+            }
+            for (r, n) in asks {
+                quotas.push((a.namespace.clone(), format!("requests.{r}"), n + 2));
+            }
+        }
         if a.tenant == "recsys" {
             let claims: i64 = apps.iter().filter(|b| b.ask == Ask::Dra).map(|b| i64::from(b.replicas)).sum();
             quotas.push((
@@ -229,6 +241,19 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
                 format!("{}.deviceclass.resource.k8s.io/devices", labels::DRA_GPU_CLASS),
                 claims * 3 / 2 + 4,
             ));
+        }
+    }
+    // A tenant with several namespaces has a quota in each: the tenant's quota is their sum.
+    for (ns, tenant) in &namespaces {
+        if !quotas.iter().any(|(n, _, _)| n == ns) && apps.iter().any(|a| a.namespace == *ns && a.tenant == tenant) {
+            let used: i64 = apps
+                .iter()
+                .filter(|b| b.namespace == *ns)
+                .map(|b| if let Ask::Gpus(g) = b.ask { i64::from(g) * i64::from(b.replicas) } else { 0 })
+                .sum();
+            if used > 0 {
+                quotas.push((ns.clone(), format!("requests.{}", labels::GPU_RESOURCE), used + 2));
+            }
         }
     }
     Plan { namespaces, apps, quotas }
@@ -515,6 +540,13 @@ mod tests {
         assert!(q("vcluster-research").is_some_and(|h| h < used("vcluster-research")));
         assert_eq!(q("llm-finetune"), Some(used("llm-finetune") + 1));
         assert!(plan(&nodes, Some(1000)).gpu_pods().abs_diff(1000) <= 20);
+        // Quotas on MIG resources and on a tenant's second namespace.
+        assert!(
+            p.quotas.iter().any(|(n, r, _)| n == "speech" && r.starts_with("requests.nvidia.com/mig-")),
+            "{:?}",
+            p.quotas
+        );
+        assert!(p.quotas.iter().any(|(n, r, _)| n == "llm-finetune-dev" && r == "requests.nvidia.com/gpu"));
     }
 
     #[test]

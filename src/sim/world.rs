@@ -473,6 +473,11 @@ impl Sim {
                 });
             }
         }
+        // The hard limits above are sized on the tenant; what each quota uses is its own.
+        let usage = self.quota_usage();
+        for q in &mut self.quotas {
+            q.used = Quantity::from_int(usage.get(&quota_key(q)).copied().unwrap_or(0), Format::DecimalSI);
+        }
     }
 
     pub(super) fn tenant_of_ns(&self, ns: &str) -> Option<usize> {
@@ -987,27 +992,43 @@ impl Sim {
         if !self.tick.is_multiple_of(5) {
             return;
         }
-        // One pass: usage per (tenant, resource) for every quota.
-        let mut usage: std::collections::HashMap<(usize, String), i64> = Default::default();
-        for p in self.pods.values().filter(|p| !p.spec.phase.finished()) {
-            let Some(t) = self.tenant_of_ns(&p.spec.namespace) else { continue };
-            let whole = p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>();
-            *usage.entry((t, "nvidia.com/gpu".to_string())).or_default() += whole;
-            for (r, c) in &p.spec.mig {
-                *usage.entry((t, r.clone())).or_default() += *c as i64;
-            }
-        }
+        let usage = self.quota_usage();
         for qi in 0..self.quotas.len() {
-            let q = &self.quotas[qi];
-            let Some(t) = self.tenants.iter().position(|t| t.name == q.tenant) else { continue };
-            let res = q.resource.trim_start_matches("requests.").to_string();
-            let used = usage.get(&(t, res)).copied().unwrap_or(0);
-            if used != q.used.value() {
+            let used = usage.get(&quota_key(&self.quotas[qi])).copied().unwrap_or(0);
+            if used != self.quotas[qi].used.value() {
                 let q = &mut self.quotas[qi];
                 q.used = Quantity::from_int(used, Format::DecimalSI);
                 self.out.push(Delta::QuotaUpsert(q.clone()));
             }
         }
+    }
+
+    /// What the quota controllers count, in one pass: a ResourceQuota its namespace's
+    /// unfinished pods, per exact resource (`requests.nvidia.com/gpu` whole GPUs, a MIG
+    /// resource its instances, `<class>.deviceclass.resource.k8s.io/devices` DRA devices); a
+    /// Kueue ClusterQueue its tenant's, per resource name.
+    fn quota_usage(&self) -> std::collections::HashMap<(String, String), i64> {
+        let mut usage: std::collections::HashMap<(String, String), i64> = Default::default();
+        for p in self.pods.values().filter(|p| !p.spec.phase.finished()) {
+            let ns = &p.spec.namespace;
+            let tenant = self.tenant_of_ns(ns).map(|t| format!("cq-{}", self.tenants[t].name));
+            let mut add = |res: String, n: i64| {
+                *usage.entry((ns.clone(), format!("requests.{res}"))).or_default() += n;
+                if let Some(cq) = &tenant {
+                    *usage.entry((cq.clone(), res)).or_default() += n;
+                }
+            };
+            add("nvidia.com/gpu".into(), p.spec.gpus as i64);
+            for (r, c) in &p.spec.mig {
+                add(r.clone(), *c as i64);
+            }
+            for c in &p.spec.dra {
+                *usage
+                    .entry((ns.clone(), format!("{}.deviceclass.resource.k8s.io/devices", c.device_class)))
+                    .or_default() += c.count as i64;
+            }
+        }
+        usage
     }
 
     /// mig-manager: applies a pending layout after a few ticks, unless it is wedged.
@@ -1102,5 +1123,13 @@ impl SNode {
             capacity.clone()
         };
         self.spec.capacity = capacity;
+    }
+}
+
+/// Where a quota's usage is kept in [`Sim::quota_usage`]: (namespace or queue, resource).
+fn quota_key(q: &QuotaSpec) -> (String, String) {
+    match &q.source {
+        QuotaSourceSpec::ResourceQuota { namespace, .. } => (namespace.clone(), q.resource.clone()),
+        QuotaSourceSpec::ClusterQueue { queue, .. } => (queue.clone(), q.resource.clone()),
     }
 }

@@ -4,6 +4,7 @@
 pub mod app;
 pub mod command;
 pub mod export;
+pub mod json;
 pub mod keymap;
 pub mod render;
 pub mod run;

@@ -380,3 +380,20 @@ fn pods_follow_their_namespace_when_it_is_labelled_for_a_tenant() {
     assert_eq!(owner.as_deref(), Some("alpha"));
     crate::model::tests::check_invariants(&f);
 }
+
+#[test]
+fn a_quotas_hard_limit_is_the_enforced_one_in_its_status() {
+    // Just edited: the spec says 10, the quota controller has not copied it yet, the API
+    // server still enforces 8. A key the status does not have yet shows the spec's.
+    let rq: ResourceQuota = obj(json!({
+        "metadata": {"name": "gpu-quota", "namespace": "team-a", "resourceVersion": "78"},
+        "spec": {"hard": {"requests.nvidia.com/gpu": "10", "requests.nvidia.com/mig-1g.10gb": "4"}},
+        "status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "6"}}
+    }));
+    let mut specs: Vec<(String, i64, i64)> = translate::quota_specs(&rq, "alpha")
+        .into_iter()
+        .map(|s| (s.resource, s.hard.value(), s.used.value()))
+        .collect();
+    specs.sort();
+    assert_eq!(specs, vec![("requests.nvidia.com/gpu".into(), 8, 6), ("requests.nvidia.com/mig-1g.10gb".into(), 4, 0)]);
+}

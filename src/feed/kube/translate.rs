@@ -419,12 +419,16 @@ pub fn quota_key(k: &str) -> bool {
 pub fn quota_specs(q: &ResourceQuota, tenant: &str) -> Vec<QuotaSpec> {
     let (Some(ns), Some(name)) = (q.metadata.namespace.clone(), q.metadata.name.clone()) else { return Vec::new() };
     let hard = q.spec.as_ref().and_then(|s| s.hard.as_ref());
+    // The limit the API server enforces is the status's (the quota controller copies the
+    // spec there); the spec's stands in until it has.
+    let enforced = q.status.as_ref().and_then(|s| s.hard.as_ref());
     let used = q.status.as_ref().and_then(|s| s.used.as_ref());
     let version = q.metadata.resource_version.clone().unwrap_or_default();
     hard.into_iter()
         .flatten()
         .filter(|(k, _)| quota_key(k))
         .filter_map(|(k, v)| {
+            let v = enforced.and_then(|h| h.get(k)).unwrap_or(v);
             let hard = Quantity::parse(&v.0).ok()?;
             let used = used.and_then(|u| u.get(k)).and_then(|u| Quantity::parse(&u.0).ok()).unwrap_or_default();
             Some(QuotaSpec {

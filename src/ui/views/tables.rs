@@ -428,6 +428,13 @@ fn tenant_status(f: &Fleet, t: &Tenant) -> Cell {
     }
 }
 
+/// A quota's use: its used over its hard, in percent rounded to the nearest (60 of 177 is
+/// 34 %); `None` when the hard limit is 0.
+pub fn quota_use_pct(q: &Quota) -> Option<i64> {
+    let (used, hard) = (i128::from(q.used.milli_value()), i128::from(q.hard.milli_value()));
+    (hard > 0).then(|| ((used * 200 + hard) / (hard * 2)) as i64)
+}
+
 fn quota_source(f: &Fleet, s: &QuotaSource) -> String {
     match s {
         QuotaSource::ResourceQuota { namespace, name } => format!("ResourceQuota {}/{}", f.s(*namespace), f.s(*name)),
@@ -674,27 +681,30 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
         ViewKind::Quotas => {
             let Some(q) = f.quotas.get(id as usize).and_then(Option::as_ref) else { return text("") };
             let t = f.tenant(q.tenant);
-            let requested = if f.is_gpu_resource(q.resource) { t.map(|t| t.usage.requested_gpus as i64) } else { None };
             match col {
                 0 => text(t.map(|t| f.s(t.name)).unwrap_or("")),
                 1 => muted(quota_source(f, &q.source)),
                 2 => text(f.s(q.resource)),
                 3 => text(q.hard.to_string()),
                 4 => text(q.used.to_string()),
-                5 => requested.map(|r| text(r.to_string())).unwrap_or_else(|| muted("-")),
-                6 => {
-                    let hard = q.hard.value();
-                    let used = q.used.value().max(requested.unwrap_or(0));
-                    let p = if hard == 0 { if used > 0 { 999 } else { 0 } } else { used * 100 / hard };
-                    let tok = if p > 100 {
-                        "tenant.over_quota"
-                    } else if p >= 90 {
-                        "tenant.near_quota"
-                    } else {
-                        "tenant.ok"
-                    };
-                    (format!("{p}%"), tok)
-                }
+                // This quota's namespace and resource only; a tenant-wide total is the tenants view's.
+                5 => f.quota_requested(q).map(|r| text(r.to_string())).unwrap_or_else(|| muted("-")),
+                6 => match quota_use_pct(q) {
+                    Some(p) => {
+                        let (used, hard) = (q.used.milli_value(), q.hard.milli_value());
+                        let tok = if used > hard {
+                            "tenant.over_quota"
+                        } else if i128::from(used) * 10 >= i128::from(hard) * 9 {
+                            "tenant.near_quota"
+                        } else {
+                            "tenant.ok"
+                        };
+                        (format!("{p}%"), tok)
+                    }
+                    // Nothing allowed and something used: over, by no percentage.
+                    None if q.used.value() > 0 => ("over".into(), "tenant.over_quota"),
+                    None => muted("-"),
+                },
                 7 => muted(f.s(q.version)),
                 _ => text(""),
             }

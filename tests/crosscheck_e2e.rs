@@ -1,0 +1,1233 @@
+//! The independent cross-check (issue 12): every number `fabrik snapshot` prints equals
+//! what a second client computes from the raw API at the same moment.
+//!
+//! One real control plane for the file (kube-apiserver, etcd, controller-manager,
+//! scheduler; tests/controlplane) with `fabrik sim --workload` as the nodes: device-plugin
+//! nodes, a label-announced MIG node, DRA nodes (one with MIG), several namespaces per
+//! tenant, a vCluster tenant, Jobs that finish, ResourceQuotas on `requests.nvidia.com/gpu`,
+//! on MIG resources and on a DRA device class, a Kueue ClusterQueue (CRD only, its usage
+//! written as Kueue would). The truth is computed here from
+//! `kubectl get -o json` alone (never from fabrik's feed or model code); fabrik is the real
+//! binary, `fabrik snapshot --view V --format json` against the same API server.
+//!
+//! Bracketing: the truth is computed before and after each snapshot; only a snapshot whose
+//! truth did not move in between is compared (churn is retried, never a false alarm).
+//!
+//! Every key of every view's JSON rows is in [`COVERAGE`] with how it is checked; a key
+//! that is not, or a covered key that is gone, fails the test. Without node agents the
+//! telemetry keys must be `null` (unknown), never 0.
+//!
+//! There is no skip: without Go or the control plane this test fails and says why.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::{Value, json};
+
+mod common;
+use common::{BIN, control_plane};
+
+const NODES: &str = "16";
+
+/// How each key of each view's rows is checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum How {
+    /// Equal to the value computed from the API.
+    Exact,
+    /// No node agent runs here: must be null (or 0 for a count of measured devices).
+    Unknown,
+    /// Text, not a number (names, states, labels); listed so that every key is accounted for.
+    Text,
+}
+use How::*;
+
+/// Every key of every view, and how it is checked. The views' rows must have exactly these.
+/// (key, how it is checked, against what).
+type Keys = &'static [(&'static str, How, &'static str)];
+
+const COVERAGE: &[(&str, Keys)] = &[
+    (
+        "fleet",
+        &[
+            ("name", Exact, "node name"),
+            ("status", Text, "Ready/NotReady, Cordoned: from ready and cordoned, both checked"),
+            ("ready", Exact, "the Ready condition"),
+            ("cordoned", Exact, "spec.unschedulable"),
+            ("model", Text, "GPU model from the product label or the slice"),
+            ("gpus", Exact, "gpu.count label, or the GPUs of the node's ResourceSlice"),
+            (
+                "alloc_gpus",
+                Exact,
+                "used: GPUs held by running pods (nvidia.com/gpu, DRA devices); on a label-announced MIG node \
+                 (instance unknown) at least one GPU when any instance is held, at most one per held instance; total: gpus",
+            ),
+            ("mig_alloc", Exact, "MIG instances held by running pods / the node's MIG capacity (or slice devices)"),
+            ("mig_held_instance_unknown", Exact, "held instances the API does not place (label-announced MIG nodes)"),
+            ("util_pct", Unknown, "no node agent"),
+            ("util_measured_gpus", Unknown, "no node agent: 0"),
+            ("mem_used_pct", Unknown, "no node agent"),
+            ("power_w", Unknown, "no node agent"),
+            ("telemetry_gpus", Unknown, "no node agent: 0"),
+            ("mig", Exact, "nvidia.com/mig.config and .state labels; null when MIG is off"),
+            ("idle_allocated", Unknown, "idle needs utilisation: unknown without an agent"),
+            ("pods", Exact, "unfinished GPU pods bound to the node"),
+            ("alerts", Text, "alert labels"),
+            ("created_ms", Exact, "creationTimestamp"),
+            ("age_s", Exact, "generated_at_ms - created_ms, with generated_at_ms inside the bracket"),
+        ],
+    ),
+    (
+        "gpus",
+        &[
+            ("node", Exact, "row key"),
+            ("gpu", Exact, "row key: index (label gpu-<i>, slice device gpu-<i>)"),
+            ("uuid", Exact, "DRA: the slice's uuid attribute; label-announced GPUs have none on the API (node/gpu-i)"),
+            ("model", Text, "GPU model"),
+            ("mode", Exact, "mig when the GPU is MIG-enabled (slice parentUUID, or mig.config on a label node)"),
+            ("util_pct", Unknown, "no node agent"),
+            ("telemetry_stale", Unknown, "never sampled: not stale, unknown (false)"),
+            ("mem_used_bytes", Unknown, "no node agent"),
+            (
+                "mem_total_bytes",
+                Exact,
+                "gpu.memory label (MiB) or the slice's memory capacity; a DRA GPU with MIG on lists only its \
+                 instances, so its whole memory is the catalog's (not on the API)",
+            ),
+            ("power_w", Unknown, "no node agent"),
+            ("temp_c", Unknown, "no node agent"),
+            ("tenant", Exact, "DRA: tenant of the pod holding the device; device plugin: unknown (null)"),
+            ("pods", Exact, "DRA: pods whose claim got this GPU; device plugin: the API does not say which GPU ([])"),
+            (
+                "mig_alloc",
+                Exact,
+                "DRA: instances of this GPU held / listed; label node: per node, the GPU rows' used plus the \
+                 fleet row's mig_held_instance_unknown equal the instances held, totals equal the MIG capacity",
+            ),
+            ("idle_for_s", Unknown, "no node agent"),
+            ("fits", Text, "what still fits, from the layout"),
+            ("health", Text, "no data without an agent"),
+            ("xid", Unknown, "XIDs come from node agents: null"),
+            ("ecc_uncorrected", Unknown, "ECC counts come from node agents: 0"),
+            (
+                "instances",
+                Exact,
+                "profiles per node equal the MIG capacity (label) or the slice's mig devices; DRA instances by uuid: \
+                 memory capacity and holder; label instances' memory is the catalog's (not on the API)",
+            ),
+        ],
+    ),
+    (
+        "tenants",
+        &[
+            ("tenant", Exact, "row key: the namespaces' fabrik.io/tenant label"),
+            ("source", Text, "how the tenant was recognised"),
+            ("namespaces", Exact, "namespaces with that label"),
+            ("pods", Exact, "unfinished pods of its namespaces (GPU or not)"),
+            ("pending_pods", Exact, "pods of its namespaces in phase Pending"),
+            ("gpu_quota_hard", Exact, "sum of the tenant's requests.nvidia.com/gpu and GPU device-class quotas"),
+            ("requested_gpus", Exact, "whole GPUs + DRA devices asked by unfinished pods"),
+            ("allocated_gpus", Exact, "whole GPUs + DRA devices held by running pods"),
+            ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
+            ("busy", Unknown, "no node agent"),
+            ("busy_measured", Unknown, "no node agent: 0"),
+            ("busy_pct", Unknown, "no node agent"),
+            ("idle_allocated", Unknown, "no node agent"),
+            ("status", Exact, "over quota exactly when requested_gpus > gpu_quota_hard"),
+        ],
+    ),
+    (
+        "quotas",
+        &[
+            ("tenant", Exact, "the namespace's tenant"),
+            ("source", Exact, "row key: ResourceQuota namespace/name, or ClusterQueue queue/flavor"),
+            ("resource", Exact, "row key"),
+            ("hard", Exact, "status.hard (enforced; spec.hard until the controller copied it); Kueue nominalQuota"),
+            ("used", Exact, "status.used; Kueue status.flavorsUsage"),
+            (
+                "requested",
+                Exact,
+                "what unfinished pods of that namespace ask for in exactly that resource (DRA claims of that \
+                 class for <class>.deviceclass.resource.k8s.io/devices); null (not applicable) for a Kueue \
+                 ClusterQueue, whose admission is Kueue's",
+            ),
+            ("use_pct", Exact, "used / hard, rounded"),
+            ("version", Exact, "resourceVersion"),
+            ("borrowing_limit", Exact, "Kueue borrowingLimit; null for a ResourceQuota"),
+            ("lending_limit", Exact, "Kueue lendingLimit; null for a ResourceQuota or when unset"),
+        ],
+    ),
+    (
+        "pods",
+        &[
+            ("namespace", Exact, "row key"),
+            ("name", Exact, "row key"),
+            ("tenant", Exact, "the namespace's tenant"),
+            ("node", Exact, "spec.nodeName"),
+            ("phase", Exact, "status.phase, Terminating when deletionTimestamp is set"),
+            ("request", Exact, "nvidia.com/gpu, nvidia.com/mig-* and the DRA claims' device counts and allocations"),
+            (
+                "devices",
+                Exact,
+                "DRA: the allocated devices' uuids; device plugin: the API does not say which device, so null or a \
+                 text saying it is unknown; a MIG pod must say it holds an instance whose binding is unknown",
+            ),
+            ("util_pct", Unknown, "no node agent"),
+            ("idle", Unknown, "no node agent"),
+            ("owner", Exact, "the controller kind (ReplicaSet, Job, ...), - for bare pods"),
+            ("created_ms", Exact, "creationTimestamp"),
+            ("age_s", Exact, "generated_at_ms - created_ms"),
+        ],
+    ),
+];
+
+fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let o = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fabrik(kubeconfig: &Path, args: &[&str]) -> String {
+    let o = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .env("HOME", std::env::temp_dir().join("fabrik-crosscheck-home"))
+        .output()
+        .unwrap_or_else(|e| panic!("run fabrik: {e}"));
+    assert!(o.status.success(), "fabrik {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// The raw objects, one kubectl call.
+struct Api {
+    nodes: Vec<Value>,
+    pods: Vec<Value>,
+    quotas: Vec<Value>,
+    namespaces: Vec<Value>,
+    slices: Vec<Value>,
+    claims: Vec<Value>,
+    cluster_queues: Vec<Value>,
+}
+
+fn read_api(kubeconfig: &Path) -> Api {
+    let text = kubectl(
+        kubeconfig,
+        &[
+            "get",
+            "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues",
+            "-A",
+            "-o",
+            "json",
+        ],
+    );
+    let list: Value = serde_json::from_str(&text).expect("kubectl JSON");
+    let mut api = Api {
+        nodes: vec![],
+        pods: vec![],
+        quotas: vec![],
+        namespaces: vec![],
+        slices: vec![],
+        claims: vec![],
+        cluster_queues: vec![],
+    };
+    for item in list["items"].as_array().into_iter().flatten() {
+        let bucket = match item["kind"].as_str() {
+            Some("Node") => &mut api.nodes,
+            Some("Pod") => &mut api.pods,
+            Some("ResourceQuota") => &mut api.quotas,
+            Some("Namespace") => &mut api.namespaces,
+            Some("ResourceSlice") => &mut api.slices,
+            Some("ResourceClaim") => &mut api.claims,
+            Some("ClusterQueue") => &mut api.cluster_queues,
+            _ => continue,
+        };
+        bucket.push(item.clone());
+    }
+    api
+}
+
+fn s(v: &Value) -> String {
+    v.as_str().unwrap_or_default().to_string()
+}
+
+/// A whole-number quantity as the API writes it ("8", "0").
+fn count(v: &Value) -> i64 {
+    v.as_str().and_then(|s| s.parse().ok()).or_else(|| v.as_i64()).unwrap_or(0)
+}
+
+fn ts_ms(v: &Value) -> u64 {
+    // RFC 3339 with seconds, UTC ("2026-12-03T16:41:14Z"), as the API server writes it.
+    let t = s(v);
+    let p = |a: usize, b: usize| t.get(a..b).and_then(|x| x.parse::<i64>().ok()).unwrap_or(0);
+    let (y, mo, d, h, mi, se) = (p(0, 4), p(5, 7), p(8, 10), p(11, 13), p(14, 16), p(17, 19));
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let y2 = if mo <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    ((days * 86_400 + h * 3600 + mi * 60 + se) * 1000) as u64
+}
+
+/// A device in a ResourceSlice.
+#[derive(Clone, Debug)]
+struct Device {
+    node: String,
+    name: String,
+    uuid: String,
+    mig: bool,
+    parent: String,
+    profile: String,
+    memory: i64,
+}
+
+/// What a pod asks for and holds, as the API says.
+#[derive(Clone, Debug, Default)]
+struct PodFacts {
+    ns: String,
+    name: String,
+    tenant: Option<String>,
+    node: Option<String>,
+    phase: String,
+    gpus: i64,
+    mig: BTreeMap<String, i64>,
+    /// (claim, class, count, allocated device uuids).
+    dra: Vec<(String, String, i64, Vec<String>)>,
+    owner: String,
+    created_ms: u64,
+}
+
+impl PodFacts {
+    fn finished(&self) -> bool {
+        self.phase == "Succeeded" || self.phase == "Failed"
+    }
+    /// Holds its devices: running (or being deleted) on a node.
+    fn holds(&self) -> bool {
+        self.node.is_some() && matches!(self.phase.as_str(), "Running" | "Terminating" | "Unknown")
+    }
+    fn gpu_pod(&self) -> bool {
+        self.gpus > 0 || !self.mig.is_empty() || !self.dra.is_empty()
+    }
+    fn dra_count(&self) -> i64 {
+        self.dra.iter().map(|d| d.2).sum()
+    }
+    fn mig_count(&self) -> i64 {
+        self.mig.values().sum()
+    }
+}
+
+/// The expected rows of every view: view → row key → field → value.
+type Rows = BTreeMap<String, BTreeMap<&'static str, Value>>;
+
+#[derive(Debug, Default, PartialEq)]
+struct Truth {
+    views: BTreeMap<&'static str, Rows>,
+    /// Label-announced MIG nodes: (whole GPUs held, MIG instances held, MIG GPUs).
+    label_mig: BTreeMap<String, (i64, i64, i64)>,
+    /// Per node: MIG instance profiles (sorted).
+    profiles: BTreeMap<String, Vec<String>>,
+    /// Pods bound but not started, claims not allocated yet, finished pods, quotas whose
+    /// status lags: what "settled" waits for (not compared).
+    starting: usize,
+    unallocated_claims: usize,
+    finished_pods: usize,
+    quota_lag: usize,
+}
+
+fn truth(api: &Api) -> Truth {
+    let mut t = Truth::default();
+    let tenant_of_ns: BTreeMap<String, String> = api
+        .namespaces
+        .iter()
+        .filter_map(|n| {
+            let l = n["metadata"]["labels"]["fabrik.io/tenant"].as_str()?;
+            Some((s(&n["metadata"]["name"]), l.to_string()))
+        })
+        .collect();
+
+    let mut devices: BTreeMap<(String, String), Device> = BTreeMap::new();
+    for sl in &api.slices {
+        let node = s(&sl["spec"]["nodeName"]);
+        let pool = s(&sl["spec"]["pool"]["name"]);
+        for d in sl["spec"]["devices"].as_array().into_iter().flatten() {
+            let a = |k: &str| s(&d["attributes"][k]["string"]);
+            let dev = Device {
+                node: node.clone(),
+                name: s(&d["name"]),
+                uuid: a("uuid"),
+                mig: a("type") == "mig",
+                parent: a("parentUUID"),
+                profile: a("profile"),
+                memory: count(&d["capacity"]["memory"]["value"]),
+            };
+            devices.insert((pool.clone(), dev.name.clone()), dev);
+        }
+    }
+    let by_uuid: BTreeMap<String, Device> = devices.values().map(|d| (d.uuid.clone(), d.clone())).collect();
+    // claim (ns/name) → (class, count, allocated uuids)
+    let mut claims: BTreeMap<String, (String, i64, Vec<String>)> = BTreeMap::new();
+    for c in &api.claims {
+        let key = format!("{}/{}", s(&c["metadata"]["namespace"]), s(&c["metadata"]["name"]));
+        let reqs = c["spec"]["devices"]["requests"].as_array().cloned().unwrap_or_default();
+        let class = reqs.first().map(|r| s(&r["exactly"]["deviceClassName"])).unwrap_or_default();
+        let want: i64 = reqs.iter().map(|r| r["exactly"]["count"].as_i64().unwrap_or(1)).sum();
+        let got: Vec<String> = c["status"]["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|r| devices.get(&(s(&r["pool"]), s(&r["device"]))).map(|d| d.uuid.clone()))
+            .collect();
+        if got.is_empty() {
+            t.unallocated_claims += 1;
+        }
+        let n = if got.is_empty() { want } else { got.len() as i64 };
+        claims.insert(key, (class, n, got));
+    }
+
+    let mut pods: Vec<PodFacts> = Vec::new();
+    // Every pod, GPU or not: a tenant's pod count is of all its pods.
+    let mut all_pods: Vec<PodFacts> = Vec::new();
+    for p in &api.pods {
+        let ns = s(&p["metadata"]["namespace"]);
+        let mut f = PodFacts {
+            name: s(&p["metadata"]["name"]),
+            tenant: tenant_of_ns.get(&ns).cloned(),
+            node: p["spec"]["nodeName"].as_str().map(str::to_string),
+            phase: if p["metadata"]["deletionTimestamp"].is_string() {
+                "Terminating".into()
+            } else {
+                p["status"]["phase"].as_str().unwrap_or("Pending").to_string()
+            },
+            owner: p["metadata"]["ownerReferences"][0]["kind"].as_str().unwrap_or("-").to_string(),
+            created_ms: ts_ms(&p["metadata"]["creationTimestamp"]),
+            ns: ns.clone(),
+            ..Default::default()
+        };
+        for c in p["spec"]["containers"].as_array().into_iter().flatten() {
+            let res = &c["resources"];
+            let lim = if res["limits"].is_object() { &res["limits"] } else { &res["requests"] };
+            for (k, v) in lim.as_object().into_iter().flatten() {
+                if k == "nvidia.com/gpu" {
+                    f.gpus += count(v);
+                } else if k.starts_with("nvidia.com/mig-") {
+                    *f.mig.entry(k.clone()).or_default() += count(v);
+                }
+            }
+        }
+        for rc in p["spec"]["resourceClaims"].as_array().into_iter().flatten() {
+            let name = rc["resourceClaimName"].as_str().map(str::to_string).or_else(|| {
+                let st = p["status"]["resourceClaimStatuses"].as_array()?;
+                st.iter()
+                    .find(|x| x["name"] == rc["name"])
+                    .and_then(|x| x["resourceClaimName"].as_str())
+                    .map(String::from)
+            });
+            let Some(name) = name else { continue };
+            let (class, n, got) = claims.get(&format!("{ns}/{name}")).cloned().unwrap_or_default();
+            f.dra.push((name, class, n, got));
+        }
+        if f.phase == "Pending" && f.node.is_some() {
+            t.starting += 1;
+        }
+        if f.finished() && f.gpu_pod() {
+            t.finished_pods += 1;
+        }
+        all_pods.push(f.clone());
+        if f.gpu_pod() {
+            pods.push(f);
+        }
+    }
+
+    // ---------- pods ----------
+    let mut rows = Rows::new();
+    for p in &pods {
+        let mig: serde_json::Map<String, Value> = p.mig.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+        let dra: Vec<Value> = p
+            .dra
+            .iter()
+            .map(
+                |(c, class, n, got)| json!({ "claim": c, "device_class": class, "count": n, "allocated": got.first() }),
+            )
+            .collect();
+        let mut r = BTreeMap::new();
+        r.insert("tenant", json!(p.tenant));
+        r.insert("node", json!(p.node));
+        r.insert("phase", json!(p.phase));
+        r.insert("request", json!({ "gpus": p.gpus, "mig": mig, "dra": dra }));
+        r.insert("owner", json!(p.owner));
+        r.insert("created_ms", json!(p.created_ms));
+        if !p.dra.is_empty() {
+            let got: Vec<&String> = p.dra.iter().flat_map(|d| &d.3).collect();
+            let text = if got.is_empty() {
+                "unallocated".to_string()
+            } else {
+                got.iter().map(|u| u.as_str()).collect::<Vec<_>>().join(",")
+            };
+            r.insert("devices", json!(text));
+        }
+        rows.insert(format!("{}/{}", p.ns, p.name), r);
+    }
+    t.views.insert("pods", rows);
+
+    // ---------- fleet and gpus ----------
+    let mut fleet = Rows::new();
+    let mut gpus = Rows::new();
+    for n in &api.nodes {
+        let name = s(&n["metadata"]["name"]);
+        let labels = &n["metadata"]["labels"];
+        let cap = &n["status"]["capacity"];
+        let ready = n["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        let on_node: Vec<&PodFacts> = pods.iter().filter(|p| p.node.as_deref() == Some(name.as_str())).collect();
+        let holding: Vec<&&PodFacts> = on_node.iter().filter(|p| p.holds()).collect();
+        let node_devices: Vec<&Device> = devices.values().filter(|d| d.node == name).collect();
+        let dra = !node_devices.is_empty();
+        let held_uuids: BTreeSet<String> =
+            holding.iter().flat_map(|p| p.dra.iter().flat_map(|d| d.3.clone())).collect();
+        let whole_held: i64 = holding.iter().map(|p| p.gpus).sum();
+        let mig_held_label: i64 = holding.iter().map(|p| p.mig_count()).sum();
+        let mut r = BTreeMap::new();
+        r.insert("ready", json!(ready));
+        r.insert("cordoned", json!(n["spec"]["unschedulable"].as_bool().unwrap_or(false)));
+        let cfg = s(&labels["nvidia.com/mig.config"]);
+        let state = labels["nvidia.com/mig.config.state"].as_str();
+        r.insert(
+            "mig",
+            if cfg.is_empty() || cfg == "all-disabled" {
+                Value::Null
+            } else {
+                json!({ "config": cfg, "state": state })
+            },
+        );
+        r.insert("pods", json!(on_node.iter().filter(|p| !p.finished()).count()));
+        r.insert("created_ms", json!(ts_ms(&n["metadata"]["creationTimestamp"])));
+        let mut profiles: Vec<String>;
+        if dra {
+            // GPUs: type=gpu devices and the parents of mig devices.
+            let mut gpu_index: BTreeMap<String, (i64, Option<&Device>)> = BTreeMap::new();
+            for d in &node_devices {
+                let idx = d.name.strip_prefix("gpu-").and_then(|x| x.split('-').next()).and_then(|x| x.parse().ok());
+                let Some(idx) = idx else { continue };
+                if d.mig {
+                    gpu_index.entry(d.parent.clone()).or_insert((idx, None));
+                } else {
+                    gpu_index.insert(d.uuid.clone(), (idx, Some(d)));
+                }
+            }
+            let count_gpus = gpu_index.len() as i64;
+            // Whole GPUs held, plus GPUs with an instance held.
+            let mut held_gpus: BTreeSet<String> = BTreeSet::new();
+            let mut mig_used = 0i64;
+            for u in &held_uuids {
+                if let Some(d) = by_uuid.get(u).filter(|d| d.node == name) {
+                    if d.mig {
+                        held_gpus.insert(d.parent.clone());
+                        mig_used += 1;
+                    } else {
+                        held_gpus.insert(d.uuid.clone());
+                    }
+                }
+            }
+            let mig_total = node_devices.iter().filter(|d| d.mig).count() as i64;
+            r.insert("gpus", json!(count_gpus));
+            r.insert("alloc_gpus", json!({ "used": held_gpus.len() as i64 + whole_held, "total": count_gpus }));
+            r.insert("mig_alloc", json!({ "used": mig_used, "total": mig_total }));
+            r.insert("mig_held_instance_unknown", json!(0));
+            profiles = node_devices.iter().filter(|d| d.mig).map(|d| d.profile.clone()).collect();
+            for (uuid, (idx, dev)) in &gpu_index {
+                let mut g = BTreeMap::new();
+                let inst: Vec<&&Device> = node_devices.iter().filter(|d| d.mig && d.parent == *uuid).collect();
+                let holders: Vec<String> = holding
+                    .iter()
+                    .filter(|p| p.dra.iter().any(|d| d.3.contains(uuid)))
+                    .map(|p| format!("{}/{}", p.ns, p.name))
+                    .collect();
+                g.insert("uuid", json!(uuid));
+                g.insert("mode", json!(if inst.is_empty() { "full" } else { "mig" }));
+                g.insert("pods", json!(holders));
+                let tenant =
+                    holding.iter().find(|p| p.dra.iter().any(|d| d.3.contains(uuid))).map(|p| p.tenant.clone());
+                g.insert("tenant", json!(tenant.flatten()));
+                if let Some(d) = dev {
+                    g.insert("mem_total_bytes", json!(d.memory));
+                }
+                if inst.is_empty() {
+                    g.insert("mig_alloc", Value::Null);
+                } else {
+                    let used = inst.iter().filter(|d| held_uuids.contains(&d.uuid)).count();
+                    g.insert("mig_alloc", json!({ "used": used, "total": inst.len() }));
+                    let mut by: Vec<Value> = inst
+                        .iter()
+                        .map(|d| {
+                            let holder = holding
+                                .iter()
+                                .find(|p| p.dra.iter().any(|c| c.3.contains(&d.uuid)))
+                                .map(|p| format!("{}/{}", p.ns, p.name));
+                            json!({ "uuid": d.uuid, "profile": d.profile, "mem_total_bytes": d.memory, "pod": holder })
+                        })
+                        .collect();
+                    by.sort_by_key(|v| s(&v["uuid"]));
+                    g.insert("instances", json!(by));
+                }
+                gpus.insert(format!("{name}/{idx}"), g);
+            }
+        } else {
+            let count_gpus = count(&labels["nvidia.com/gpu.count"]);
+            let mut mig_total = 0i64;
+            profiles = Vec::new();
+            for (k, v) in cap.as_object().into_iter().flatten() {
+                if let Some(p) = k.strip_prefix("nvidia.com/mig-") {
+                    mig_total += count(v);
+                    profiles.extend(std::iter::repeat_n(p.to_string(), count(v).max(0) as usize));
+                }
+            }
+            let whole = count(&cap["nvidia.com/gpu"]);
+            let mig_gpus = if mig_total > 0 { count_gpus - whole } else { 0 };
+            r.insert("gpus", json!(count_gpus));
+            r.insert("mig_alloc", json!({ "used": mig_held_label, "total": mig_total }));
+            r.insert("mig_held_instance_unknown", json!(mig_held_label));
+            if mig_total > 0 {
+                // Which GPU an instance is on is not on the API: bounds, checked apart.
+                t.label_mig.insert(name.clone(), (whole_held, mig_held_label, mig_gpus));
+            } else {
+                r.insert("alloc_gpus", json!({ "used": whole_held, "total": count_gpus }));
+            }
+            let mem = count(&labels["nvidia.com/gpu.memory"]) * 1024 * 1024;
+            for i in 0..count_gpus {
+                let mut g = BTreeMap::new();
+                g.insert("mode", json!(if i >= whole && mig_total > 0 { "mig" } else { "full" }));
+                g.insert("mem_total_bytes", json!(mem));
+                // Which GPU a device-plugin pod got is not on the API.
+                g.insert("pods", json!([]));
+                g.insert("tenant", Value::Null);
+                gpus.insert(format!("{name}/{i}"), g);
+            }
+        }
+        profiles.sort();
+        t.profiles.insert(name.clone(), profiles);
+        fleet.insert(name, r);
+    }
+    t.views.insert("fleet", fleet);
+    t.views.insert("gpus", gpus);
+
+    // ---------- quotas ----------
+    let mut quotas = Rows::new();
+    let mut tenant_quota: BTreeMap<String, i64> = BTreeMap::new();
+    for q in &api.quotas {
+        let ns = s(&q["metadata"]["namespace"]);
+        let qname = s(&q["metadata"]["name"]);
+        for (res, hard) in q["spec"]["hard"].as_object().into_iter().flatten() {
+            let gpu_key = res == "requests.nvidia.com/gpu"
+                || res.starts_with("requests.nvidia.com/mig-")
+                || res.ends_with(".deviceclass.resource.k8s.io/devices");
+            if !gpu_key {
+                continue;
+            }
+            // Enforced: the status's hard (the spec's until the controller copied it).
+            let enforced = &q["status"]["hard"][res];
+            let hard = if enforced.is_null() { count(hard) } else { count(enforced) };
+            let used = count(&q["status"]["used"][res]);
+            let unfinished = pods.iter().filter(|p| p.ns == ns && !p.finished());
+            let requested: i64 = if res == "requests.nvidia.com/gpu" {
+                unfinished.map(|p| p.gpus).sum()
+            } else if let Some(m) = res.strip_prefix("requests.") {
+                unfinished.map(|p| p.mig.get(m).copied().unwrap_or(0)).sum()
+            } else {
+                let class = res.trim_end_matches(".deviceclass.resource.k8s.io/devices");
+                let mut seen = BTreeSet::new();
+                unfinished.flat_map(|p| &p.dra).filter(|d| d.1 == class && seen.insert(d.0.clone())).map(|d| d.2).sum()
+            };
+            if q["status"]["used"][res].is_null() || used != requested {
+                t.quota_lag += 1;
+            }
+            let tenant = tenant_of_ns.get(&ns).cloned();
+            if let Some(tn) = &tenant
+                && (res == "requests.nvidia.com/gpu" || res == "gpu.nvidia.com.deviceclass.resource.k8s.io/devices")
+            {
+                *tenant_quota.entry(tn.clone()).or_default() += hard;
+            }
+            let mut r = BTreeMap::new();
+            r.insert("tenant", json!(tenant));
+            r.insert("source", json!({ "kind": "ResourceQuota", "namespace": ns, "name": qname }));
+            r.insert("resource", json!(res));
+            r.insert("hard", json!(hard));
+            r.insert("used", json!(used));
+            r.insert("requested", json!(requested));
+            r.insert("use_pct", if hard > 0 { json!((used * 200 + hard) / (hard * 2)) } else { Value::Null });
+            r.insert("version", q["metadata"]["resourceVersion"].clone());
+            r.insert("borrowing_limit", Value::Null);
+            r.insert("lending_limit", Value::Null);
+            quotas.insert(format!("{ns}/{qname}/{res}"), r);
+        }
+    }
+    // Kueue ClusterQueues: nominal quota per flavor and GPU resource; the queue is its tenant.
+    // What its workloads ask for is Kueue's to admit: requested is not applicable (null).
+    let mut queue_tenants: BTreeMap<String, i64> = BTreeMap::new();
+    for cq in &api.cluster_queues {
+        let queue = s(&cq["metadata"]["name"]);
+        for g in cq["spec"]["resourceGroups"].as_array().into_iter().flatten() {
+            for f in g["flavors"].as_array().into_iter().flatten() {
+                let flavor = s(&f["name"]);
+                for r in f["resources"].as_array().into_iter().flatten() {
+                    let res = s(&r["name"]);
+                    if res != "nvidia.com/gpu" && !res.starts_with("nvidia.com/mig-") {
+                        continue;
+                    }
+                    let hard = count(&r["nominalQuota"]);
+                    let usage =
+                        cq["status"]["flavorsUsage"].as_array().and_then(|u| u.iter().find(|x| x["name"] == flavor));
+                    let used = usage
+                        .and_then(|u| u["resources"].as_array()?.iter().find(|x| x["name"] == res.as_str()).cloned())
+                        .map(|x| count(&x["total"]))
+                        .unwrap_or(0);
+                    if res == "nvidia.com/gpu" {
+                        *queue_tenants.entry(queue.clone()).or_default() += hard;
+                    }
+                    let limit = |k: &str| if r[k].is_null() { Value::Null } else { json!(count(&r[k])) };
+                    let mut row = BTreeMap::new();
+                    row.insert("tenant", json!(queue));
+                    row.insert("source", json!({ "kind": "ClusterQueue", "queue": queue, "flavor": flavor }));
+                    row.insert("resource", json!(res));
+                    row.insert("hard", json!(hard));
+                    row.insert("used", json!(used));
+                    row.insert("requested", Value::Null);
+                    row.insert("use_pct", if hard > 0 { json!((used * 200 + hard) / (hard * 2)) } else { Value::Null });
+                    row.insert("version", cq["metadata"]["resourceVersion"].clone());
+                    row.insert("borrowing_limit", limit("borrowingLimit"));
+                    row.insert("lending_limit", limit("lendingLimit"));
+                    quotas.insert(format!("{queue}/{flavor}/{res}"), row);
+                }
+            }
+        }
+    }
+    t.views.insert("quotas", quotas);
+
+    // ---------- tenants ----------
+    let mut tenants = Rows::new();
+    let names: BTreeSet<String> = tenant_of_ns.values().cloned().collect();
+    for tn in names {
+        let mine: Vec<&PodFacts> = pods.iter().filter(|p| p.tenant.as_deref() == Some(tn.as_str())).collect();
+        let unfinished: Vec<&&PodFacts> = mine.iter().filter(|p| !p.finished()).collect();
+        let requested: i64 = unfinished.iter().map(|p| p.gpus + p.dra_count()).sum();
+        let allocated: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.gpus + p.dra_count()).sum();
+        let allocated_mig: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.mig_count()).sum();
+        let quota = tenant_quota.get(&tn).copied();
+        let requested_mig: i64 = unfinished.iter().map(|p| p.mig_count()).sum();
+        if requested + allocated + requested_mig + allocated_mig == 0 && quota.is_none() {
+            continue;
+        }
+        let mut nss: Vec<String> = tenant_of_ns.iter().filter(|(_, t)| **t == tn).map(|(n, _)| n.clone()).collect();
+        nss.sort();
+        let mut r = BTreeMap::new();
+        let every: Vec<&PodFacts> = all_pods.iter().filter(|p| p.tenant.as_deref() == Some(tn.as_str())).collect();
+        r.insert("namespaces", json!(nss));
+        r.insert("pods", json!(every.iter().filter(|p| !p.finished()).count()));
+        r.insert("pending_pods", json!(every.iter().filter(|p| p.phase == "Pending").count()));
+        r.insert("gpu_quota_hard", json!(quota));
+        r.insert("requested_gpus", json!(requested));
+        r.insert("allocated_gpus", json!(allocated));
+        r.insert("allocated_mig", json!(allocated_mig));
+        r.insert("over_quota", json!(quota.is_some_and(|q| requested > q)));
+        tenants.insert(tn, r);
+    }
+    for (queue, hard) in queue_tenants {
+        let mut r = BTreeMap::new();
+        r.insert("namespaces", json!([]));
+        for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig"] {
+            r.insert(k, json!(0));
+        }
+        r.insert("gpu_quota_hard", json!(hard));
+        r.insert("over_quota", json!(false));
+        tenants.insert(queue, r);
+    }
+    t.views.insert("tenants", tenants);
+    t
+}
+
+/// fabrik's rows of a view, keyed as the truth keys them.
+fn keyed(view: &str, doc: &Value) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    for r in doc["rows"].as_array().into_iter().flatten() {
+        let key = match view {
+            "fleet" => s(&r["name"]),
+            "gpus" => format!("{}/{}", s(&r["node"]), r["gpu"]),
+            "tenants" => s(&r["tenant"]),
+            "quotas" if r["source"]["kind"] == "ClusterQueue" => {
+                format!("{}/{}/{}", s(&r["source"]["queue"]), s(&r["source"]["flavor"]), s(&r["resource"]))
+            }
+            "quotas" => format!("{}/{}/{}", s(&r["source"]["namespace"]), s(&r["source"]["name"]), s(&r["resource"])),
+            "pods" => format!("{}/{}", s(&r["namespace"]), s(&r["name"])),
+            _ => continue,
+        };
+        out.insert(key, r.clone());
+    }
+    out
+}
+
+/// Compares one view; returns the differences, one line each.
+fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let got = keyed(view, doc);
+    let want = &t.views[view];
+    let gen_ms = doc["generated_at_ms"].as_u64().unwrap_or(0);
+    if gen_ms < before_ms.saturating_sub(2000) || gen_ms > after_ms + 2000 {
+        diffs.push(format!(
+            "{view}: generated_at_ms {gen_ms} is not the snapshot's wall clock ({before_ms}..{after_ms})"
+        ));
+    }
+    let got_keys: BTreeSet<&String> = got.keys().collect();
+    let want_keys: BTreeSet<&String> = want.keys().collect();
+    for k in want_keys.difference(&got_keys) {
+        diffs.push(format!("{view}: row {k} is on the API but not in fabrik"));
+    }
+    for k in got_keys.difference(&want_keys) {
+        diffs.push(format!("{view}: row {k} is in fabrik but not on the API"));
+    }
+    let coverage = COVERAGE.iter().find(|(v, _)| *v == view).map(|(_, c)| *c).unwrap_or(&[]);
+    for (key, row) in &got {
+        // Every key accounted for, and no covered key missing.
+        let keys: BTreeSet<&str> = row.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();
+        let covered: BTreeSet<&str> = coverage.iter().map(|c| c.0).collect();
+        for k in keys.difference(&covered) {
+            diffs.push(format!("{view}: key {k:?} is not in COVERAGE (say how it is checked)"));
+        }
+        for k in covered.difference(&keys) {
+            diffs.push(format!("{view}: covered key {k:?} is missing from row {key}"));
+        }
+        for (field, how, _) in coverage {
+            let v = &row[*field];
+            if *how == Unknown {
+                let ok = match *field {
+                    "util_measured_gpus" | "telemetry_gpus" | "busy_measured" | "ecc_uncorrected" => v == &json!(0),
+                    "telemetry_stale" => v == &json!(false),
+                    _ => v.is_null(),
+                };
+                if !ok {
+                    diffs.push(format!(
+                        "{view} {key} {field}: {v} without any telemetry source (unknown must stay unknown)"
+                    ));
+                }
+            }
+        }
+        if view == "gpus" {
+            for i in row["instances"].as_array().into_iter().flatten() {
+                for f in ["util_pct", "mem_used_bytes", "idle_for_s"] {
+                    if !i[f].is_null() {
+                        diffs.push(format!("gpus {key} instance {} {f}: {} without telemetry", i["uuid"], i[f]));
+                    }
+                }
+            }
+        }
+        if matches!(view, "fleet" | "pods") {
+            let created = row["created_ms"].as_u64().unwrap_or(0);
+            if row["age_s"].as_u64() != Some(gen_ms.saturating_sub(created) / 1000) {
+                diffs.push(format!("{view} {key} age_s {} vs generated_at_ms - created_ms", row["age_s"]));
+            }
+        }
+        let Some(w) = want.get(key) else { continue };
+        for (field, expected) in w {
+            let actual = match (*field, view) {
+                ("over_quota", _) => json!(row["status"] == "over quota"),
+                ("instances", _) => {
+                    let mut v: Vec<Value> = row["instances"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .map(|i| json!({ "uuid": i["uuid"], "profile": i["profile"], "mem_total_bytes": i["mem_total_bytes"], "pod": i["pod"] }))
+                        .collect();
+                    v.sort_by_key(|x| s(&x["uuid"]));
+                    json!(v)
+                }
+                ("request", _) => {
+                    let mut r = row["request"].clone();
+                    if let Some(d) = r["dra"].as_array_mut() {
+                        d.sort_by_key(|x| s(&x["claim"]));
+                    }
+                    r
+                }
+                _ => row[*field].clone(),
+            };
+            let mut expected = expected.clone();
+            if *field == "request"
+                && let Some(d) = expected["dra"].as_array_mut()
+            {
+                d.sort_by_key(|x| s(&x["claim"]));
+            }
+            if actual != expected {
+                diffs.push(format!("{view} {key} {field}: fabrik {actual}, API {expected}"));
+            }
+        }
+    }
+    // What the API cannot place exactly, checked as bounds and sums.
+    match view {
+        "fleet" => {
+            for (node, (whole, held, mig_gpus)) in &t.label_mig {
+                let Some(r) = got.get(node) else { continue };
+                let used = r["alloc_gpus"]["used"].as_i64().unwrap_or(-1);
+                let lo = whole + i64::from(*held > 0);
+                let hi = whole + held.min(mig_gpus);
+                if used < lo || used > hi {
+                    diffs.push(format!(
+                        "fleet {node} alloc_gpus.used: fabrik {used}, API: {whole} whole GPUs and {held} MIG instances \
+                         held on {mig_gpus} MIG GPUs, so {lo}..={hi} (issue 12 item 1)"
+                    ));
+                }
+                if r["alloc_gpus"]["total"] != t.views["fleet"][node]["gpus"] {
+                    diffs.push(format!("fleet {node} alloc_gpus.total: {}", r["alloc_gpus"]["total"]));
+                }
+            }
+        }
+        "gpus" => {
+            // Per node: the instances' profiles; on label nodes the GPU rows' used plus the
+            // node's unknown-instance count is what is held.
+            let mut profiles: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            let mut used: BTreeMap<String, i64> = BTreeMap::new();
+            let mut total: BTreeMap<String, i64> = BTreeMap::new();
+            for r in got.values() {
+                let node = s(&r["node"]);
+                for i in r["instances"].as_array().into_iter().flatten() {
+                    profiles.entry(node.clone()).or_default().push(s(&i["profile"]));
+                }
+                *used.entry(node.clone()).or_default() += r["mig_alloc"]["used"].as_i64().unwrap_or(0);
+                *total.entry(node).or_default() += r["mig_alloc"]["total"].as_i64().unwrap_or(0);
+            }
+            for (node, want) in &t.profiles {
+                let mut have = profiles.get(node).cloned().unwrap_or_default();
+                have.sort();
+                if &have != want {
+                    diffs.push(format!("gpus {node}: MIG instance profiles {have:?}, API {want:?}"));
+                }
+            }
+            for (node, (_, held, _)) in &t.label_mig {
+                // The fleet row's unknown count is compared with the API in the fleet view.
+                let u = used.get(node).copied().unwrap_or(0);
+                if u > *held {
+                    diffs.push(format!("gpus {node}: {u} instances shown in use, only {held} held (API)"));
+                }
+                let mig_total = t.views["fleet"][node]["mig_alloc"]["total"].as_i64().unwrap_or(0);
+                if total.get(node).copied().unwrap_or(0) != mig_total {
+                    diffs
+                        .push(format!("gpus {node}: {:?} instances in the GPU rows, API {mig_total}", total.get(node)));
+                }
+            }
+        }
+        "pods" => {
+            for (key, r) in &got {
+                let Some(w) = want.get(key) else { continue };
+                if w.contains_key("devices") {
+                    continue;
+                }
+                // Device plugin: the API does not say which device; it must not be shown as
+                // none when the pod holds one, and a MIG pod's must say unknown (item 1).
+                let holds = r["node"].is_string() && matches!(r["phase"].as_str(), Some("Running" | "Terminating"));
+                let mig = r["request"]["mig"].as_object().is_some_and(|m| !m.is_empty());
+                let d = &r["devices"];
+                let says_unknown = d.as_str().is_some_and(|x| x.contains("unknown"));
+                if holds && mig && !says_unknown {
+                    diffs.push(format!(
+                        "pods {key} devices: {d}; it holds a MIG instance the API does not place: the binding is \
+                         unknown (issue 12 item 1)"
+                    ));
+                }
+                if !d.is_null() && !says_unknown {
+                    diffs.push(format!("pods {key} devices: {d}, but the API does not say which device it got"));
+                }
+            }
+        }
+        _ => {}
+    }
+    diffs
+}
+
+/// A table as `--format table` prints it: one map per row, column name → cell. Columns are
+/// left-aligned at the header's offsets (a cell may hold spaces: `all-balanced success`).
+fn table_rows(table: &str) -> Vec<BTreeMap<String, String>> {
+    let mut lines = table.lines();
+    let header = lines.next().unwrap_or_default();
+    let starts: Vec<(usize, &str)> = header
+        .match_indices(|c: char| c != ' ')
+        .filter(|(i, _)| *i == 0 || header.as_bytes()[i - 1] == b' ')
+        .map(|(i, _)| (i, header[i..].split(' ').next().unwrap_or("")))
+        .collect();
+    lines
+        .map(|line| {
+            let chars: Vec<char> = line.chars().collect();
+            starts
+                .iter()
+                .enumerate()
+                .map(|(k, (from, name))| {
+                    let to = starts.get(k + 1).map(|(i, _)| *i).unwrap_or(usize::MAX).min(chars.len());
+                    let cell: String = chars.get((*from).min(to)..to).unwrap_or(&[]).iter().collect();
+                    (name.to_string(), cell.trim().to_string())
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// A cell that reads as a measurement: a bare number or percentage.
+fn reads_as_number(cell: &str) -> bool {
+    let body = cell.trim_end_matches(['%', 'W']);
+    !body.is_empty() && body.chars().all(|c| c.is_ascii_digit())
+}
+
+/// The fleet table: GPUS, ALLOC and PODS of each node; UTIL, MEM, POWER and IDLE are
+/// unknown without an agent and must not read as measurements (issue 12 item 3).
+fn compare_table(table: &str, t: &Truth) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let fleet = &t.views["fleet"];
+    let mut seen = 0;
+    for row in table_rows(table) {
+        let cell = |name: &str| row.get(name).cloned().unwrap_or_default();
+        let node = cell("NAME");
+        let Some(w) = fleet.get(&node) else { continue };
+        seen += 1;
+        let gpus = w["gpus"].to_string();
+        if cell("GPUS") != gpus {
+            diffs.push(format!("fleet table {node} GPUS {:?}, API {gpus}", cell("GPUS")));
+        }
+        if let Some(a) = w.get("alloc_gpus") {
+            let want = format!("{}/{}", a["used"], a["total"]);
+            if cell("ALLOC") != want {
+                diffs.push(format!("fleet table {node} ALLOC {:?}, API {want}", cell("ALLOC")));
+            }
+        }
+        if let Some((whole, held, mig_gpus)) = t.label_mig.get(&node) {
+            let used: i64 = cell("ALLOC").split('/').next().and_then(|u| u.parse().ok()).unwrap_or(-1);
+            if used < whole + i64::from(*held > 0) || used > whole + held.min(mig_gpus) {
+                diffs.push(format!(
+                    "fleet table {node} ALLOC {:?} with {held} MIG instances held (item 1)",
+                    cell("ALLOC")
+                ));
+            }
+        }
+        let pods = w["pods"].to_string();
+        if cell("PODS") != pods {
+            diffs.push(format!("fleet table {node} PODS {:?}, API {pods}", cell("PODS")));
+        }
+        for c in ["UTIL", "MEM", "POWER", "IDLE"] {
+            if reads_as_number(&cell(c)) {
+                diffs.push(format!(
+                    "fleet table {node} {c} {:?} without any telemetry: unknown is not a number (item 3)",
+                    cell(c)
+                ));
+            }
+        }
+    }
+    if seen != fleet.len() {
+        diffs.push(format!("fleet table: {seen} node rows, API {}", fleet.len()));
+    }
+    diffs
+}
+
+/// The tenants table: PODS, PEND, QUOTA, REQ, ALLOC, MIG per tenant; BUSY, IDLE and BUSY%
+/// are unknown without an agent and must not read as measurements (issue 12 item 3).
+fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let tenants = &t.views["tenants"];
+    let mut seen = 0;
+    for row in table_rows(table) {
+        let cell = |name: &str| row.get(name).cloned().unwrap_or_default();
+        let name = cell("TENANT");
+        let Some(w) = tenants.get(&name) else { continue };
+        seen += 1;
+        let quota = if w["gpu_quota_hard"].is_null() { "-".to_string() } else { w["gpu_quota_hard"].to_string() };
+        let want = [
+            ("PODS", w["pods"].to_string()),
+            ("PEND", w["pending_pods"].to_string()),
+            ("QUOTA", quota),
+            ("REQ", w["requested_gpus"].to_string()),
+            ("ALLOC", w["allocated_gpus"].to_string()),
+            ("MIG", w["allocated_mig"].to_string()),
+        ];
+        for (c, v) in want {
+            if cell(c) != v {
+                diffs.push(format!("tenants table {name} {c} {:?}, API {v}", cell(c)));
+            }
+        }
+        for c in ["BUSY", "IDLE", "BUSY%"] {
+            if reads_as_number(&cell(c)) {
+                diffs.push(format!(
+                    "tenants table {name} {c} {:?} without any telemetry: unknown is not 0 (item 3)",
+                    cell(c)
+                ));
+            }
+        }
+    }
+    if seen != tenants.len() {
+        diffs.push(format!("tenants table: {seen} rows, API {}", tenants.len()));
+    }
+    diffs
+}
+
+/// The quotas table: HARD, USED, REQ and USE% per quota.
+fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
+    let mut diffs = Vec::new();
+    let quotas = &t.views["quotas"];
+    let mut seen = 0;
+    for line in table.lines().skip(1) {
+        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ USE% VERSION
+        let c: Vec<&str> = line.split_whitespace().collect();
+        if c.len() < 8 || !matches!(c[1], "ResourceQuota" | "ClusterQueue") {
+            continue;
+        }
+        let key = format!("{}/{}", c[2], c[3]);
+        let Some(w) = quotas.get(&key) else {
+            diffs.push(format!("quotas table: {key} not on the API"));
+            continue;
+        };
+        seen += 1;
+        let pct = if w["use_pct"].is_null() { "-".to_string() } else { format!("{}%", w["use_pct"]) };
+        let req = if w["requested"].is_null() { "-".to_string() } else { w["requested"].to_string() };
+        let want = [w["hard"].to_string(), w["used"].to_string(), req, pct];
+        let have = [c[4], c[5], c[6], c[7]];
+        if have.iter().zip(&want).any(|(h, w)| *h != w.as_str()) {
+            diffs.push(format!("quotas table {key}: HARD USED REQ USE% {have:?}, API {want:?}"));
+        }
+    }
+    if seen != quotas.len() {
+        diffs.push(format!("quotas table: {seen} rows, API {}", quotas.len()));
+    }
+    diffs
+}
+
+fn kubectl_stdin(kubeconfig: &Path, args: &[&str], input: &str) -> String {
+    use std::io::Write;
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(input.as_bytes()).expect("kubectl stdin");
+    }
+    let o = child.wait_with_output().expect("kubectl");
+    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A Kueue ClusterQueue (its CRD as Kueue serves it, open schema; no Kueue controller, so
+/// its usage is written here as Kueue would write it).
+fn kueue_cluster_queue(kubeconfig: &Path) {
+    let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "clusterqueues.kueue.x-k8s.io"},
+        "spec": {"group": "kueue.x-k8s.io", "scope": "Cluster",
+            "names": {"plural": "clusterqueues", "singular": "clusterqueue", "kind": "ClusterQueue", "listKind": "ClusterQueueList"},
+            "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}});
+    kubectl_stdin(kubeconfig, &["apply", "-f", "-"], &crd.to_string());
+    kubectl(kubeconfig, &["wait", "--for=condition=established", "--timeout=60s", "crd/clusterqueues.kueue.x-k8s.io"]);
+    let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq-batch"},
+        "spec": {"cohort": "all", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100",
+            "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "borrowingLimit": 4}]}]}]}});
+    kubectl_stdin(kubeconfig, &["apply", "-f", "-"], &cq.to_string());
+    let status = json!({"status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "3"}]}],
+        "pendingWorkloads": 2}});
+    kubectl(
+        kubeconfig,
+        &["patch", "clusterqueue", "cq-batch", "--subresource=status", "--type=merge", "-p", &status.to_string()],
+    );
+}
+
+#[test]
+fn every_number_fabrik_prints_equals_the_api() {
+    let dir = std::env::temp_dir().join(format!("fabrik-crosscheck-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (_cp, kubeconfig) = control_plane(&dir);
+    kueue_cluster_queue(&kubeconfig);
+    let _sim = common::sim(
+        &kubeconfig,
+        &dir,
+        &["--nodes", NODES, "--seed", "7", "--workload", "--pods", "80", "--mig-seconds", "2"],
+    );
+
+    // Settled: every bound pod started, every claim allocated, every quota's status caught
+    // up with its pods, and a Job pod has finished (finished pods must hold nothing).
+    let start = Instant::now();
+    loop {
+        let t = truth(&read_api(&kubeconfig));
+        // Not waited for: quota status that lags behind its pods. The quota controller
+        // recounts a quota created while its pods were being created only at its next full
+        // resync (5 min); USED is its status, REQ what the pods ask: they may differ.
+        let state = format!(
+            "{} pods starting, {} claims unallocated, {} quota entries behind their pods, {} finished GPU pods",
+            t.starting, t.unallocated_claims, t.quota_lag, t.finished_pods
+        );
+        if t.starting == 0 && t.unallocated_claims == 0 && t.finished_pods > 0 {
+            eprintln!("settled after {:?}: {state}", start.elapsed());
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(240), "the workload did not settle in 240 s: {state}");
+        std::thread::sleep(Duration::from_secs(2));
+    }
+
+    let t0 = truth(&read_api(&kubeconfig));
+    assert!(!t0.label_mig.is_empty(), "the workload has a label-announced MIG node: {:?}", t0.profiles);
+    assert!(t0.label_mig.values().any(|(_, held, _)| *held > 0), "MIG pods run on it: {:?}", t0.label_mig);
+    assert!(t0.views["gpus"].values().any(|g| g.contains_key("instances")), "a DRA node with MIG");
+    assert!(t0.views["tenants"].values().any(|r| r["namespaces"].as_array().is_some_and(|a| a.len() > 1)));
+    assert!(t0.views["tenants"].contains_key("research"), "the vCluster tenant");
+    let res: BTreeSet<String> =
+        t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
+    assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");
+    assert!(res.contains("devices"), "a DRA device-class quota: {res:?}");
+    assert!(t0.views["quotas"].contains_key("cq-batch/h100/nvidia.com/gpu"), "the Kueue ClusterQueue's quota");
+
+    let mut failures = Vec::new();
+    for view in ["fleet", "gpus", "tenants", "quotas", "pods"] {
+        let mut compared = false;
+        for attempt in 0..8 {
+            let before_ms = now_ms();
+            let before = truth(&read_api(&kubeconfig));
+            let text = fabrik(&kubeconfig, &["snapshot", "--view", view, "--format", "json"]);
+            let table = match view {
+                "fleet" | "quotas" | "tenants" => {
+                    fabrik(&kubeconfig, &["snapshot", "--view", view, "--format", "table"])
+                }
+                _ => String::new(),
+            };
+            let after = truth(&read_api(&kubeconfig));
+            let after_ms = now_ms();
+            if before != after {
+                eprintln!("{view}: the cluster changed during the snapshot (attempt {attempt}); again");
+                std::thread::sleep(Duration::from_secs(2));
+                continue;
+            }
+            let doc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{view} JSON: {e}\n{text}"));
+            assert_eq!(doc["schema"], "fabrik.snapshot/v1");
+            assert_eq!(doc["view"], view);
+            failures.extend(compare(view, &doc, &before, before_ms, after_ms));
+            match view {
+                "fleet" => failures.extend(compare_table(&table, &before)),
+                "quotas" => failures.extend(compare_quota_table(&table, &before)),
+                "tenants" => failures.extend(compare_tenant_table(&table, &before)),
+                _ => {}
+            }
+            compared = true;
+            break;
+        }
+        assert!(compared, "{view}: the cluster never held still for one snapshot in 8 attempts");
+    }
+    assert!(failures.is_empty(), "{} differences between fabrik and the API:\n{}", failures.len(), failures.join("\n"));
+}
