@@ -63,6 +63,11 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "used: GPUs held by running pods (nvidia.com/gpu, DRA devices); on a label-announced MIG node \
                  (instance unknown) at least one GPU when any instance is held, at most one per held instance; total: gpus",
             ),
+            (
+                "alloc_gpus_lower_bound",
+                Exact,
+                "true exactly on the nodes whose pods hold MIG instances the API does not place",
+            ),
             ("mig_alloc", Exact, "MIG instances held by running pods / the node's MIG capacity (or slice devices)"),
             ("mig_held_instance_unknown", Exact, "held instances the API does not place (label-announced MIG nodes)"),
             ("util_pct", Unknown, "no node agent"),
@@ -549,6 +554,7 @@ fn truth(api: &Api) -> Truth {
             r.insert("alloc_gpus", json!({ "used": held_gpus.len() as i64 + whole_held, "total": count_gpus }));
             r.insert("mig_alloc", json!({ "used": mig_used, "total": mig_total }));
             r.insert("mig_held_instance_unknown", json!(0));
+            r.insert("alloc_gpus_lower_bound", json!(false));
             profiles = node_devices.iter().filter(|d| d.mig).map(|d| d.profile.clone()).collect();
             for (uuid, (idx, dev)) in &gpu_index {
                 let mut g = BTreeMap::new();
@@ -602,6 +608,7 @@ fn truth(api: &Api) -> Truth {
             r.insert("gpus", json!(count_gpus));
             r.insert("mig_alloc", json!({ "used": mig_held_label, "total": mig_total }));
             r.insert("mig_held_instance_unknown", json!(mig_held_label));
+            r.insert("alloc_gpus_lower_bound", json!(mig_held_label > 0));
             if mig_total > 0 {
                 // Which GPU an instance is on is not on the API: bounds, checked apart.
                 t.label_mig.insert(name.clone(), (whole_held, mig_held_label, mig_gpus));
@@ -1009,19 +1016,33 @@ fn compare_table(table: &str, t: &Truth) -> Vec<String> {
             }
         }
         if let Some((whole, held, mig_gpus)) = t.label_mig.get(&node) {
-            let used: i64 = cell("ALLOC").split('/').next().and_then(|u| u.parse().ok()).unwrap_or(-1);
-            if used < whole + i64::from(*held > 0) || used > whole + held.min(mig_gpus) {
+            // A lower bound must say so: `≥N/M` exactly when instances are held unplaced.
+            let alloc = cell("ALLOC");
+            let bound = alloc.strip_prefix('≥');
+            if bound.is_some() != (*held > 0) {
                 diffs.push(format!(
-                    "fleet table {node} ALLOC {:?} with {held} MIG instances held (item 1)",
-                    cell("ALLOC")
+                    "fleet table {node} ALLOC {alloc:?} with {held} MIG instances held where the API does not                      say which GPU: a lower bound is marked ≥, an exact count is not (item 1)"
                 ));
+            }
+            let used: i64 = bound.unwrap_or(&alloc).split('/').next().and_then(|u| u.parse().ok()).unwrap_or(-1);
+            if used < whole + i64::from(*held > 0) || used > whole + held.min(mig_gpus) {
+                diffs.push(format!("fleet table {node} ALLOC {alloc:?} with {held} MIG instances held (item 1)"));
             }
         }
         let pods = w["pods"].to_string();
         if cell("PODS") != pods {
             diffs.push(format!("fleet table {node} PODS {:?}, API {pods}", cell("PODS")));
         }
+        // With nothing allocated on the node, "no idle-but-allocated device" is an exact 0.
+        let used = |k: &str| w.get(k).and_then(|v| v["used"].as_i64()).unwrap_or(0);
+        let allocated = used("alloc_gpus") + used("mig_alloc") + t.label_mig.get(&node).map_or(0, |m| m.0 + m.1);
         for c in ["UTIL", "MEM", "POWER", "IDLE"] {
+            if c == "IDLE" && allocated == 0 {
+                if cell(c) != "0" {
+                    diffs.push(format!("fleet table {node} IDLE {:?}: nothing is allocated there, so 0", cell(c)));
+                }
+                continue;
+            }
             if reads_as_number(&cell(c)) {
                 diffs.push(format!(
                     "fleet table {node} {c} {:?} without any telemetry: unknown is not a number (item 3)",
@@ -1061,7 +1082,17 @@ fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
                 diffs.push(format!("tenants table {name} {c} {:?}, API {v}", cell(c)));
             }
         }
+        // With nothing allocated, no busy and no idle device is an exact 0; a share of
+        // nothing (BUSY%) is still no figure.
+        let n = |k: &str| w.get(k).and_then(Value::as_i64).unwrap_or(0);
+        let allocated = n("allocated_gpus") + n("allocated_mig");
         for c in ["BUSY", "IDLE", "BUSY%"] {
+            if c != "BUSY%" && allocated == 0 {
+                if cell(c) != "0" {
+                    diffs.push(format!("tenants table {name} {c} {:?}: it holds no device, so 0", cell(c)));
+                }
+                continue;
+            }
             if reads_as_number(&cell(c)) {
                 diffs.push(format!(
                     "tenants table {name} {c} {:?} without any telemetry: unknown is not 0 (item 3)",

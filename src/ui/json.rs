@@ -102,6 +102,7 @@ fn node_row(f: &Fleet, id: u32) -> Option<Value> {
         "model": opt(n.gpu_model.map(|m| m.name())),
         "gpus": n.gpu_count(),
         "alloc_gpus": alloc(f.node_allocated_gpus(n), n.gpu_count()),
+        "alloc_gpus_lower_bound": f.node_allocation_is_estimate(n),
         "mig_alloc": alloc(n.mig_allocated, instances),
         "mig_held_instance_unknown": n.mig_allocated.saturating_sub(bound),
         "util_pct": opt(util_pct),

@@ -669,6 +669,8 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                         muted("0")
                     }
                 }
+                // Nothing measured (or nothing allocated): a share of nothing is no figure.
+                11 if u.measured == 0 => muted("—"),
                 11 => {
                     let p = pct(u.busy, u.measured);
                     let of = of_measured(u.measured, u.allocated_gpus + u.allocated_mig);
