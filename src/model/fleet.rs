@@ -1385,6 +1385,7 @@ impl Fleet {
             bound_gpus: Vec::new(),
             bound_mig: mig_uuids.clone(),
             mig_uuids,
+            deletion: spec.deletion.map(Box::new),
         }
     }
 

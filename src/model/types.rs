@@ -240,6 +240,8 @@ pub struct Pod {
     pub mig_uuids: Vec<Sym>,
     /// ...with those a node agent says it holds (derived, re-resolved on every link).
     pub bound_mig: Vec<Sym>,
+    /// Set while its deletion is under way (boxed: few pods are being deleted at once).
+    pub deletion: Option<Box<super::delta::Deletion>>,
 }
 
 impl Pod {

@@ -535,6 +535,7 @@ impl Sim {
             },
             bound_gpus: Vec::new(),
             bound_mig: Vec::new(),
+            deletion: None,
         };
         self.pods.insert(
             key.clone(),
@@ -665,6 +666,7 @@ impl Sim {
                 dra: vec![],
                 bound_gpus: vec![],
                 bound_mig: vec![],
+                deletion: None,
             }));
         }
         for p in self.pods.values() {
