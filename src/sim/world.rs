@@ -893,6 +893,9 @@ impl Sim {
             return;
         }
         p.spec.phase = Phase::Terminating;
+        // As the API server records an eviction: the pod's default grace period, no
+        // finalizers; the simulated containers stop well within it.
+        p.spec.deletion = Some(crate::model::Deletion { since: self.now, grace_secs: Some(30), ..Default::default() });
         p.terminating = Some(2);
         let spec = p.spec.clone();
         self.out.push(Delta::PodUpsert(spec));
