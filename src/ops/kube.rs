@@ -4,7 +4,9 @@
 //! - cordon: merge patch of `spec.unschedulable` (kubectl writes the same field);
 //! - drain: cordon, re-list the node's pods and re-apply kubectl's filters, evict (policy/v1
 //!   Eviction) what the person confirmed, retry 429 every 5 s while naming the PDB that holds
-//!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid);
+//!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid) —
+//!   pods already terminating too, never evicted again — then read the node once more: a
+//!   drain is reported only when no pod that must go is left there;
 //! - reslice: cordon, evict the GPU's pods, add a named config to the mig-parted ConfigMap
 //!   when the layout has no builtin name, set `nvidia.com/mig.config`, follow
 //!   `nvidia.com/mig.config.state` (a `pending` that does not move is flagged with the paused
