@@ -686,30 +686,36 @@ async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
 /// meanwhile, and returns how many those were and the pods that kubectl would evict and that
 /// still hold GPUs on the node (arrived after the preview).
 async fn settle(run: &mut Run<'_>, node: &str, force: bool) -> Step<(usize, Vec<String>)> {
-    let now = now_ms();
-    let mut terminating = Vec::new();
-    let mut holding = Vec::new();
-    for p in node_pods(run, node).await? {
-        let (ns, name) = pod_key(&p);
-        match drain_action_at(&p, force, now) {
-            PodAction::Wait(why) => terminating.push(PodRef {
-                namespace: ns,
-                name,
-                uid: p.metadata.uid.clone().unwrap_or_default(),
-                terminating: Some(why),
-            }),
-            PodAction::Evict | PodAction::ForceDelete(_) | PodAction::Refuse(_) if holds_gpus(&p) => {
-                holding.push(format!("{ns}/{name}"))
-            }
-            _ => {}
-        }
-    }
+    let (terminating, holding) = leftovers(&node_pods(run, node).await?, force, now_ms());
     let n = terminating.len();
     if n > 0 {
         run.total += n as u32;
         evict_and_wait(run, terminating).await?;
     }
     Ok((n, holding))
+}
+
+/// Of a drained node's pods: those still terminating (to wait for) and those kubectl would
+/// evict that still hold GPUs there (`ns/name`): the node is not drained while either exists.
+pub fn leftovers(pods: &[Pod], force: bool, now: u64) -> (Vec<PodRef>, Vec<String>) {
+    let mut terminating = Vec::new();
+    let mut holding = Vec::new();
+    for p in pods {
+        let (ns, name) = pod_key(p);
+        match drain_action_at(p, force, now) {
+            PodAction::Wait(why) => terminating.push(PodRef {
+                namespace: ns,
+                name,
+                uid: p.metadata.uid.clone().unwrap_or_default(),
+                terminating: Some(why),
+            }),
+            PodAction::Evict | PodAction::ForceDelete(_) | PodAction::Refuse(_) if holds_gpus(p) => {
+                holding.push(format!("{ns}/{name}"))
+            }
+            _ => {}
+        }
+    }
+    (terminating, holding)
 }
 
 // ---------- reslice ----------
@@ -1221,6 +1227,24 @@ mod tests {
             notes.iter().any(|n| n.contains("ml/late is terminating") && n.contains("waiting for it too")),
             "{notes:?}"
         );
+    }
+
+    #[test]
+    fn a_node_is_not_drained_while_a_pod_still_holds_a_gpu_or_terminates() {
+        let (held, now) = held("held", false);
+        let mut late = base("late");
+        late["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/mig-1g.18gb": "2" } });
+        let mut ds = base("exporter");
+        ds["metadata"]["ownerReferences"][0]["kind"] = json!("DaemonSet");
+        ds["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
+        let mut done = base("done");
+        done["status"]["phase"] = json!("Succeeded");
+        done["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
+        let pods = [held, pod(late), pod(ds), pod(done), pod(base("cpu-only"))];
+        let (terminating, holding) = leftovers(&pods, false, now);
+        assert_eq!(terminating.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["held"]);
+        assert_eq!(holding, ["ml/late"], "a DaemonSet pod stays by design; finished and GPU-less pods hold nothing");
+        assert_eq!(leftovers(&pods[2..], false, now), (vec![], vec![]));
     }
 
     #[test]

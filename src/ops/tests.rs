@@ -329,3 +329,22 @@ fn drain_preview_waits_for_terminating_pods_and_says_what_keeps_them() {
     assert!(!p.blockers.iter().any(|b| b.contains("batch/held")), "{:?}", p.blockers);
     assert!(!p.effects.iter().any(|e| e.starts_with("leave") && e.contains("finished")), "{:?}", p.effects);
 }
+
+#[test]
+fn a_whole_node_reslice_waits_for_pods_still_terminating_there() {
+    let mut f = fleet();
+    let node = h100_node(&f);
+    let mut held = pod_on(&node, "held", Phase::Terminating, Owner::ReplicaSet, 1);
+    held.deletion =
+        Some(crate::model::Deletion { since: f.now - 5_000, grace_secs: Some(30), finalizers: vec![], stopped: false });
+    f.apply(crate::model::Delta::PodUpsert(held));
+    let p = plan(&f, &OpRequest::Reslice { node, gpus: vec![], layout: "all-balanced".into() }).unwrap();
+    let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice") };
+    let held = r.pods.iter().find(|p| p.name == "held").expect("its pods include the terminating one");
+    assert!(matches!(&held.action, PodAction::Wait(w) if w.contains("grace period")), "{:?}", held.action);
+    assert!(
+        p.effects.iter().any(|e| e.starts_with("  wait for batch/held to be gone: terminating since <1m")),
+        "{:?}",
+        p.effects
+    );
+}
