@@ -376,6 +376,9 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert!(ph.contains(&Phase::Blocked) && ph.contains(&Phase::Step), "{ph:?}");
     assert_eq!(ph.last(), Some(&Phase::Succeeded), "{ph:?}");
 
+    // Pods already terminating hold the drain until they are gone (the node stays cordoned).
+    drain_waits_for_terminating_pods(&c, &kubeconfig, &audit_dir, &mut admin, &drain_node).await;
+
     // Uncordon through the executor: the ReplicaSet's replacements come back to the node.
     let f = fleet(&c).await;
     let (outcome, _) =
@@ -759,6 +762,195 @@ fn hang_up_mid_drain(kubeconfig: &Path, data: &Path, node: &str) {
         s.lines().any(|l| l.contains(&title) && l.contains("blocked"))
     });
     t.ok(&["kill-session", "-t", "fabrik"]);
+}
+
+/// Progress of `id` for `how_long` (whatever it is), for checking what does *not* happen.
+async fn progress_for(ex: &mut Exec, id: u64, how_long: Duration) -> Vec<OpProgress> {
+    let deadline = Instant::now() + how_long;
+    let mut seen = Vec::new();
+    while let Ok(Some(batch)) =
+        tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), ex.rx.recv()).await
+    {
+        seen.extend(batch.into_iter().filter_map(|d| match d {
+            Delta::Op(p) if p.id() == id => Some(p),
+            _ => None,
+        }));
+    }
+    seen
+}
+
+/// A bare pod bound to `node` (no scheduler: a cordon does not keep it off) asking for a GPU.
+fn bare_pod(name: &str, node: &str, grace: i64, meta: Value) -> Pod {
+    let mut metadata = json!({"name": name, "namespace": NS});
+    if let (Some(m), Some(extra)) = (metadata.as_object_mut(), meta.as_object()) {
+        m.extend(extra.clone());
+    }
+    obj(json!({"metadata": metadata,
+        "spec": {"nodeName": node, "terminationGracePeriodSeconds": grace,
+            "containers": [{"name": "c", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}))
+}
+
+/// The pod's `status.phase` and whether it has a deletionTimestamp, as the API has it now.
+async fn pod_state(pods: &Api<Pod>, name: &str) -> Option<(String, bool)> {
+    let p = pods.get_opt(name).await.expect("read the pod")?;
+    let phase = p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    Some((phase, p.metadata.deletion_timestamp.is_some()))
+}
+
+async fn running_pod(pods: &Api<Pod>, name: &str) {
+    eventually(&format!("{name} running"), Duration::from_secs(60), || async move {
+        match pod_state(pods, name).await {
+            Some((phase, _)) if phase == "Running" => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// Issue 12, item 5, on `node` (already drained and cordoned): a pod someone deleted before
+/// the drain, held by the finalizer `example.com/hold`, is listed as terminating, holds the
+/// drain (a short timeout names it and why; a normal drain stays blocked) until the test
+/// removes the finalizer; a pod whose containers take their whole grace period is waited
+/// for while it still runs.
+async fn drain_waits_for_terminating_pods(
+    c: &kube::Client,
+    kubeconfig: &Path,
+    audit_dir: &Path,
+    admin: &mut Exec,
+    node: &str,
+) {
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let pp = PostParams::default();
+    let held = format!("{NS}/held");
+    pods.create(&pp, &bare_pod("held", node, 2, json!({"finalizers": ["example.com/hold"]})))
+        .await
+        .expect("create the held pod");
+    running_pod(&pods, "held").await;
+    kubectl(kubeconfig, &["-n", NS, "delete", "pod", "held", "--wait=false"]);
+    // The kubelet stops it within its grace period; the finalizer keeps the object.
+    eventually("held stopped by its kubelet, kept by its finalizer", Duration::from_secs(30), || {
+        let pods = pods.clone();
+        async move {
+            match pod_state(&pods, "held").await {
+                Some((phase, true)) if phase == "Failed" => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+    let is_wait = |p: &fabrik::ops::DrainPod| matches!(p.action, PodAction::Wait(_));
+    let f = eventually("the model sees held terminating", Duration::from_secs(30), || {
+        let c = c.clone();
+        async move {
+            let f = fleet(&c).await;
+            let phase = f.pod_by_name(NS, "held").and_then(|p| f.pod(p)).map(|p| p.phase);
+            if phase == Some(fabrik::model::Phase::Terminating) { Ok(f) } else { Err(format!("{phase:?}")) }
+        }
+    })
+    .await;
+    let p = plan(&f, OpRequest::Drain { node: node.into(), force: false });
+
+    // A drain whose timeout passes names the pod left and why.
+    let mut short = Exec::new(c.clone(), audit_dir, "admin");
+    if let Some(ex) = Arc::get_mut(&mut short.ex) {
+        ex.opts.drain_timeout = Duration::from_secs(3);
+    }
+    let (outcome, _) = short.run(p.clone(), Duration::from_secs(60)).await;
+    let e = outcome.expect_err("a drain that times out on a held pod fails");
+    assert!(
+        e.contains("timed out")
+            && e.contains(&held)
+            && e.contains("finalizers: example.com/hold")
+            && e.contains("stays cordoned"),
+        "{e}"
+    );
+    assert!(pod_state(&pods, "held").await.is_some(), "the pod is still there, as the error says");
+
+    // The preview lists it as terminating, and what must go is what kubectl drain would
+    // evict or wait for.
+    assert!(p.can_execute(), "{:?}", p.blockers);
+    assert!(
+        p.effects
+            .iter()
+            .any(|e| e.starts_with(&format!("  wait for {held}")) && e.contains("finalizers: example.com/hold")),
+        "the preview lists it as terminating, with its finalizer: {:?}",
+        p.effects
+    );
+    let PlanDetail::Drain(d) = &p.detail else { panic!("a drain plan") };
+    let must_go: BTreeSet<String> = d
+        .pods
+        .iter()
+        .filter(|p| p.action == PodAction::Evict || is_wait(p))
+        .map(|p| format!("{}/{}", p.namespace, p.name))
+        .collect();
+    let dry = kubectl(kubeconfig, &["drain", node, "--ignore-daemonsets", "--dry-run=client"]);
+    let kubectl_must_go: BTreeSet<String> = dry
+        .lines()
+        .filter_map(|l| l.split("evicting pod ").nth(1))
+        .filter_map(|rest| rest.split_whitespace().next())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(must_go, kubectl_must_go, "{dry}");
+
+    // A normal drain waits for it, and never says drained while it exists.
+    let (id, _cancel) = admin.start(p);
+    admin
+        .until(id, "the drain waiting for held", Duration::from_secs(60), |p| {
+            matches!(p, OpProgress::Blocked { reason, .. } if reason.contains(&held) && reason.contains("example.com/hold"))
+        })
+        .await;
+    let meanwhile = progress_for(admin, id, Duration::from_secs(3)).await;
+    assert!(
+        !meanwhile.iter().any(|p| matches!(p, OpProgress::Finished { .. })),
+        "nothing ends while the pod exists: {meanwhile:#?}"
+    );
+    assert!(pod_state(&pods, "held").await.is_some_and(|(_, deleting)| deleting), "held is still terminating");
+    kubectl(
+        kubeconfig,
+        &["-n", NS, "patch", "pod", "held", "--type=merge", "-p", r#"{"metadata":{"finalizers":null}}"#],
+    );
+    let seen = admin
+        .until(id, "the drain's outcome", Duration::from_secs(60), |p| matches!(p, OpProgress::Finished { .. }))
+        .await;
+    let Some(OpProgress::Finished { outcome, .. }) = seen.last() else { unreachable!() };
+    assert!(
+        outcome.as_ref().is_ok_and(|m| m.contains("drained") && m.contains("1 pod already terminating waited for")),
+        "{outcome:?}"
+    );
+    assert_eq!(pod_state(&pods, "held").await, None, "drained only once the pod is gone");
+
+    // A pod whose containers ignore SIGTERM keeps running through its grace period; the
+    // drain waits it out.
+    let stop = json!({"annotations": {"fabrik.io/sim-stop-seconds": "600"}});
+    pods.create(&pp, &bare_pod("graceful", node, 10, stop)).await.expect("create the graceful pod");
+    running_pod(&pods, "graceful").await;
+    kubectl(kubeconfig, &["-n", NS, "delete", "pod", "graceful", "--wait=false"]);
+    let p = plan(&fleet(c).await, OpRequest::Drain { node: node.into(), force: false });
+    assert!(
+        p.effects.iter().any(|e| e.starts_with(&format!("  wait for {NS}/graceful")) && e.contains("grace period")),
+        "{:?}",
+        p.effects
+    );
+    let (id, _cancel) = admin.start(p);
+    admin
+        .until(
+            id,
+            "the drain waiting for graceful",
+            Duration::from_secs(60),
+            |p| matches!(p, OpProgress::Blocked { reason, .. } if reason.contains(&format!("{NS}/graceful"))),
+        )
+        .await;
+    assert_eq!(
+        pod_state(&pods, "graceful").await,
+        Some(("Running".to_string(), true)),
+        "deleted, still running within its grace period"
+    );
+    let seen = admin
+        .until(id, "the drain's outcome", Duration::from_secs(60), |p| matches!(p, OpProgress::Finished { .. }))
+        .await;
+    let Some(OpProgress::Finished { outcome, .. }) = seen.last() else { unreachable!() };
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("drained")), "{outcome:?}");
+    assert_eq!(pod_state(&pods, "graceful").await, None, "drained only once the pod is gone");
 }
 
 fn cockpit(t: &Tmux, kubeconfig: &Path, data: &Path, extra: &[&str]) {

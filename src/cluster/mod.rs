@@ -33,6 +33,20 @@ pub fn pod_owner(p: &k8s_openapi::api::core::v1::Pod) -> crate::model::Owner {
     }
 }
 
+/// A pod's deletion under way, as the API server has it (`None` until one is asked for); the
+/// kube feed and the executor read the same facts.
+pub fn pod_deletion(p: &k8s_openapi::api::core::v1::Pod) -> Option<crate::model::Deletion> {
+    let at = p.metadata.deletion_timestamp.as_ref()?.0.as_millisecond().max(0) as u64;
+    let grace = p.metadata.deletion_grace_period_seconds.and_then(|g| u32::try_from(g).ok());
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    Some(crate::model::Deletion {
+        since: at.saturating_sub(grace.map_or(0, |g| u64::from(g) * 1000)),
+        grace_secs: grace,
+        finalizers: p.metadata.finalizers.clone().unwrap_or_default(),
+        stopped: matches!(phase, Some("Succeeded" | "Failed")),
+    })
+}
+
 /// A client and the name of the context it talks to (for the header and the audit log).
 pub struct Connection {
     pub client: kube::Client,

@@ -1,7 +1,9 @@
 //! The pod side of the simulated kubelets: bound pods start, Job pods complete, graceful
-//! deletions are finished.
+//! deletions are finished as a kubelet finishes them — the containers get SIGTERM, exit (or
+//! are killed when the grace period ends), the pod turns Failed, and the kubelet deletes it
+//! with grace 0; the API server keeps it after that for as long as it has finalizers.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
@@ -48,6 +50,66 @@ pub fn is_job_pod(pod: &Pod) -> bool {
 /// Pod annotation: the IP the simulated kubelet reports for the pod (for pods whose server
 /// a test runs itself); any other pod gets one from 10.1.0.0/16.
 pub const POD_IP_ANNOTATION: &str = "fabrik.io/sim-pod-ip";
+
+/// Pod annotation: seconds the pod's simulated containers take to exit after SIGTERM
+/// (default 0.8–1.2 s). More than the grace period means they ignore SIGTERM and are
+/// killed when it ends, so a test can have a pod that takes its whole grace period.
+pub const STOP_SECONDS_ANNOTATION: &str = "fabrik.io/sim-stop-seconds";
+
+/// When a deleted pod's containers stop, counted from `now_ms`: when they exit after
+/// SIGTERM, or when the grace period the API server recorded ends (then they are killed,
+/// the `bool`), whichever comes first. `None` for a pod not being deleted.
+pub fn stop_after(pod: &Pod, now_ms: u64) -> Option<(Duration, bool)> {
+    let d = crate::cluster::pod_deletion(pod)?;
+    let uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let exits_ms = pod
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STOP_SECONDS_ANNOTATION))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s >= 0.0)
+        .map_or(800 + hash(&[uid, "kill"]) % 400, |s| (s * 1000.0) as u64);
+    let exit_at = d.since.saturating_add(exits_ms);
+    let stop_at = match d.grace_secs {
+        Some(g) => exit_at.min(d.since.saturating_add(u64::from(g) * 1000)),
+        None => exit_at,
+    };
+    Some((Duration::from_millis(stop_at.saturating_sub(now_ms)), stop_at < exit_at))
+}
+
+/// The status a kubelet posts once a deleted pod's containers have stopped: phase Failed,
+/// each container terminated (143 after SIGTERM, 137 when killed at the end of the grace
+/// period). A pod that already finished keeps its status.
+pub fn stopped_status(pod: &Pod, killed: bool, now: &str) -> Value {
+    let uid = pod.metadata.uid.clone().unwrap_or_default();
+    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| model::time_str(t.0));
+    let started = started.unwrap_or_else(|| now.to_string());
+    let code = if killed { 137 } else { 143 };
+    let containers: Vec<Value> = pod
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            let state = json!({ "terminated": { "exitCode": code, "reason": "Error", "startedAt": started,
+                "finishedAt": now, "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } });
+            container_status(c, &uid, false, state)
+        })
+        .collect();
+    let cond = |t: &str, s: &str| json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now });
+    json!({ "status": {
+        "phase": "Failed",
+        "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
+            cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
+        "containerStatuses": containers,
+    }})
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
 
 pub fn pod_ip(n: u32) -> String {
     let n = n + 65_536;
@@ -148,7 +210,9 @@ struct Kubelet {
     seed: u64,
     ips: AtomicU32,
     started: std::sync::Mutex<HashSet<String>>,
-    deleting: std::sync::Mutex<HashSet<String>>,
+    /// Pods being deleted (uid) → when their containers stop (ms): a deletion whose grace
+    /// period is shortened later gets a new, earlier stop.
+    deleting: std::sync::Mutex<HashMap<String, u64>>,
 }
 
 fn key(pod: &Pod) -> Option<(String, String, String, String)> {
@@ -167,24 +231,31 @@ impl Kubelet {
             return;
         }
         let api: Api<Pod> = Api::namespaced(self.shared.client.clone(), &ns);
-        if pod.metadata.deletion_timestamp.is_some() {
-            if !self.deleting.lock().is_ok_and(|mut d| d.insert(uid.clone())) {
+        let now = now_ms();
+        if let Some((wait, killed)) = stop_after(pod, now) {
+            let stop_at = now + wait.as_millis() as u64;
+            let Ok(mut deleting) = self.deleting.lock() else { return };
+            if deleting.get(&uid).is_some_and(|at| *at <= stop_at) {
                 return;
             }
-            let sem = self.shared.sem.clone();
+            deleting.insert(uid.clone(), stop_at);
+            drop(deleting);
+            let me = self.clone();
             tokio::spawn(async move {
-                tokio::time::sleep(Duration::from_millis(800 + hash(&[&uid, "kill"]) % 400)).await;
-                let Ok(_permit) = sem.acquire_owned().await else { return };
-                let dp = DeleteParams {
-                    grace_period_seconds: Some(0),
-                    preconditions: Some(Preconditions { uid: Some(uid), resource_version: None }),
-                    ..Default::default()
-                };
-                match api.delete(&name, &dp).await {
-                    Ok(_) => {}
-                    Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
-                    Err(e) => eprintln!("fabrik sim: kubelet: deleting {ns}/{name}: {}", describe(&e)),
+                tokio::time::sleep(wait).await;
+                // Superseded by a shorter grace period, or the kubelet died meanwhile (its
+                // pods are looked at again once it is back).
+                let current = me.deleting.lock().ok().and_then(|d| d.get(&uid).copied());
+                if current != Some(stop_at) {
+                    return;
                 }
+                if me.shared.is_faulted(&node) {
+                    if let Ok(mut d) = me.deleting.lock() {
+                        d.remove(&uid);
+                    }
+                    return;
+                }
+                me.stop(&api, &ns, &name, &uid, killed).await;
             });
             return;
         }
@@ -203,6 +274,10 @@ impl Kubelet {
             let pp = PatchParams::default();
             if start {
                 tokio::time::sleep(start_delay(&uid)).await;
+                if me.deleting.lock().is_ok_and(|d| d.contains_key(&uid)) {
+                    // Deleted before it started: its stop is under way.
+                    return;
+                }
                 if me.shared.is_faulted(&node) {
                     // The kubelet died meanwhile; try again once it is back.
                     if let Ok(mut s) = me.started.lock() {
@@ -262,6 +337,40 @@ impl Kubelet {
                 eprintln!("fabrik sim: kubelet: completing {ns}/{name}: {}", describe(&e));
             }
         });
+    }
+
+    /// The containers stopped: post the terminal status (unless the pod finished on its
+    /// own), then delete the pod with grace 0, as a kubelet does. A pod with finalizers stays
+    /// in the API, Failed and terminating, until they are removed.
+    async fn stop(&self, api: &Api<Pod>, ns: &str, name: &str, uid: &str, killed: bool) {
+        let Ok(_permit) = self.shared.sem.acquire().await else { return };
+        let current = match api.get_opt(name).await {
+            Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid) => p,
+            Ok(_) => return,
+            Err(e) => {
+                eprintln!("fabrik sim: kubelet: reading {ns}/{name}: {}", describe(&e));
+                return;
+            }
+        };
+        let phase = current.status.as_ref().and_then(|s| s.phase.as_deref());
+        if !matches!(phase, Some("Succeeded" | "Failed")) {
+            let status = stopped_status(&current, killed, &model::now_str());
+            match api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 404) => return,
+                Err(e) => eprintln!("fabrik sim: kubelet: stopping {ns}/{name}: {}", describe(&e)),
+            }
+        }
+        let dp = DeleteParams {
+            grace_period_seconds: Some(0),
+            preconditions: Some(Preconditions { uid: Some(uid.to_string()), resource_version: None }),
+            ..Default::default()
+        };
+        match api.delete(name, &dp).await {
+            Ok(_) => {}
+            Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
+            Err(e) => eprintln!("fabrik sim: kubelet: deleting {ns}/{name}: {}", describe(&e)),
+        }
     }
 
     fn forget(&self, pod: &Pod) {
@@ -356,6 +465,34 @@ mod tests {
         assert_eq!(d, job_duration(42, "ns", "p"));
         let s = start_delay("u-1");
         assert!(s >= Duration::from_millis(500) && s < Duration::from_millis(1000));
+    }
+
+    #[test]
+    fn deleted_pods_stop_within_their_grace_period() {
+        let mut p = pod();
+        assert_eq!(stop_after(&p, 0), None, "not being deleted");
+        // Deleted at 10:00:00 with 30 s grace: the API server's deadline is 10:00:30.
+        p.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T10:00:30Z")).expect("time"));
+        p.metadata.deletion_grace_period_seconds = Some(30);
+        let asked = crate::cluster::pod_deletion(&p).expect("a deletion").since;
+        let (wait, killed) = stop_after(&p, asked).expect("a stop");
+        assert!(!killed && wait >= Duration::from_millis(800) && wait < Duration::from_millis(1200), "{wait:?}");
+        // Containers that ignore SIGTERM run out the grace period, then are killed.
+        p.metadata.annotations = Some([(STOP_SECONDS_ANNOTATION.to_string(), "600".to_string())].into());
+        assert_eq!(stop_after(&p, asked), Some((Duration::from_secs(30), true)));
+        assert_eq!(stop_after(&p, asked + 10_000), Some((Duration::from_secs(20), true)), "counted from the request");
+        assert_eq!(stop_after(&p, asked + 99_000), Some((Duration::ZERO, true)), "overdue: at once");
+        p.metadata.annotations = Some([(STOP_SECONDS_ANNOTATION.to_string(), "5".to_string())].into());
+        assert_eq!(stop_after(&p, asked), Some((Duration::from_secs(5), false)));
+        // Force deletion (grace 0): at once.
+        p.metadata.deletion_grace_period_seconds = Some(0);
+        p.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T10:00:00Z")).expect("time"));
+        assert_eq!(stop_after(&p, asked), Some((Duration::ZERO, true)));
+        let s = stopped_status(&p, true, "2026-01-01T10:00:31Z");
+        assert_eq!(s["status"]["phase"], "Failed");
+        assert_eq!(s["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"], 137);
+        let typed: Result<k8s_openapi::api::core::v1::PodStatus, _> = serde_json::from_value(s["status"].clone());
+        assert!(typed.is_ok());
     }
 
     #[test]

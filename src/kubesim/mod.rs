@@ -10,8 +10,11 @@
 //! annotation `fabrik.io/sim-fault=notready` stops a node's kubelet (no lease renewals,
 //! Ready=False, no pods started) until it is removed; `nvidia.com/mig.config=fabrik-wedged`
 //! leaves mig-manager pending for good; `--mig-delay-ms` makes mig-manager react that late to a
-//! new config (the state label meanwhile still says what the previous config left); the pod annotation `fabrik.io/sim-pod-ip` sets the IP a
-//! pod reports (for servers a test runs itself, reached through the pod proxy).
+//! new config (the state label meanwhile still says what the previous config left); the pod
+//! annotation `fabrik.io/sim-pod-ip` sets the IP a pod reports (for servers a test runs
+//! itself, reached through the pod proxy); `fabrik.io/sim-stop-seconds` says how long a pod's
+//! containers take to exit after SIGTERM (default about a second; past the pod's grace period
+//! they are killed at its end).
 
 mod agents;
 mod kubelet;

@@ -71,6 +71,23 @@ pub struct PodSpec {
     pub bound_gpus: Vec<String>,
     /// MIG instance uuids bound to the pod, when known.
     pub bound_mig: Vec<String>,
+    /// Set once the pod's deletion was asked for (`metadata.deletionTimestamp`).
+    pub deletion: Option<Deletion>,
+}
+
+/// A pod whose deletion is under way, and what still keeps it: the kubelet stops its
+/// containers within the grace period, and the object stays until every finalizer is gone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Deletion {
+    /// When the deletion was asked for: `deletionTimestamp` less the grace period.
+    pub since: Ts,
+    /// `metadata.deletionGracePeriodSeconds`: how long its containers may take to stop.
+    pub grace_secs: Option<u32>,
+    /// `metadata.finalizers`: whoever owns one must remove it before the pod is gone.
+    pub finalizers: Vec<String>,
+    /// The kubelet has stopped its containers (phase Succeeded or Failed): it holds no
+    /// devices any more; only its object remains.
+    pub stopped: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]

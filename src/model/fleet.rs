@@ -1496,6 +1496,7 @@ impl Fleet {
             bound_mig: mig_uuids.clone(),
             mig_uuids,
             mig_unbound: Vec::new(),
+            deletion: spec.deletion.map(Box::new),
         }
     }
 
@@ -1824,6 +1825,7 @@ mod quota_scope_tests {
                 .collect(),
             bound_gpus: vec![],
             bound_mig: vec![],
+            deletion: None,
         }
     }
 

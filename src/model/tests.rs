@@ -50,6 +50,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         dra: vec![],
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
+        deletion: None,
     }
 }
 

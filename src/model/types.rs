@@ -259,6 +259,8 @@ pub struct Pod {
     /// Derived: per MIG resource, how many of the instances the pod holds the fleet cannot
     /// name (held, instance unknown); empty unless the pod holds devices on a known node.
     pub mig_unbound: Vec<(Sym, u16)>,
+    /// Set while its deletion is under way (boxed: few pods are being deleted at once).
+    pub deletion: Option<Box<super::delta::Deletion>>,
 }
 
 impl Pod {

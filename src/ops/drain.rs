@@ -1,23 +1,38 @@
 //! Drain planning with kubectl's semantics (protocols.md §9): which pods are evicted,
-//! which are skipped (DaemonSet, mirror, finished) and which are refused (no controller,
-//! emptyDir) unless forced, and which PodDisruptionBudgets will hold evictions back.
+//! which are already terminating and waited for, which are skipped (DaemonSet, mirror) and
+//! which are refused (no controller, emptyDir) unless forced, and which
+//! PodDisruptionBudgets will hold evictions back.
 
 use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError};
-use crate::model::{Fleet, Owner, Phase};
+use crate::model::{Deletion, Fleet, Owner, Phase, Ts};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PodAction {
     Evict,
     /// Deleted even though kubectl would refuse: the person forced it.
     ForceDelete(String),
+    /// Already being deleted: not evicted again, but the node is not drained until it is
+    /// gone (kubectl drain waits for it too). Says what keeps it
+    /// (`terminating since 2m, finalizers: example.com/hold`).
+    Wait(String),
     Skip(String),
     Refuse(String),
+}
+
+impl PodAction {
+    /// Whether the pod must be gone before the node counts as drained.
+    pub fn must_go(&self) -> bool {
+        matches!(self, PodAction::Evict | PodAction::ForceDelete(_) | PodAction::Wait(_))
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct DrainPod {
     pub namespace: String,
     pub name: String,
+    pub phase: Phase,
+    /// Devices it holds now: a finished pod, or one whose containers have stopped, holds
+    /// none whatever it asked for.
     pub gpus: u32,
     pub action: PodAction,
     /// The PDB that covers it, with the disruptions it allows right now.
@@ -35,6 +50,48 @@ impl DrainPlan {
     pub fn to_evict(&self) -> impl Iterator<Item = &DrainPod> {
         self.pods.iter().filter(|p| matches!(p.action, PodAction::Evict | PodAction::ForceDelete(_)))
     }
+
+    /// Pods already terminating: waited for, not evicted.
+    pub fn to_wait(&self) -> impl Iterator<Item = &DrainPod> {
+        self.pods.iter().filter(|p| matches!(p.action, PodAction::Wait(_)))
+    }
+}
+
+/// What keeps a pod whose deletion is under way, in the words of the preview, the progress
+/// and a timeout: `terminating since 2m, finalizers: example.com/hold; its containers have
+/// stopped`. Changes at most once a minute while nothing else changes, so progress that
+/// repeats it is not recorded again on every poll.
+pub fn terminating_note(d: &Deletion, now: Ts) -> String {
+    let mut s = if d.since > 0 && d.since <= now {
+        format!("terminating since {}", ago(now - d.since))
+    } else {
+        "terminating".to_string()
+    };
+    if !d.finalizers.is_empty() {
+        s.push_str(&format!(", finalizers: {}", d.finalizers.join(", ")));
+    }
+    let grace_over = d.grace_secs.map(|g| d.since.saturating_add(u64::from(g) * 1000) <= now);
+    match (d.stopped, d.grace_secs, grace_over) {
+        (true, ..) if d.finalizers.is_empty() => s.push_str("; its containers have stopped"),
+        (true, ..) => s.push_str("; its containers have stopped, only the finalizers keep it"),
+        (false, Some(g), Some(false)) => s.push_str(&format!("; its containers get up to {g}s to stop (grace period)")),
+        (false, Some(g), Some(true)) if d.since > 0 => {
+            s.push_str(&format!("; still running after its {g}s grace period (is the kubelet of its node up?)"))
+        }
+        _ => {}
+    }
+    s
+}
+
+/// `<1m`, `2m`, `1h05m`, `3d`: coarse on purpose (see [`terminating_note`]).
+fn ago(ms: u64) -> String {
+    let m = ms / 60_000;
+    match m {
+        0 => "<1m".to_string(),
+        1..60 => format!("{m}m"),
+        60..1440 => format!("{}h{:02}m", m / 60, m % 60),
+        _ => format!("{}d", m / 1440),
+    }
 }
 
 pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -> Result<Plan, PlanError> {
@@ -49,6 +106,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     }
     let evict: Vec<&DrainPod> = pods.iter().filter(|p| p.action == PodAction::Evict).collect();
     let forced: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, PodAction::ForceDelete(_))).collect();
+    let waiting: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, PodAction::Wait(_))).collect();
     let gpus: u32 = evict.iter().map(|p| p.gpus).sum();
     effects.push(format!(
         "evict {} ({}) one by one through the Eviction API",
@@ -73,20 +131,37 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
         effects.push(format!("  by workload: {}", parts.join(", ")));
     }
     for p in &evict {
-        effects.push(format!("  evict {}/{}{}", p.namespace, p.name, gpu_note(p.gpus)));
+        effects.push(format!("  evict {}/{}{}", p.namespace, p.name, held_note(p)));
     }
     for p in &forced {
         let why = match &p.action {
             PodAction::ForceDelete(w) => w.as_str(),
             _ => "",
         };
-        effects.push(format!("  DELETE {}/{}{} — {why}; its data is lost", p.namespace, p.name, gpu_note(p.gpus)));
+        effects.push(format!("  DELETE {}/{}{} — {why}; its data is lost", p.namespace, p.name, held_note(p)));
+    }
+    if !waiting.is_empty() {
+        let wg: u32 = waiting.iter().map(|p| p.gpus).sum();
+        effects.push(format!(
+            "wait for {} ({}) already terminating: not evicted again, but the node is drained only once they are gone",
+            super::count(waiting.len(), "pod"),
+            super::count(wg as usize, "GPU")
+        ));
+    }
+    for p in &waiting {
+        if let PodAction::Wait(why) = &p.action {
+            effects.push(format!("  wait for {}/{}{}: {why}", p.namespace, p.name, held_note(p)));
+        }
     }
     let skipped = pods.iter().filter(|p| matches!(p.action, PodAction::Skip(_))).count();
     if skipped > 0 {
-        effects.push(format!("leave {skipped} pods in place (DaemonSet, mirror or finished)"));
+        effects.push(format!("leave {} in place (DaemonSet or mirror)", super::count(skipped, "pod")));
     }
-    effects.push("wait until every evicted pod is gone".to_string());
+    effects.push(if waiting.is_empty() {
+        "wait until every evicted pod is gone".to_string()
+    } else {
+        "wait until every evicted and every terminating pod is gone".to_string()
+    });
     let mut seen = Vec::new();
     for p in &evict {
         if let Some((pdb, allowed)) = &p.pdb
@@ -112,10 +187,11 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
         blockers
             .push("press f to force: those pods are deleted, not evicted, and their local data is lost".to_string());
     }
+    warnings.extend(finalizer_warnings(fleet, &waiting));
     if !n.ready {
         warnings.push(format!("{node} is NotReady: evicted pods may hang in Terminating until it returns"));
     }
-    if evict.is_empty() && forced.is_empty() && blockers.is_empty() {
+    if evict.is_empty() && forced.is_empty() && waiting.is_empty() && blockers.is_empty() {
         warnings.push("no pods to evict: this only cordons the node".to_string());
     }
     Ok(Plan {
@@ -130,26 +206,60 @@ pub(super) fn plan(fleet: &Fleet, node: &str, force: bool, request: OpRequest) -
     })
 }
 
-fn gpu_note(gpus: u32) -> String {
-    match gpus {
+/// ` (2 GPUs)`, ` (Succeeded: holds nothing)`, or nothing for a pod without devices.
+fn held_note(p: &DrainPod) -> String {
+    match p.gpus {
+        0 if p.phase.finished() => format!(" ({}: holds nothing)", p.phase.as_str()),
         0 => String::new(),
         1 => " (1 GPU)".to_string(),
         n => format!(" ({n} GPUs)"),
     }
 }
 
-/// kubectl's filters, in kubectl's order: deleted → DaemonSet → mirror → local storage →
-/// unreplicated. Finished pods are always deletable.
+/// A finalizer keeps a pod after its containers stop, for as long as its owner wants: say
+/// who must act, since the drain cannot end before.
+pub(super) fn finalizer_warnings(fleet: &Fleet, waiting: &[&DrainPod]) -> Vec<String> {
+    let mut out = Vec::new();
+    for p in waiting {
+        let Some(d) =
+            fleet.pod_by_name(&p.namespace, &p.name).and_then(|id| fleet.pod(id)).and_then(|q| q.deletion.as_deref())
+        else {
+            continue;
+        };
+        if !d.finalizers.is_empty() {
+            out.push(format!(
+                "{}/{} stays until its finalizer{} {} {} removed (by the controller that owns {}): the drain waits for that",
+                p.namespace,
+                p.name,
+                if d.finalizers.len() == 1 { "" } else { "s" },
+                d.finalizers.join(", "),
+                if d.finalizers.len() == 1 { "is" } else { "are" },
+                if d.finalizers.len() == 1 { "it" } else { "them" },
+            ));
+        }
+    }
+    out
+}
+
 /// What `kubectl drain --ignore-daemonsets` does with a pod, in kubectl's order
 /// (protocols.md §9); `force` is `--force --delete-emptydir-data`. One rule for the preview
 /// (from the fleet) and for the executor (from the API, just before it evicts).
-pub fn kubectl_action(terminating: bool, owner: Owner, finished: bool, empty_dir: bool, force: bool) -> PodAction {
-    if terminating {
-        PodAction::Skip("already terminating".into())
-    } else if owner == Owner::DaemonSet && !finished {
+///
+/// `terminating` says what keeps a pod whose deletion is under way ([`terminating_note`]):
+/// kubectl does not evict it again but waits for it, unless it is a DaemonSet or mirror pod.
+pub fn kubectl_action(
+    terminating: Option<String>,
+    owner: Owner,
+    finished: bool,
+    empty_dir: bool,
+    force: bool,
+) -> PodAction {
+    if owner == Owner::DaemonSet && !finished {
         PodAction::Skip("DaemonSet-managed (ignored like --ignore-daemonsets)".into())
     } else if owner == Owner::Mirror {
         PodAction::Skip("mirror pod (static, managed by the kubelet)".into())
+    } else if let Some(why) = terminating {
+        PodAction::Wait(why)
     } else if finished {
         PodAction::Evict
     } else if empty_dir {
@@ -168,11 +278,17 @@ pub(super) fn select_pods(fleet: &Fleet, pods: &[crate::model::PodId], force: bo
     for &pid in pods {
         let Some(p) = fleet.pod(pid) else { continue };
         let pdb = fleet.pdb_for_pod(p).map(|d| (fleet.s(d.name).to_string(), d.disruptions_allowed));
-        let action = kubectl_action(p.phase == Phase::Terminating, p.owner, p.phase.finished(), p.empty_dir, force);
+        let deletion = p.deletion.as_deref();
+        let terminating = (p.phase == Phase::Terminating || deletion.is_some())
+            .then(|| deletion.map_or_else(|| "terminating".to_string(), |d| terminating_note(d, fleet.now)));
+        let action = kubectl_action(terminating, p.owner, p.phase.finished(), p.empty_dir, force);
+        // What it holds, not what it asked for: finished pods and stopped containers hold nothing.
+        let holds = !p.phase.finished() && !deletion.is_some_and(|d| d.stopped);
         out.push(DrainPod {
             namespace: fleet.s(p.namespace).to_string(),
             name: p.name.to_string(),
-            gpus: p.gpus as u32 + p.mig_count() + p.dra_count(),
+            phase: p.phase,
+            gpus: if holds { p.gpus as u32 + p.mig_count() + p.dra_count() } else { 0 },
             action,
             pdb,
         });

@@ -4,7 +4,9 @@
 //! - cordon: merge patch of `spec.unschedulable` (kubectl writes the same field);
 //! - drain: cordon, re-list the node's pods and re-apply kubectl's filters, evict (policy/v1
 //!   Eviction) what the person confirmed, retry 429 every 5 s while naming the PDB that holds
-//!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid);
+//!   it and the disruptions it allows, wait until each pod is gone (or replaced: new uid) —
+//!   pods already terminating too, never evicted again — then read the node once more: a
+//!   drain is reported only when no pod that must go is left there;
 //! - reslice: cordon, evict the GPU's pods, add a named config to the mig-parted ConfigMap
 //!   when the layout has no builtin name, set `nvidia.com/mig.config`, wait for mig-manager to
 //!   acknowledge it ([`super::mig_ack`]), follow `nvidia.com/mig.config.state` (a `pending`
@@ -310,8 +312,8 @@ pub async fn execute_until(
 ) {
     let total = match &plan.detail {
         PlanDetail::Cordon { .. } => 1,
-        PlanDetail::Drain(d) => 2 + d.to_evict().count() as u32,
-        PlanDetail::Reslice(r) => 4 + r.pods.iter().filter(|p| p.action == PodAction::Evict).count() as u32,
+        PlanDetail::Drain(d) => 2 + d.pods.iter().filter(|p| p.action.must_go()).count() as u32,
+        PlanDetail::Reslice(r) => 4 + r.pods.iter().filter(|p| p.action.must_go()).count() as u32,
         PlanDetail::Quota(_) => 1,
     };
     let _ = ex
@@ -508,11 +510,16 @@ async fn cordon_op(run: &mut Run<'_>, node: &str, cordon: bool) -> Step<String> 
 
 /// kubectl's filters ([`super::drain::kubectl_action`]) on a pod as the API has it now.
 pub fn drain_action(p: &Pod, force: bool) -> PodAction {
+    drain_action_at(p, force, now_ms())
+}
+
+/// [`drain_action`] at `now` (ms since the epoch), for the notes on terminating pods.
+pub fn drain_action_at(p: &Pod, force: bool, now: u64) -> PodAction {
     let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
     let empty_dir =
         p.spec.as_ref().and_then(|s| s.volumes.as_ref()).is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some()));
     super::drain::kubectl_action(
-        p.metadata.deletion_timestamp.is_some(),
+        terminating_now(p, now),
         crate::cluster::pod_owner(p),
         matches!(phase, "Succeeded" | "Failed"),
         empty_dir,
@@ -520,21 +527,64 @@ pub fn drain_action(p: &Pod, force: bool) -> PodAction {
     )
 }
 
-/// (namespace, name, uid) of a pod to evict: the uid is the eviction's precondition.
-pub type PodRef = (String, String, String);
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+/// What keeps a pod whose deletion is under way, or `None` if none is.
+fn terminating_now(p: &Pod, now: u64) -> Option<String> {
+    crate::cluster::pod_deletion(p).map(|d| super::drain::terminating_note(&d, now))
+}
+
+/// Whether a pod asks for GPUs (whole, MIG or DRA claims) and still holds them: neither
+/// finished nor stopped by its kubelet.
+pub fn holds_gpus(p: &Pod) -> bool {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref());
+    if matches!(phase, Some("Succeeded" | "Failed")) {
+        return false;
+    }
+    let Some(spec) = p.spec.as_ref() else { return false };
+    let extended = spec.containers.iter().chain(spec.init_containers.iter().flatten()).any(|c| {
+        let r = c.resources.as_ref();
+        r.and_then(|r| r.limits.as_ref()).into_iter().chain(r.and_then(|r| r.requests.as_ref())).flatten().any(
+            |(k, v)| (k == labels::GPU_RESOURCE || k.starts_with(labels::MIG_RESOURCE_PREFIX)) && v.0.trim() != "0",
+        )
+    });
+    extended || spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty())
+}
+
+/// A pod the drain or reslice must see gone: the uid is the eviction's precondition, and a
+/// pod with the same name and another uid is a replacement, not ours.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Already being deleted, and what keeps it: waited for, never evicted again.
+    pub terminating: Option<String>,
+}
+
+impl PodRef {
+    fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
 
 fn pod_key(p: &Pod) -> (String, String) {
     (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
 }
 
-/// Compares the node's pods now with what the person confirmed. Returns the pods to evict
-/// (key → uid) and what to tell them about the difference; an error when a pod that would
-/// need forcing appeared (kubectl stops before evicting anything in that case too).
+/// Compares the node's pods now with what the person confirmed (the pods to evict and those
+/// already terminating). Returns the pods that must go — to evict, or to wait for when they
+/// are terminating already — and what to tell the person about the difference; an error
+/// when a pod that would need forcing appeared (kubectl stops before evicting anything in
+/// that case too). A terminating pod is waited for even if the preview did not show it.
 pub fn reconcile(
     confirmed: &[(String, String)],
     pods: &[Pod],
     force: bool,
 ) -> Result<(Vec<PodRef>, Vec<String>), String> {
+    let now = now_ms();
     let mut evict = Vec::new();
     let mut notes = Vec::new();
     let mut refused = Vec::new();
@@ -542,10 +592,18 @@ pub fn reconcile(
         let (ns, name) = pod_key(p);
         let uid = p.metadata.uid.clone().unwrap_or_default();
         let wanted = confirmed.iter().any(|(n, m)| *n == ns && *m == name);
-        match drain_action(p, force) {
-            PodAction::Evict | PodAction::ForceDelete(_) if wanted => evict.push((ns, name, uid)),
+        match drain_action_at(p, force, now) {
+            PodAction::Evict | PodAction::ForceDelete(_) if wanted => {
+                evict.push(PodRef { namespace: ns, name, uid, terminating: None })
+            }
             PodAction::Evict | PodAction::ForceDelete(_) => notes
                 .push(format!("{ns}/{name} arrived after the preview and is left in place; drain again to move it")),
+            PodAction::Wait(why) => {
+                if !wanted {
+                    notes.push(format!("{ns}/{name} is terminating ({why}); waiting for it too"));
+                }
+                evict.push(PodRef { namespace: ns, name, uid, terminating: Some(why) });
+            }
             PodAction::Refuse(why) => refused.push(format!("{ns}/{name} {why}")),
             PodAction::Skip(_) => {}
         }
@@ -602,10 +660,25 @@ async fn blocking_pdb(client: &kube::Client, ns: &str, name: &str) -> Option<Str
     ))
 }
 
+#[derive(Debug, PartialEq)]
 enum Evicted {
     Done,
     Gone,
-    Retry(String),
+    /// Refused for now, with the HTTP status and what the server said.
+    Retry(u16, String),
+}
+
+/// What an eviction answered 409 Conflict means, from the pod as it is now: only a pod that
+/// is missing, or replaced (another uid), is gone; ours, already being deleted, is as good as
+/// evicted (wait for it); otherwise the conflict (a failed uid precondition can only mean a
+/// new uid, so this is a concurrent write, e.g. to the PDB) is retried.
+fn after_conflict(uid: &str, now: Option<&Pod>, message: &str) -> Evicted {
+    match now {
+        None => Evicted::Gone,
+        Some(p) if p.metadata.uid.as_deref() != Some(uid) => Evicted::Gone,
+        Some(p) if p.metadata.deletion_timestamp.is_some() => Evicted::Done,
+        Some(_) => Evicted::Retry(409, format!("conflict ({message})")),
+    }
 }
 
 async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Result<Evicted, String> {
@@ -621,43 +694,68 @@ async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Re
     match api.create_subresource::<Value, Value>("eviction", name, &PostParams::default(), &body).await {
         Ok(_) => Ok(Evicted::Done),
         Err(e) if is_status(&e, 404) => Ok(Evicted::Gone),
-        // A uid precondition that fails: the pod was replaced, ours is gone.
-        Err(e) if is_status(&e, 409) => Ok(Evicted::Gone),
-        Err(e) if is_status(&e, 429) => Ok(Evicted::Retry(match &e {
-            kube::Error::Api(s) => s.message.clone(),
-            _ => String::new(),
-        })),
+        // A failed uid precondition says the pod was replaced — or the server met a
+        // concurrent write. Only the pod as it is now tells which.
+        Err(kube::Error::Api(s)) if s.code == 409 => {
+            let now = api.get_opt(name).await.map_err(|e| api_failure(&format!("re-reading {ns}/{name}"), &e))?;
+            Ok(after_conflict(uid, now.as_ref(), &s.message))
+        }
+        Err(e) if is_status(&e, 429) => Ok(Evicted::Retry(
+            429,
+            match &e {
+                kube::Error::Api(s) => s.message.clone(),
+                _ => String::new(),
+            },
+        )),
         Err(kube::Error::Api(s))
             if s.code == 403
                 && s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")) =>
         {
-            Ok(Evicted::Retry("its namespace is terminating".into()))
+            Ok(Evicted::Retry(403, "its namespace is terminating".into()))
         }
         Err(e) => Err(api_failure(&format!("evicting {ns}/{name}"), &e)),
     }
 }
 
-/// Evicts `pods` (ns, name, uid), retrying 429s, then waits until each is gone.
+/// Evicts `pods`, retrying 429s, then waits until each is gone — those already terminating
+/// are only waited for. Gone means 404 or a new uid (kubectl); a pod held by a finalizer or
+/// a long grace period is waited for until the drain's timeout, which names each pod left
+/// and what keeps it.
 async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
     let client = run.ex.client.clone();
     let deadline = Instant::now() + run.ex.opts.drain_timeout;
-    let mut pending = pods;
+    let (terminating, mut pending): (Vec<PodRef>, Vec<PodRef>) =
+        pods.into_iter().partition(|p| p.terminating.is_some());
+    for p in &terminating {
+        let why = p.terminating.as_deref().unwrap_or("terminating");
+        run.log(format!("{} is already terminating ({why}): not evicting it, waiting until it is gone", p.key()))
+            .await?;
+    }
     let mut evicted: Vec<PodRef> = Vec::new();
     while !pending.is_empty() {
         run.check_cancel()?;
         let mut waiting = Vec::new();
         let mut reasons = Vec::new();
-        for (ns, name, uid) in std::mem::take(&mut pending) {
-            match evict_one(&client, &ns, &name, &uid).await {
+        let mut codes: Vec<u16> = Vec::new();
+        for p in std::mem::take(&mut pending) {
+            let key = p.key();
+            match evict_one(&client, &p.namespace, &p.name, &p.uid).await {
                 Ok(Evicted::Done) => {
-                    run.step(format!("evicted {ns}/{name}")).await?;
-                    evicted.push((ns, name, uid));
+                    run.step(format!("evicted {key}")).await?;
+                    evicted.push(p);
                 }
-                Ok(Evicted::Gone) => run.step(format!("{ns}/{name} was already gone")).await?,
-                Ok(Evicted::Retry(msg)) => {
-                    let why = blocking_pdb(&client, &ns, &name).await.unwrap_or(msg);
-                    reasons.push(format!("{ns}/{name}: {why}"));
-                    waiting.push((ns, name, uid));
+                Ok(Evicted::Gone) => run.step(format!("{key} was already gone")).await?,
+                Ok(Evicted::Retry(code, msg)) => {
+                    let why = if code == 429 {
+                        blocking_pdb(&client, &p.namespace, &p.name).await.unwrap_or(msg)
+                    } else {
+                        msg
+                    };
+                    reasons.push(format!("{key}: {why}"));
+                    if !codes.contains(&code) {
+                        codes.push(code);
+                    }
+                    waiting.push(p);
                 }
                 Err(e) => {
                     return Err(Stop::Failed(format!(
@@ -671,7 +769,7 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
             break;
         }
         if Instant::now() >= deadline {
-            let left: Vec<String> = waiting.iter().map(|(n, m, _)| format!("{n}/{m}")).collect();
+            let left: Vec<String> = waiting.iter().map(PodRef::key).collect();
             return Err(Stop::Failed(format!(
                 "timed out after {}s with {} not evicted: {}; the node stays cordoned",
                 run.ex.opts.drain_timeout.as_secs(),
@@ -679,8 +777,10 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
                 reasons.join("; ")
             )));
         }
+        let codes: Vec<String> = codes.iter().map(u16::to_string).collect();
         run.blocked(format!(
-            "eviction refused (429), retrying every {}s — {}",
+            "eviction refused ({}), retrying every {}s — {}",
+            codes.join(", "),
             run.ex.opts.evict_retry.as_secs(),
             reasons.join("; ")
         ))
@@ -688,18 +788,28 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
         run.sleep(run.ex.opts.evict_retry).await?;
         pending = waiting;
     }
-    // Wait until each evicted pod is gone or replaced (kubectl: 404 or a new uid).
+    // Wait until each evicted or terminating pod is gone or replaced (kubectl: 404 or a new
+    // uid); what keeps each one is read again on every poll.
     let n = evicted.len() as u32;
+    let mut watched: Vec<PodRef> = evicted.into_iter().chain(terminating).collect();
     loop {
+        let now = now_ms();
         let mut left = Vec::new();
-        for (ns, name, uid) in &evicted {
-            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-            match api.get_opt(name).await {
-                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid.as_str()) => left.push(format!("{ns}/{name}")),
+        let mut still = Vec::new();
+        for p in std::mem::take(&mut watched) {
+            let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
+            match api.get_opt(&p.name).await {
+                Ok(Some(q)) if q.metadata.uid.as_deref() == Some(p.uid.as_str()) => {
+                    let why = terminating_now(&q, now).unwrap_or_else(|| "not terminating yet".to_string());
+                    left.push(format!("{} ({why})", p.key()));
+                    still.push(p);
+                }
+                Ok(_) if p.terminating.is_some() => run.step(format!("{} is gone", p.key())).await?,
                 Ok(_) => {}
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("waiting for {ns}/{name}"), &e))),
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("waiting for {}", p.key()), &e))),
             }
         }
+        watched = still;
         if left.is_empty() {
             break;
         }
@@ -708,10 +818,10 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
                 "timed out after {}s waiting for {} to terminate: {}; the node stays cordoned",
                 run.ex.opts.drain_timeout.as_secs(),
                 crate::ops::count(left.len(), "pod"),
-                left.join(", ")
+                left.join("; ")
             )));
         }
-        run.blocked(format!("waiting for {} to terminate: {}", crate::ops::count(left.len(), "pod"), left.join(", ")))
+        run.blocked(format!("waiting for {} to terminate: {}", crate::ops::count(left.len(), "pod"), left.join("; ")))
             .await?;
         run.sleep(run.ex.opts.poll).await?;
     }
@@ -757,7 +867,8 @@ async fn cordon_step(run: &mut Run<'_>, node: &str) -> Step<()> {
 async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
     let node = d.node.as_str();
     cordon_step(run, node).await?;
-    let confirmed: Vec<(String, String)> = d.to_evict().map(|p| (p.namespace.clone(), p.name.clone())).collect();
+    let confirmed: Vec<(String, String)> =
+        d.pods.iter().filter(|p| p.action.must_go()).map(|p| (p.namespace.clone(), p.name.clone())).collect();
     let pods = node_pods(run, node).await?;
     let (evict, notes) = reconcile(&confirmed, &pods, d.force).map_err(Stop::Failed)?;
     let mut late = 0;
@@ -769,17 +880,68 @@ async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
     for _ in evict.len()..confirmed.len() {
         run.done = (run.done + 1).min(run.total);
     }
+    let waited = evict.iter().filter(|p| p.terminating.is_some()).count();
     let n = evict_and_wait(run, evict).await?;
+    // What the cluster says now, not what we did: pods that started terminating meanwhile
+    // are waited for too, and a pod still holding a GPU here means the node is not drained.
+    let (waited_more, holding) = settle(run, node, d.force).await?;
     let skipped = d.pods.iter().filter(|p| matches!(p.action, PodAction::Skip(_))).count();
+    if !holding.is_empty() {
+        return Err(Stop::Failed(format!(
+            "{node} is not drained: {} still hold{} GPUs there ({}); they arrived after the preview — drain again to move them; the node stays cordoned",
+            crate::ops::count(holding.len(), "pod"),
+            if holding.len() == 1 { "s" } else { "" },
+            holding.join(", ")
+        )));
+    }
     run.step(format!("every evicted pod is gone from {node}")).await?;
     let mut msg = format!("{node} drained: {} evicted", crate::ops::count(n as usize, "pod"));
+    if waited + waited_more > 0 {
+        msg.push_str(&format!(", {} already terminating waited for", crate::ops::count(waited + waited_more, "pod")));
+    }
     if skipped > 0 {
-        msg.push_str(&format!(", {skipped} left in place (DaemonSet, mirror or finished)"));
+        msg.push_str(&format!(", {skipped} left in place (DaemonSet or mirror)"));
     }
     if late > 0 {
         msg.push_str(&format!("; {} arrived after the preview and stayed", crate::ops::count(late, "pod")));
     }
     Ok(msg)
+}
+
+/// Reads the node's pods once more after the waits: waits for any that started terminating
+/// meanwhile, and returns how many those were and the pods that kubectl would evict and that
+/// still hold GPUs on the node (arrived after the preview).
+async fn settle(run: &mut Run<'_>, node: &str, force: bool) -> Step<(usize, Vec<String>)> {
+    let (terminating, holding) = leftovers(&node_pods(run, node).await?, force, now_ms());
+    let n = terminating.len();
+    if n > 0 {
+        run.total += n as u32;
+        evict_and_wait(run, terminating).await?;
+    }
+    Ok((n, holding))
+}
+
+/// Of a drained node's pods: those still terminating (to wait for) and those kubectl would
+/// evict that still hold GPUs there (`ns/name`): the node is not drained while either exists.
+pub fn leftovers(pods: &[Pod], force: bool, now: u64) -> (Vec<PodRef>, Vec<String>) {
+    let mut terminating = Vec::new();
+    let mut holding = Vec::new();
+    for p in pods {
+        let (ns, name) = pod_key(p);
+        match drain_action_at(p, force, now) {
+            PodAction::Wait(why) => terminating.push(PodRef {
+                namespace: ns,
+                name,
+                uid: p.metadata.uid.clone().unwrap_or_default(),
+                terminating: Some(why),
+            }),
+            PodAction::Evict | PodAction::ForceDelete(_) | PodAction::Refuse(_) if holds_gpus(p) => {
+                holding.push(format!("{ns}/{name}"))
+            }
+            _ => {}
+        }
+    }
+    (terminating, holding)
 }
 
 // ---------- reslice ----------
@@ -1092,7 +1254,7 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
     .await?;
     cordon_step(run, node).await?;
     let confirmed: Vec<(String, String)> =
-        r.pods.iter().filter(|p| p.action == PodAction::Evict).map(|p| (p.namespace.clone(), p.name.clone())).collect();
+        r.pods.iter().filter(|p| p.action.must_go()).map(|p| (p.namespace.clone(), p.name.clone())).collect();
     let pods = node_pods(run, node).await?;
     let mine: Vec<Pod> =
         pods.into_iter().filter(|p| confirmed.iter().any(|(n, m)| pod_key(p) == (n.clone(), m.clone()))).collect();
@@ -1358,7 +1520,101 @@ mod tests {
         assert!(matches!(drain_action(&pod(local), false), PodAction::Refuse(w) if w.contains("emptydir")));
         let mut gone = base("gone");
         gone["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
-        assert!(matches!(drain_action(&pod(gone), false), PodAction::Skip(_)));
+        assert!(matches!(drain_action(&pod(gone), false), PodAction::Wait(_)), "terminating pods are waited for");
+    }
+
+    /// A pod someone deleted before the drain, held by a finalizer; `now` is 2 minutes and a
+    /// bit after the deletion was asked for (deletionTimestamp less its 30 s grace).
+    fn held(name: &str, stopped: bool) -> (Pod, u64) {
+        let mut v = base(name);
+        v["metadata"]["deletionTimestamp"] = json!("2026-01-01T10:00:30Z");
+        v["metadata"]["deletionGracePeriodSeconds"] = json!(30);
+        v["metadata"]["finalizers"] = json!(["example.com/hold"]);
+        v["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
+        if stopped {
+            v["status"]["phase"] = json!("Failed");
+        }
+        let asked = crate::cluster::pod_deletion(&pod(v.clone())).map(|d| d.since).unwrap_or_default();
+        (pod(v), asked + 125_000)
+    }
+
+    #[test]
+    fn terminating_pods_are_waited_for_with_what_keeps_them() {
+        let (p, now) = held("held", false);
+        let PodAction::Wait(why) = drain_action_at(&p, false, now) else { panic!("waited for") };
+        assert!(why.starts_with("terminating since 2m, finalizers: example.com/hold"), "{why}");
+        assert!(why.contains("still running after its 30s grace period"), "{why}");
+        assert!(holds_gpus(&p), "still running: it holds its GPU");
+        let (stopped, now) = held("stopped", true);
+        let PodAction::Wait(why) = drain_action_at(&stopped, false, now) else { panic!("waited for") };
+        assert!(why.contains("its containers have stopped, only the finalizers keep it"), "{why}");
+        assert!(!holds_gpus(&stopped), "a stopped pod holds nothing, but is still waited for");
+        // Within the grace period, the note says how long the containers may take.
+        let PodAction::Wait(why) = drain_action_at(&p, false, now - 110_000) else { panic!() };
+        assert_eq!(
+            why,
+            "terminating since <1m, finalizers: example.com/hold; its containers get up to 30s to stop (grace period)"
+        );
+        // Unmanaged or with local storage, it is going anyway: nothing to refuse or force.
+        let mut bare = base("bare");
+        bare["metadata"]["ownerReferences"] = json!([]);
+        bare["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(matches!(drain_action(&pod(bare), false), PodAction::Wait(_)));
+        // kubectl still leaves terminating DaemonSet and mirror pods alone.
+        let mut ds = base("ds");
+        ds["metadata"]["ownerReferences"][0]["kind"] = json!("DaemonSet");
+        ds["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert!(matches!(drain_action(&pod(ds), false), PodAction::Skip(_)));
+    }
+
+    #[test]
+    fn reconcile_waits_for_terminating_pods_confirmed_or_not() {
+        let (p, _) = held("held", false);
+        let (late, _) = held("late", false);
+        let confirmed = vec![("ml".to_string(), "held".to_string()), ("ml".to_string(), "a".to_string())];
+        let (go, notes) = reconcile(&confirmed, &[p, late, pod(base("a"))], false).unwrap();
+        let by_name = |n: &str| go.iter().find(|r| r.name == n).unwrap_or_else(|| panic!("{n} must go: {go:?}"));
+        assert!(by_name("held").terminating.as_deref().is_some_and(|w| w.contains("example.com/hold")));
+        assert!(by_name("late").terminating.is_some(), "terminating, even if the preview did not show it");
+        assert_eq!(by_name("a").terminating, None, "evicted");
+        assert!(
+            notes.iter().any(|n| n.contains("ml/late is terminating") && n.contains("waiting for it too")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn a_node_is_not_drained_while_a_pod_still_holds_a_gpu_or_terminates() {
+        let (held, now) = held("held", false);
+        let mut late = base("late");
+        late["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/mig-1g.18gb": "2" } });
+        let mut ds = base("exporter");
+        ds["metadata"]["ownerReferences"][0]["kind"] = json!("DaemonSet");
+        ds["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
+        let mut done = base("done");
+        done["status"]["phase"] = json!("Succeeded");
+        done["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
+        let pods = [held, pod(late), pod(ds), pod(done), pod(base("cpu-only"))];
+        let (terminating, holding) = leftovers(&pods, false, now);
+        assert_eq!(terminating.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["held"]);
+        assert_eq!(holding, ["ml/late"], "a DaemonSet pod stays by design; finished and GPU-less pods hold nothing");
+        assert_eq!(leftovers(&pods[2..], false, now), (vec![], vec![]));
+    }
+
+    #[test]
+    fn an_eviction_conflict_is_gone_only_when_the_pod_is() {
+        let p = pod(base("a"));
+        assert_eq!(after_conflict("uid-a", None, "x"), Evicted::Gone, "404 on the re-read");
+        let mut replaced = base("a");
+        replaced["metadata"]["uid"] = json!("uid-new");
+        assert_eq!(after_conflict("uid-a", Some(&pod(replaced)), "x"), Evicted::Gone, "a new uid: ours is gone");
+        let mut deleting = base("a");
+        deleting["metadata"]["deletionTimestamp"] = json!("2026-01-01T00:00:00Z");
+        assert_eq!(after_conflict("uid-a", Some(&pod(deleting)), "x"), Evicted::Done, "ours, on its way: wait for it");
+        match after_conflict("uid-a", Some(&p), "the object has been modified") {
+            Evicted::Retry(409, why) => assert!(why.contains("the object has been modified"), "{why}"),
+            other => panic!("the same pod, still there, is retried: {other:?}"),
+        }
     }
 
     #[test]
@@ -1366,7 +1622,10 @@ mod tests {
         let pods = vec![pod(base("a")), pod(base("late"))];
         let confirmed = vec![("ml".to_string(), "a".to_string()), ("ml".to_string(), "vanished".to_string())];
         let (evict, notes) = reconcile(&confirmed, &pods, false).unwrap();
-        assert_eq!(evict, vec![("ml".to_string(), "a".to_string(), "uid-a".to_string())]);
+        assert_eq!(
+            evict,
+            vec![PodRef { namespace: "ml".into(), name: "a".into(), uid: "uid-a".into(), terminating: None }]
+        );
         assert!(notes.iter().any(|n| n.contains("ml/late arrived after the preview")), "{notes:?}");
         assert!(notes.iter().any(|n| n.contains("ml/vanished is already gone")), "{notes:?}");
         let mut bare = base("bare");

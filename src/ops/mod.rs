@@ -13,7 +13,7 @@ mod quota;
 mod reslice;
 pub mod retry;
 
-pub use drain::{DrainPlan, DrainPod, PodAction};
+pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
 pub use reslice::{GpuReslice, ReslicePlan, capacity, caps_text, describe_layout};
 

@@ -171,6 +171,13 @@ pub(super) fn plan(
     for p in &evict {
         effects.push(format!("  evict {}/{}", p.namespace, p.name));
     }
+    let waiting: Vec<&DrainPod> = pods.iter().filter(|p| matches!(p.action, super::PodAction::Wait(_))).collect();
+    for p in &waiting {
+        if let super::PodAction::Wait(why) = &p.action {
+            effects.push(format!("  wait for {}/{} to be gone: {why}", p.namespace, p.name));
+        }
+    }
+    warnings.extend(super::drain::finalizer_warnings(fleet, &waiting));
     if let Some(_yaml) = &custom_config {
         effects.push(format!("add mig-parted config {config_name} to the mig-parted ConfigMap"));
     }

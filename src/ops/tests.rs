@@ -225,3 +225,126 @@ fn cluster_queue_limits_plan_with_kueues_rules() {
     .unwrap_err();
     assert!(e.to_string().contains("belongs to Kueue ClusterQueues"), "{e}");
 }
+
+/// A pod on `node` as a feed would send it.
+fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crate::model::PodSpec {
+    crate::model::PodSpec {
+        namespace: "batch".into(),
+        name: name.into(),
+        node: Some(node.into()),
+        phase,
+        created: 0,
+        owner,
+        app: name.into(),
+        empty_dir: false,
+        gpus,
+        mig: vec![],
+        dra: vec![],
+        bound_gpus: vec![],
+        bound_mig: vec![],
+        deletion: None,
+    }
+}
+
+fn h100_node(f: &Fleet) -> String {
+    f.node_ids()
+        .map(|n| f.node(n).unwrap())
+        .find(|n| n.gpu_model == Some(crate::mig::GpuModel::H100_80GB) && n.ready)
+        .map(|n| f.s(n.name).to_string())
+        .expect("the demo has a ready H100 node")
+}
+
+/// "evict 8 pods (12 GPUs)": (8, 12).
+fn evict_line(p: &Plan) -> (usize, usize) {
+    let line = p.effects.iter().find(|e| e.starts_with("evict ")).expect("an evict line");
+    let nums: Vec<usize> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .take(2)
+        .map(|s| s.parse().unwrap())
+        .collect();
+    (nums[0], nums.get(1).copied().unwrap_or(0))
+}
+
+#[test]
+fn finished_pods_hold_no_gpus_in_drain_and_reslice_previews() {
+    let mut f = fleet();
+    let node = h100_node(&f);
+    let drain = OpRequest::Drain { node: node.clone(), force: false };
+    let (pods, gpus) = evict_line(&plan(&f, &drain).unwrap());
+    // Two Job pods that finished on the node, each having asked for 2 GPUs; one names the
+    // GPU it had, as a DRA claim or the simulator would.
+    let gpu0 = f.node(f.node_by_name(&node).unwrap()).unwrap().gpus[0];
+    let uuid = f.s(f.gpu(gpu0).unwrap().uuid).to_string();
+    f.apply(crate::model::Delta::PodUpsert(pod_on(&node, "done-0", Phase::Succeeded, Owner::Job, 2)));
+    let mut bound = pod_on(&node, "done-1", Phase::Failed, Owner::Job, 2);
+    bound.bound_gpus = vec![uuid];
+    f.apply(crate::model::Delta::PodUpsert(bound));
+    let p = plan(&f, &drain).unwrap();
+    assert_eq!(evict_line(&p), (pods + 2, gpus), "finished pods are evicted but hold nothing: {:?}", p.effects);
+    assert!(p.effects.contains(&"  evict batch/done-0 (Succeeded: holds nothing)".to_string()), "{:?}", p.effects);
+    for gpus in [vec![0], vec![]] {
+        let r = plan(&f, &OpRequest::Reslice { node: node.clone(), gpus, layout: "all-balanced".into() }).unwrap();
+        let PlanDetail::Reslice(r) = &r.detail else { panic!("a reslice") };
+        let held: Vec<_> = r.pods.iter().filter(|p| p.name.starts_with("done-") && p.gpus > 0).collect();
+        assert!(held.is_empty(), "finished pods hold none of the GPUs being resliced: {held:?}");
+    }
+}
+
+#[test]
+fn drain_preview_waits_for_terminating_pods_and_says_what_keeps_them() {
+    let mut f = fleet();
+    let node = h100_node(&f);
+    // Deleted by someone 2 minutes ago, held by a finalizer; no controller, but it is going
+    // anyway: nothing to refuse.
+    let mut held = pod_on(&node, "held", Phase::Terminating, Owner::None, 1);
+    held.deletion = Some(crate::model::Deletion {
+        since: f.now - 125_000,
+        grace_secs: Some(30),
+        finalizers: vec!["example.com/hold".into()],
+        stopped: false,
+    });
+    f.apply(crate::model::Delta::PodUpsert(held));
+    let p = plan(&f, &OpRequest::Drain { node: node.clone(), force: false }).unwrap();
+    let PlanDetail::Drain(d) = &p.detail else { panic!("a drain") };
+    let held = d.pods.iter().find(|p| p.name == "held").expect("listed");
+    let PodAction::Wait(why) = &held.action else { panic!("waited for, not {:?}", held.action) };
+    assert!(why.starts_with("terminating since 2m, finalizers: example.com/hold"), "{why}");
+    assert!(d.to_wait().any(|p| p.name == "held") && !d.to_evict().any(|p| p.name == "held"));
+    assert!(
+        p.effects.iter().any(|e| e.starts_with("wait for 1 pod (1 GPU) already terminating")),
+        "the preview says the drain waits for it: {:?}",
+        p.effects
+    );
+    assert!(
+        p.effects.iter().any(|e| e.starts_with("  wait for batch/held (1 GPU): terminating since 2m, finalizers: example.com/hold")),
+        "{:?}",
+        p.effects
+    );
+    assert!(
+        p.warnings.iter().any(|w| w.contains("batch/held stays until its finalizer example.com/hold is removed")),
+        "{:?}",
+        p.warnings
+    );
+    assert!(!p.blockers.iter().any(|b| b.contains("batch/held")), "{:?}", p.blockers);
+    assert!(!p.effects.iter().any(|e| e.starts_with("leave") && e.contains("finished")), "{:?}", p.effects);
+}
+
+#[test]
+fn a_whole_node_reslice_waits_for_pods_still_terminating_there() {
+    let mut f = fleet();
+    let node = h100_node(&f);
+    let mut held = pod_on(&node, "held", Phase::Terminating, Owner::ReplicaSet, 1);
+    held.deletion =
+        Some(crate::model::Deletion { since: f.now - 5_000, grace_secs: Some(30), finalizers: vec![], stopped: false });
+    f.apply(crate::model::Delta::PodUpsert(held));
+    let p = plan(&f, &OpRequest::Reslice { node, gpus: vec![], layout: "all-balanced".into() }).unwrap();
+    let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice") };
+    let held = r.pods.iter().find(|p| p.name == "held").expect("its pods include the terminating one");
+    assert!(matches!(&held.action, PodAction::Wait(w) if w.contains("grace period")), "{:?}", held.action);
+    assert!(
+        p.effects.iter().any(|e| e.starts_with("  wait for batch/held to be gone: terminating since <1m")),
+        "{:?}",
+        p.effects
+    );
+}

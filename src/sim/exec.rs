@@ -10,10 +10,24 @@ use crate::ops::{Plan, PlanDetail, PodAction};
 #[derive(Clone, Debug)]
 pub(super) enum Stage {
     Cordon,
-    Evict { queue: Vec<(String, bool)>, next: usize, evicted: u32, retry_in: u32 },
-    WaitGone { keys: Vec<String>, waited: u32 },
+    Evict {
+        queue: Vec<(String, bool)>,
+        next: usize,
+        evicted: u32,
+        retry_in: u32,
+    },
+    /// `keys`: every pod that must be gone; `waits`: those that were terminating already,
+    /// each reported once it is gone.
+    WaitGone {
+        keys: Vec<String>,
+        waits: Vec<String>,
+        evicted: usize,
+        waited: u32,
+    },
     SetMigConfig,
-    WaitMig { waited: u32 },
+    WaitMig {
+        waited: u32,
+    },
     Uncordon,
     SetQuota,
     Done,
@@ -38,7 +52,7 @@ impl Sim {
     pub fn execute(&mut self, id: u64, plan: Plan) -> Vec<Delta> {
         let (stage, total) = match &plan.detail {
             PlanDetail::Cordon { .. } => (Stage::Cordon, 1),
-            PlanDetail::Drain(d) => (Stage::Cordon, 2 + d.to_evict().count() as u32),
+            PlanDetail::Drain(d) => (Stage::Cordon, 2 + d.pods.iter().filter(|p| p.action.must_go()).count() as u32),
             PlanDetail::Reslice(r) => (Stage::Cordon, 4 + r.pods.len() as u32),
             PlanDetail::Quota(_) => (Stage::SetQuota, 1),
         };
@@ -165,8 +179,20 @@ impl Sim {
                     return;
                 }
                 let Some((key, force)) = queue.get(*next).cloned() else {
-                    let keys: Vec<String> = queue.iter().map(|(k, _)| k.clone()).collect();
-                    op.stage = Stage::WaitGone { keys, waited: 0 };
+                    // Pods already terminating are not evicted again, but waited for.
+                    let pods = match &detail {
+                        PlanDetail::Drain(d) => d.pods.as_slice(),
+                        PlanDetail::Reslice(r) => r.pods.as_slice(),
+                        _ => &[],
+                    };
+                    let waits: Vec<String> = pods
+                        .iter()
+                        .filter(|p| matches!(p.action, PodAction::Wait(_)))
+                        .map(|p| format!("{}/{}", p.namespace, p.name))
+                        .collect();
+                    let mut keys: Vec<String> = queue.iter().map(|(k, _)| k.clone()).collect();
+                    keys.extend(waits.iter().cloned());
+                    op.stage = Stage::WaitGone { keys, waits, evicted: *evicted as usize, waited: 0 };
                     return;
                 };
                 let Some(pod) = self.pods.get(&key) else {
@@ -208,14 +234,32 @@ impl Sim {
                 let k = *next;
                 self.progress(op, format!("{verb} {key} ({k}/{n})"));
             }
-            (Stage::WaitGone { keys, waited }, _) => {
-                let left: Vec<&String> = keys.iter().filter(|k| self.pods.contains_key(*k)).collect();
+            (Stage::WaitGone { keys, waits, evicted, .. }, _) => {
+                let gone: Vec<String> = waits.iter().filter(|k| !self.pods.contains_key(*k)).cloned().collect();
+                waits.retain(|k| self.pods.contains_key(k));
+                let (n, evicted) = (keys.len(), *evicted);
+                let left: Vec<String> = keys.iter().filter(|k| self.pods.contains_key(*k)).cloned().collect();
+                for k in gone {
+                    self.progress(op, format!("{k} is gone (it was already terminating)"));
+                }
                 if left.is_empty() {
-                    let n = keys.len();
                     match &detail {
                         PlanDetail::Drain(d) => {
                             self.progress(op, format!("all evicted pods are gone ({n})"));
-                            self.finish(op, Ok(format!("{} drained: {n} pods evicted, node stays cordoned", d.node)));
+                            let also = n.saturating_sub(evicted);
+                            let also = if also > 0 {
+                                format!(", {} already terminating waited for", crate::ops::count(also, "pod"))
+                            } else {
+                                String::new()
+                            };
+                            self.finish(
+                                op,
+                                Ok(format!(
+                                    "{} drained: {} evicted{also}, node stays cordoned",
+                                    d.node,
+                                    crate::ops::count(evicted, "pod")
+                                )),
+                            );
                         }
                         _ => {
                             self.progress(op, format!("the pods that used the GPUs are gone ({n})"));
@@ -224,14 +268,28 @@ impl Sim {
                     }
                     return;
                 }
-                *waited += 1;
-                if *waited > WAIT_GONE_TICKS {
-                    let names: Vec<String> = left.iter().map(|s| s.to_string()).collect();
-                    self.finish(
-                        op,
-                        Err(format!("timed out waiting for {} pods to go: {}", names.len(), names.join(", "))),
-                    );
+                if let Stage::WaitGone { waited, .. } = &mut op.stage {
+                    *waited += 1;
+                    if *waited <= WAIT_GONE_TICKS {
+                        return;
+                    }
                 }
+                // Name each pod left and what keeps it.
+                let names: Vec<String> = left
+                    .iter()
+                    .map(|k| match self.pods.get(k).and_then(|p| p.spec.deletion.as_ref()) {
+                        Some(d) => format!("{k} ({})", crate::ops::terminating_note(d, self.now)),
+                        None => format!("{k} (not terminating)"),
+                    })
+                    .collect();
+                self.finish(
+                    op,
+                    Err(format!(
+                        "timed out waiting for {} to go: {}; the node stays cordoned",
+                        crate::ops::count(names.len(), "pod"),
+                        names.join("; ")
+                    )),
+                );
             }
             (Stage::SetMigConfig, PlanDetail::Reslice(r)) => {
                 let Some(ni) = ni else { return };

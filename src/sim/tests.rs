@@ -125,6 +125,45 @@ fn drain_evicts_one_by_one_and_waits_for_the_pdb() {
 }
 
 #[test]
+fn drain_waits_for_a_pod_already_terminating() {
+    let (mut sim, mut f) = start(42, 48);
+    let (key, node) = sim
+        .pods
+        .iter()
+        .find(|(_, p)| p.spec.phase == Phase::Running && p.spec.owner == Owner::ReplicaSet && p.spec.gpus > 0)
+        .map(|(k, p)| (k.clone(), p.spec.node.clone().unwrap_or_default()))
+        .expect("a running GPU pod");
+    // Someone deleted it before the drain, and something (a finalizer) holds it for a while.
+    sim.terminate_pod(&key);
+    if let Some(p) = sim.pods.get_mut(&key) {
+        p.terminating = Some(40);
+    }
+    run(&mut sim, &mut f, 1);
+    let plan = ops::plan(&f, &OpRequest::Drain { node: node.clone(), force: true }).unwrap();
+    let PlanDetail::Drain(d) = &plan.detail else { panic!() };
+    assert!(d.to_wait().any(|p| format!("{}/{}", p.namespace, p.name) == key), "waited for: {:?}", d.pods);
+    let (ns, name) = key.split_once('/').unwrap();
+    let mut states = Vec::new();
+    for d in sim.execute(1, plan) {
+        f.apply(d);
+    }
+    for _ in 0..400 {
+        run(&mut sim, &mut f, 1);
+        let st = f.op(1).map(|o| o.state.clone()).unwrap_or(OpState::Running);
+        if st.finished() {
+            states.push(st);
+            break;
+        }
+        assert!(f.pod_by_name(ns, name).is_some(), "the pod is still there, so is the drain: {:?}", f.op(1));
+    }
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{:?}", f.op(1));
+    assert!(f.pod_by_name(ns, name).is_none(), "drained only once the pod is gone");
+    let op = f.op(1).unwrap();
+    assert!(op.log.iter().any(|l| l == &format!("{key} is gone (it was already terminating)")), "{:?}", op.log);
+    check_invariants(&f);
+}
+
+#[test]
 fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
     let (mut sim, mut f) = start(42, 48);
     let node = f

@@ -541,6 +541,7 @@ impl Sim {
             },
             bound_gpus: Vec::new(),
             bound_mig: Vec::new(),
+            deletion: None,
         };
         self.pods.insert(
             key.clone(),
@@ -671,6 +672,7 @@ impl Sim {
                 dra: vec![],
                 bound_gpus: vec![],
                 bound_mig: vec![],
+                deletion: None,
             }));
         }
         for p in self.pods.values() {
@@ -897,6 +899,9 @@ impl Sim {
             return;
         }
         p.spec.phase = Phase::Terminating;
+        // As the API server records an eviction: the pod's default grace period, no
+        // finalizers; the simulated containers stop well within it.
+        p.spec.deletion = Some(crate::model::Deletion { since: self.now, grace_secs: Some(30), ..Default::default() });
         p.terminating = Some(2);
         let spec = p.spec.clone();
         self.out.push(Delta::PodUpsert(spec));

@@ -1654,6 +1654,7 @@ fn agentless_app() -> App {
         dra: vec![],
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
+        deletion: None,
     };
     f.apply(Delta::PodUpsert(pod("asr-0", "m1", 0, &[("1g.10gb", 1)], &[])));
     f.apply(Delta::PodUpsert(pod("asr-1", "m1", 0, &[("1g.10gb", 2)], &[])));

@@ -397,3 +397,22 @@ fn a_quotas_hard_limit_is_the_enforced_one_in_its_status() {
     specs.sort();
     assert_eq!(specs, vec![("requests.nvidia.com/gpu".into(), 8, 6), ("requests.nvidia.com/mig-1g.10gb".into(), 4, 0)]);
 }
+
+#[test]
+fn a_pod_being_deleted_keeps_what_holds_it() {
+    let mut p = pod("ml", "held", Some("gpu-1"), "Running", 1);
+    assert_eq!(translate::pod_spec(&p).and_then(|s| s.deletion), None);
+    // The API server sets deletionTimestamp to the request time plus the grace period.
+    p.metadata.deletion_timestamp = Some(obj(json!("2026-12-01T10:10:30Z")));
+    p.metadata.deletion_grace_period_seconds = Some(30);
+    p.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let s = translate::pod_spec(&p).expect("a pod");
+    assert_eq!(s.phase, Phase::Terminating);
+    let d = s.deletion.expect("a deletion under way");
+    assert_eq!(d.since, translate::ts(Some(&obj(json!("2026-12-01T10:10:00Z")))), "asked for 30 s before the deadline");
+    assert_eq!((d.grace_secs, d.finalizers, d.stopped), (Some(30), vec!["example.com/hold".to_string()], false));
+    // The kubelet stopped its containers: only the finalizer keeps the object.
+    p.status = Some(obj(json!({"phase": "Failed"})));
+    let d = translate::pod_spec(&p).and_then(|s| s.deletion).expect("still being deleted");
+    assert!(d.stopped);
+}

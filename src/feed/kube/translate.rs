@@ -359,6 +359,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         dra,
         bound_gpus: Vec::new(),
         bound_mig: Vec::new(),
+        deletion: crate::cluster::pod_deletion(p),
         namespace,
         name,
     })

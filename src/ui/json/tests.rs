@@ -178,6 +178,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
             .collect(),
         bound_gpus: vec![],
         bound_mig: vec![],
+        deletion: None,
     }
 }
 
