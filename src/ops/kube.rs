@@ -681,8 +681,11 @@ fn after_conflict(uid: &str, now: Option<&Pod>, message: &str) -> Evicted {
     }
 }
 
-async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Result<Evicted, String> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+/// One eviction. Repeating it is safe (the uid precondition), so transient failures (5xx
+/// but the multiple-PDB 500, a reset, an API Priority and Fairness 429) are retried; a PDB's
+/// 429 is an answer, handled by the caller. Recorded as `sending` before it goes out.
+async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str) -> Step<Result<Evicted, String>> {
+    let api: Api<Pod> = Api::namespaced(run.ex.client.clone(), ns);
     // The body kubectl sends (protocols.md §9), with the uid we confirmed as a precondition
     // so a replacement with the same name is never evicted by mistake.
     let body = json!({
@@ -691,14 +694,24 @@ async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Re
         "metadata": { "name": name, "namespace": ns },
         "deleteOptions": { "preconditions": { "uid": uid } },
     });
-    match api.create_subresource::<Value, Value>("eviction", name, &PostParams::default(), &body).await {
+    let what = format!("evicting {ns}/{name}");
+    let params = PostParams::default();
+    let sent = run
+        .mutate(&what, retry::transient_eviction, || {
+            api.create_subresource::<Value, Value>("eviction", name, &params, &body)
+        })
+        .await?;
+    Ok(match sent {
         Ok(_) => Ok(Evicted::Done),
         Err(e) if is_status(&e, 404) => Ok(Evicted::Gone),
         // A failed uid precondition says the pod was replaced — or the server met a
         // concurrent write. Only the pod as it is now tells which.
         Err(kube::Error::Api(s)) if s.code == 409 => {
-            let now = api.get_opt(name).await.map_err(|e| api_failure(&format!("re-reading {ns}/{name}"), &e))?;
-            Ok(after_conflict(uid, now.as_ref(), &s.message))
+            let reread = format!("re-reading {ns}/{name}");
+            match run.call(&reread, retry::transient, || api.get_opt(name)).await? {
+                Ok(now) => Ok(after_conflict(uid, now.as_ref(), &s.message)),
+                Err(e) => Err(api_failure(&reread, &e)),
+            }
         }
         Err(e) if is_status(&e, 429) => Ok(Evicted::Retry(
             429,
@@ -713,8 +726,8 @@ async fn evict_one(client: &kube::Client, ns: &str, name: &str, uid: &str) -> Re
         {
             Ok(Evicted::Retry(403, "its namespace is terminating".into()))
         }
-        Err(e) => Err(api_failure(&format!("evicting {ns}/{name}"), &e)),
-    }
+        Err(e) => Err(api_failure(&what, &e)),
+    })
 }
 
 /// Evicts `pods`, retrying 429s, then waits until each is gone — those already terminating
@@ -739,7 +752,7 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
         let mut codes: Vec<u16> = Vec::new();
         for p in std::mem::take(&mut pending) {
             let key = p.key();
-            match evict_one(&client, &p.namespace, &p.name, &p.uid).await {
+            match evict_one(run, &p.namespace, &p.name, &p.uid).await? {
                 Ok(Evicted::Done) => {
                     run.step(format!("evicted {key}")).await?;
                     evicted.push(p);
@@ -798,7 +811,8 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
         let mut still = Vec::new();
         for p in std::mem::take(&mut watched) {
             let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
-            match api.get_opt(&p.name).await {
+            let what = format!("waiting for {}", p.key());
+            match run.call(&what, retry::transient, || api.get_opt(&p.name)).await? {
                 Ok(Some(q)) if q.metadata.uid.as_deref() == Some(p.uid.as_str()) => {
                     let why = terminating_now(&q, now).unwrap_or_else(|| "not terminating yet".to_string());
                     left.push(format!("{} ({why})", p.key()));
@@ -806,7 +820,7 @@ async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
                 }
                 Ok(_) if p.terminating.is_some() => run.step(format!("{} is gone", p.key())).await?,
                 Ok(_) => {}
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("waiting for {}", p.key()), &e))),
+                Err(e) => return Err(Stop::Failed(api_failure(&what, &e))),
             }
         }
         watched = still;
@@ -1266,6 +1280,17 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
         run.done = (run.done + 1).min(run.total);
     }
     evict_and_wait(run, evict).await?;
+    // What the cluster says now: pods that started terminating meanwhile are waited for;
+    // on a whole-node reslice no pod may still hold a GPU there.
+    let (_, holding) = settle(run, node, false).await?;
+    if r.whole_node && !holding.is_empty() {
+        return Err(Stop::Failed(format!(
+            "{} still hold{} GPUs on {node} ({}); they arrived after the preview — nothing was resliced, reslice again to move them; {node} stays cordoned",
+            crate::ops::count(holding.len(), "pod"),
+            if holding.len() == 1 { "s" } else { "" },
+            holding.join(", ")
+        )));
+    }
     run.step(format!("the GPUs' pods are gone from {node}")).await?;
     if let Some(entry) = &r.custom_config {
         ensure_mig_config(run, &r.config_name, entry).await?;

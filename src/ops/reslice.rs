@@ -30,6 +30,8 @@ pub struct ReslicePlan {
     /// A mig-parted config entry to add first, for a layout that has no builtin name.
     pub custom_config: Option<String>,
     pub pods: Vec<DrainPod>,
+    /// Every GPU of the node changes: no pod holding a GPU there may stay.
+    pub whole_node: bool,
     pub was_cordoned: bool,
     /// Every target GPU already has the layout: mig-manager may have nothing to write.
     pub layout_unchanged: bool,
@@ -88,6 +90,35 @@ pub(super) fn plan(
     }
     affected.sort();
     affected.dedup();
+    // Pods that hold devices the cluster does not place (device plugin, no node agent) may
+    // be on the GPUs being resliced: a MIG instance of a profile those GPUs have and no
+    // known pod holds, or a whole GPU when one of them is a free-looking full GPU. They
+    // must go too, or mig-manager would tear down an instance in use.
+    let mut unplaced: Vec<String> = Vec::new();
+    if !whole_node {
+        let target_gpus: Vec<&crate::model::Gpu> =
+            n.gpus.iter().filter_map(|g| fleet.gpu(*g)).filter(|g| gpus.contains(&g.index)).collect();
+        let free_full = target_gpus.iter().any(|g| !g.mig_enabled && g.pods.is_empty());
+        for &pid in fleet.pods_on_node(id) {
+            let Some(p) = fleet.pod(pid) else { continue };
+            if !p.phase.holds_devices() || affected.contains(&pid) {
+                continue;
+            }
+            let mig_maybe = p.mig_unbound.iter().any(|&(r, k)| {
+                k > 0
+                    && target_gpus.iter().any(|g| {
+                        mig::profile_from_resource(g.model, fleet.s(r)).is_some_and(|prof| {
+                            g.instances.iter().any(|i| i.pod.is_none() && i.placement.profile == prof)
+                        })
+                    })
+            });
+            let whole_maybe = free_full && (p.bound_gpus.len() as u32) < p.gpus as u32;
+            if mig_maybe || whole_maybe {
+                affected.push(pid);
+                unplaced.push(format!("{}/{}", fleet.s(p.namespace), p.name));
+            }
+        }
+    }
     // Pods the node runs that want MIG devices but whose binding we do not know also use
     // the GPUs being resliced, when the whole node changes.
     if whole_node {
@@ -178,6 +209,14 @@ pub(super) fn plan(
         }
     }
     warnings.extend(super::drain::finalizer_warnings(fleet, &waiting));
+    if !unplaced.is_empty() {
+        warnings.push(format!(
+            "{} {} devices the cluster does not place (device plugin, no node agent on {node}) and may be on {scope}: evicted too ({}); a node agent would say which GPU each one has",
+            super::count(unplaced.len(), "pod"),
+            if unplaced.len() == 1 { "holds" } else { "hold" },
+            unplaced.join(", ")
+        ));
+    }
     if let Some(_yaml) = &custom_config {
         effects.push(format!("add mig-parted config {config_name} to the mig-parted ConfigMap"));
     }
@@ -246,6 +285,7 @@ pub(super) fn plan(
             config_name,
             custom_config,
             pods,
+            whole_node,
             was_cordoned: n.cordoned,
             layout_unchanged: unchanged,
             capacity_before: before,

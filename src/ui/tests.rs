@@ -1748,3 +1748,22 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "300W of 1", "POWER");
     assert_eq!(pod_cell(&app, "train-0", 7), "90%");
 }
+
+#[test]
+fn a_one_gpu_reslice_moves_the_pods_that_may_hold_its_instances_when_nobody_says_which() {
+    // m1's pods hold 1g.10gb ×3 and 3g.40gb ×1 on four GPUs; nobody says which. Reslicing
+    // GPU 2 alone must treat all of them as possibly there, or mig-manager would destroy an
+    // instance in use.
+    let app = agentless_app();
+    let req = crate::ops::OpRequest::Reslice { node: "m1".into(), gpus: vec![2], layout: "all-1g.10gb".into() };
+    let plan = crate::ops::plan(&app.fleet, &req).expect("a plan");
+    let PlanDetail::Reslice(r) = &plan.detail else { panic!("a reslice plan") };
+    let mut evicted: Vec<&str> = r.pods.iter().map(|p| p.name.as_str()).collect();
+    evicted.sort();
+    assert_eq!(evicted, ["asr-0", "asr-1", "big"], "{:?}", plan.effects);
+    assert!(
+        plan.warnings.iter().any(|w| w.contains("may be on GPU 2") && w.contains("a node agent would say which")),
+        "{:?}",
+        plan.warnings
+    );
+}
