@@ -742,6 +742,43 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert!(line.contains("INTERRUPTED") && line.contains("SIGHUP"), "{line}");
     assert!(unschedulable(&c, &drain_node).await, "what was done stays: the node is still cordoned");
     assert_eq!(running(&c, "trainer", &drain_node).await.len(), 2, "the PDB held both trainers");
+
+    // ---------- item 7: an eviction answered 409 is not "already gone" ----------
+    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 0}})))
+        .await
+        .expect("let the trainers go");
+    conflict_on_eviction_is_not_gone(&c, &audit_dir, &drain_node).await;
+}
+
+/// Item 7: the first eviction of a trainer is answered 409 (injected at a proxy, with the pod
+/// still there under the same uid). The drain must re-read the pod, retry, and end only when
+/// both trainers are really gone — not report the first as "already gone" while it runs.
+async fn conflict_on_eviction_is_not_gone(c: &kube::Client, audit_dir: &Path, node: &str) {
+    use fault_proxy::Fault;
+    let trainers = running(c, "trainer", node).await;
+    assert_eq!(trainers.len(), 2, "{trainers:?}");
+    let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
+    let uids = trainers;
+    let (url, faults) = fault_proxy::start(c.clone()).await;
+    let (first, _) = &uids[0];
+    faults.arm(http::Method::POST, &format!("/api/v1/namespaces/{NS}/pods/{first}/eviction"), &[Fault::Conflict]);
+    let f = fleet(c).await;
+    let p = plan(&f, OpRequest::Drain { node: node.to_string(), force: false });
+    let mut ex = Exec::new(fault_proxy::client(&url), audit_dir, "admin");
+    let (outcome, seen) = ex.run(p, Duration::from_secs(90)).await;
+    assert!(outcome.is_ok(), "{outcome:?}\n{seen:#?}");
+    assert_eq!(faults.injected().len(), 1, "the conflict was met: {:?}", faults.injected());
+    let st = steps(&seen);
+    assert!(!st.iter().any(|s| s.contains(&format!("{first} was already gone"))), "a 409 is not gone: {st:#?}");
+    assert!(st.iter().any(|s| s == &format!("evicted {NS}/{first}")), "it was evicted after all: {st:#?}");
+    for (name, uid) in &uids {
+        let now = pods.get_opt(name).await.expect("read the pod");
+        assert!(
+            now.as_ref().and_then(|p| p.metadata.uid.as_deref()) != Some(uid.as_str()),
+            "{name} is gone when the drain says drained: {:?}",
+            now.map(|p| p.status.and_then(|s| s.phase))
+        );
+    }
 }
 
 /// Starts a drain the PDB holds back, then closes the terminal under it as an SSH hang-up

@@ -902,7 +902,7 @@ async fn drain_op(run: &mut Run<'_>, d: &DrainPlan) -> Step<String> {
     let skipped = d.pods.iter().filter(|p| matches!(p.action, PodAction::Skip(_))).count();
     if !holding.is_empty() {
         return Err(Stop::Failed(format!(
-            "{node} is not drained: {} still hold{} GPUs there ({}); they arrived after the preview — drain again to move them; the node stays cordoned",
+            "{node} is not drained: {} still hold{} GPUs there ({}) — drain again to move them; the node stays cordoned",
             crate::ops::count(holding.len(), "pod"),
             if holding.len() == 1 { "s" } else { "" },
             holding.join(", ")
@@ -1285,7 +1285,7 @@ async fn reslice_op(run: &mut Run<'_>, r: &ReslicePlan) -> Step<String> {
     let (_, holding) = settle(run, node, false).await?;
     if r.whole_node && !holding.is_empty() {
         return Err(Stop::Failed(format!(
-            "{} still hold{} GPUs on {node} ({}); they arrived after the preview — nothing was resliced, reslice again to move them; {node} stays cordoned",
+            "{} still hold{} GPUs on {node} ({}) — nothing was resliced, reslice again to move them; {node} stays cordoned",
             crate::ops::count(holding.len(), "pod"),
             if holding.len() == 1 { "s" } else { "" },
             holding.join(", ")

@@ -1,7 +1,7 @@
 //! A fault-injecting HTTP proxy between a client under test and the real API server: every
 //! request is forwarded through an authenticated kube client, except those an armed rule
 //! catches, which get a 503, an API Priority-and-Fairness 429 (plain text and Retry-After, as
-//! kube-apiserver's APF filter answers) or a reset connection instead.
+//! kube-apiserver's APF filter answers), a 409 Conflict or a reset connection instead.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -21,6 +21,9 @@ pub enum Fault {
     Apf,
     /// The TCP connection is reset instead of answered.
     Reset,
+    /// 409 Conflict with a Status body, as an eviction meets when its PodDisruptionBudget
+    /// was written concurrently (the pod is still there, with the same uid).
+    Conflict,
 }
 
 struct Rule {
@@ -123,6 +126,14 @@ pub async fn start(upstream: kube::Client) -> (String, Faults) {
                                 r.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from_static("1"));
                                 Ok(r)
                             }
+                            Some(Fault::Conflict) => Ok(full(
+                                409,
+                                "application/json",
+                                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                    "message": "Operation cannot be fulfilled on poddisruptionbudgets.policy \"trainer-pdb\": the object has been modified; please apply your changes to the latest version and try again (injected by the test)",
+                                    "reason": "Conflict", "code": 409})
+                                .to_string(),
+                            )),
                             Some(Fault::Reset) => {
                                 Err(std::io::Error::new(std::io::ErrorKind::ConnectionReset, "injected reset"))
                             }
