@@ -27,7 +27,7 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 
 mod common;
-use common::{BIN, control_plane};
+use common::{BIN, control_plane, kubectl};
 
 const NODES: &str = "16";
 
@@ -186,17 +186,6 @@ const COVERAGE: &[(&str, Keys)] = &[
         ],
     ),
 ];
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let o = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
-    assert!(o.status.success(), "kubectl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8_lossy(&o.stdout).into_owned()
-}
 
 fn fabrik(kubeconfig: &Path, args: &[&str]) -> String {
     let o = Command::new(BIN)

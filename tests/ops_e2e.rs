@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 mod common;
-use common::{BIN, Tmux, control_plane, session};
+use common::{BIN, Tmux, control_plane, kubectl, session};
 #[path = "common/fault_proxy.rs"]
 mod fault_proxy;
 
@@ -154,22 +154,6 @@ fn reslice_to(f: &Fleet, node: &str, config: &str) -> Plan {
         r.custom_config = None;
     }
     p
-}
-
-fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
-    let o = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
-    assert!(
-        o.status.success(),
-        "kubectl {args:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
 fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {

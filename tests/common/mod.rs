@@ -259,3 +259,20 @@ pub fn session<'a>(env: &[&'a str], cmd: &[&'a str]) -> Vec<&'a str> {
     v.extend_from_slice(cmd);
     v
 }
+
+/// `kubectl --kubeconfig K ARGS…`: its stdout; fails the test with its output when it fails.
+pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
+    let o = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+    assert!(
+        o.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
