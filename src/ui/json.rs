@@ -71,13 +71,9 @@ fn measured(g: &Gpu) -> bool {
 fn node_row(f: &Fleet, id: u32) -> Option<Value> {
     let n = f.node(NodeId(id))?;
     let gpus: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
-    let sampled: Vec<&Gpu> = gpus.iter().copied().filter(|g| measured(g)).collect();
-    let utils: Vec<u32> = sampled.iter().filter_map(|g| g.last.util).map(u32::from).collect();
-    let util_pct = (!utils.is_empty()).then(|| utils.iter().sum::<u32>() / utils.len() as u32);
-    let mem_pct = (!sampled.is_empty())
-        .then(|| sampled.iter().map(|g| u32::from(g.last.mem_pct)).sum::<u32>() / sampled.len() as u32);
-    let power_w = (!sampled.is_empty()).then(|| sampled.iter().map(|g| u32::from(g.last.power_w)).sum::<u32>());
-    let idle = (!sampled.is_empty()).then(|| {
+    // The table's own averages, so the two formats never disagree.
+    let avg = tables::node_avg(f, n);
+    let idle = (avg.sampled_of > 0).then(|| {
         gpus.iter()
             .map(|g| u32::from(g.idle_allocated) + g.instances.iter().filter(|i| i.idle_allocated).count() as u32)
             .sum::<u32>()
@@ -105,11 +101,11 @@ fn node_row(f: &Fleet, id: u32) -> Option<Value> {
         "alloc_gpus_lower_bound": f.node_allocation_is_estimate(n),
         "mig_alloc": alloc(n.mig_allocated, instances),
         "mig_held_instance_unknown": n.mig_allocated.saturating_sub(bound),
-        "util_pct": opt(util_pct),
-        "util_measured_gpus": utils.len(),
-        "mem_used_pct": opt(mem_pct),
-        "power_w": opt(power_w),
-        "telemetry_gpus": sampled.len(),
+        "util_pct": opt(avg.util),
+        "util_measured_gpus": avg.util_of,
+        "mem_used_pct": opt(avg.mem_pct),
+        "power_w": opt(avg.power_w),
+        "telemetry_gpus": avg.sampled_of,
         "mig": mig,
         "idle_allocated": opt(idle),
         "pods": n.pods,
@@ -171,33 +167,12 @@ fn gpu_row(f: &Fleet, id: u32) -> Option<Value> {
     }))
 }
 
-/// Devices (whole GPUs, MIG instances) a tenant holds that a source measures, and how many
-/// of them are busy: the busy count means something only over measured devices.
-fn tenant_measured(f: &Fleet, t: TenantId) -> (u32, u32) {
-    let busy_at = f.thresholds.busy_util_pct;
-    let (mut measured_n, mut busy) = (0u32, 0u32);
-    let of = |p: Option<PodId>| p.and_then(|p| f.pod(p)).is_some_and(|p| p.tenant == t);
-    for g in f.gpus.iter().flatten().filter(|g| measured(g)) {
-        if of(g.pods.first().copied())
-            && let Some(u) = g.last.util
-        {
-            measured_n += 1;
-            busy += u32::from(u >= busy_at);
-        }
-        for i in g.instances.iter().filter(|i| of(i.pod)) {
-            if let Some(u) = i.util {
-                measured_n += 1;
-                busy += u32::from(u >= busy_at);
-            }
-        }
-    }
-    (measured_n, busy)
-}
-
 fn tenant_row(f: &Fleet, id: u32) -> Option<Value> {
     let t = f.tenant(TenantId(id))?;
     let u = &t.usage;
-    let (measured_n, busy) = tenant_measured(f, TenantId(id));
+    // The model keeps these per tenant as devices change: busy is counted among the
+    // allocated devices a source measures.
+    let (measured_n, busy) = (u.measured, u.busy);
     let known = measured_n > 0;
     Some(json!({
         "tenant": f.s(t.name),

@@ -241,17 +241,29 @@ pub struct NodeAvg {
     pub gpus: u32,
 }
 
+/// One pass, no allocation: it runs for every visible fleet row on every frame.
 pub fn node_avg(f: &Fleet, n: &Node) -> NodeAvg {
-    let gs: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
-    let sampled: Vec<&Gpu> = gs.iter().copied().filter(|g| g.last_sample_at.is_some()).collect();
-    let k = sampled.len() as u32;
+    let (mut gpus, mut k, mut util_sum, mut util_of, mut mem_sum, mut power) = (0u32, 0u32, 0u32, 0u32, 0u32, 0u32);
+    for g in n.gpus.iter().filter_map(|g| f.gpu(*g)) {
+        gpus += 1;
+        if g.last_sample_at.is_none() {
+            continue;
+        }
+        k += 1;
+        mem_sum += u32::from(g.last.mem_pct);
+        power += u32::from(g.last.power_w);
+        if let Some(u) = g.last.util {
+            util_sum += u32::from(u);
+            util_of += 1;
+        }
+    }
     NodeAvg {
-        util: mean_util(sampled.iter().map(|g| g.last.util)),
-        util_of: sampled.iter().filter(|g| g.last.util.is_some()).count() as u32,
-        mem_pct: (k > 0).then(|| (sampled.iter().map(|g| g.last.mem_pct as u32).sum::<u32>() / k) as u8),
-        power_w: (k > 0).then(|| sampled.iter().map(|g| g.last.power_w as u32).sum::<u32>()),
+        util: (util_of > 0).then(|| (util_sum / util_of) as u8),
+        util_of,
+        mem_pct: (k > 0).then(|| (mem_sum / k) as u8),
+        power_w: (k > 0).then_some(power),
         sampled_of: k,
-        gpus: gs.len() as u32,
+        gpus,
     }
 }
 
