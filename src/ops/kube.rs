@@ -736,7 +736,9 @@ async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str) -> Step<R
 /// and what keeps it.
 async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
     let client = run.ex.client.clone();
-    let deadline = Instant::now() + run.ex.opts.drain_timeout;
+    // Never past the operation's own deadline: the wait after a drain's second look at the
+    // node must not open a fresh window beyond what the preview said.
+    let deadline = (Instant::now() + run.ex.opts.drain_timeout).min(run.deadline);
     let (terminating, mut pending): (Vec<PodRef>, Vec<PodRef>) =
         pods.into_iter().partition(|p| p.terminating.is_some());
     for p in &terminating {
