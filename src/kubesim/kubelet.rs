@@ -82,29 +82,7 @@ pub fn stop_after(pod: &Pod, now_ms: u64) -> Option<(Duration, bool)> {
 /// each container terminated (143 after SIGTERM, 137 when killed at the end of the grace
 /// period). A pod that already finished keeps its status.
 pub fn stopped_status(pod: &Pod, killed: bool, now: &str) -> Value {
-    let uid = pod.metadata.uid.clone().unwrap_or_default();
-    let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| model::time_str(t.0));
-    let started = started.unwrap_or_else(|| now.to_string());
-    let code = if killed { 137 } else { 143 };
-    let containers: Vec<Value> = pod
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or_default()
-        .iter()
-        .map(|c| {
-            let state = json!({ "terminated": { "exitCode": code, "reason": "Error", "startedAt": started,
-                "finishedAt": now, "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } });
-            container_status(c, &uid, false, state)
-        })
-        .collect();
-    let cond = |t: &str, s: &str| json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now });
-    json!({ "status": {
-        "phase": "Failed",
-        "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
-            cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
-        "containerStatuses": containers,
-    }})
+    terminated_status(pod, now, "Failed", if killed { 137 } else { 143 }, "Error", None)
 }
 
 fn now_ms() -> u64 {
@@ -178,6 +156,19 @@ fn container_status(c: &k8s_openapi::api::core::v1::Container, uid: &str, runnin
 
 /// The status of a pod whose containers all exited 0.
 pub fn succeeded_status(pod: &Pod, now: &str) -> Value {
+    terminated_status(pod, now, "Succeeded", 0, "Completed", Some("PodCompleted"))
+}
+
+/// A pod whose containers all terminated with `code`: `phase`, and the conditions a
+/// kubelet posts then (`not_ready_reason` on the conditions that are False).
+fn terminated_status(
+    pod: &Pod,
+    now: &str,
+    phase: &str,
+    code: i32,
+    reason: &str,
+    not_ready_reason: Option<&str>,
+) -> Value {
     let uid = pod.metadata.uid.clone().unwrap_or_default();
     let started = pod.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| model::time_str(t.0));
     let started = started.unwrap_or_else(|| now.to_string());
@@ -188,17 +179,21 @@ pub fn succeeded_status(pod: &Pod, now: &str) -> Value {
         .unwrap_or_default()
         .iter()
         .map(|c| {
-            let state = json!({ "terminated": { "exitCode": 0, "reason": "Completed", "startedAt": started,
+            let state = json!({ "terminated": { "exitCode": code, "reason": reason, "startedAt": started,
                 "finishedAt": now, "containerID": format!("containerd://{}", hex64(&[&uid, &c.name])) } });
             container_status(c, &uid, false, state)
         })
         .collect();
     let cond = |t: &str, s: &str| {
-        json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now,
-            "reason": if s == "False" { Value::from("PodCompleted") } else { Value::Null } })
+        let why = not_ready_reason.filter(|_| s == "False").map_or(Value::Null, Value::from);
+        let mut c = json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now });
+        if !why.is_null() {
+            c["reason"] = why;
+        }
+        c
     };
     json!({ "status": {
-        "phase": "Succeeded",
+        "phase": phase,
         "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
             cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
         "containerStatuses": containers,
