@@ -13,6 +13,7 @@ pub mod mig;
 pub mod model;
 pub mod ops;
 pub mod quantity;
+pub mod rng;
 pub mod sim;
 pub mod snapshot;
 pub mod ui;

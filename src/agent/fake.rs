@@ -3,7 +3,7 @@
 
 use super::backend::{BackendError, Gpus};
 use super::wire::*;
-use crate::sim::Rng;
+use crate::rng::Rng;
 
 pub struct FakeGpus {
     node: String,

@@ -9,7 +9,8 @@ use serde_json::{Value, json};
 use crate::cluster::labels;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::{GpuSpec, MigInstanceSpec};
-use crate::sim::{Rng, Sim, SimConfig};
+use crate::rng::Rng;
+use crate::sim::{Sim, SimConfig};
 
 pub const CPU_CORES: i64 = 128;
 pub const MEMORY: &str = "1Ti";

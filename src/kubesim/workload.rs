@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::model::{self, SimNode};
 use super::{describe, is_status};
 use crate::cluster::labels;
-use crate::sim::Rng;
+use crate::rng::Rng;
 
 /// Label on every namespace the workload creates (cleanup deletes by it).
 pub const WORKLOAD_LABEL: &str = "fabrik.io/sim-workload";

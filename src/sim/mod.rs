@@ -5,10 +5,8 @@
 //! for a while, MIG state pending → success).
 
 mod exec;
-mod rng;
 mod world;
 
-pub use rng::Rng;
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};
 
 #[cfg(test)]

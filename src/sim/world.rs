@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::exec::RunningOp;
-use super::rng::Rng;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::*;
 use crate::quantity::{Format, Quantity};
+use crate::rng::Rng;
 
 /// The simulated clock starts here (2026-05-28T...Z), so runs are identical.
 pub const SIM_EPOCH_MS: u64 = 1_780_000_000_000;

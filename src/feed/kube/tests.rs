@@ -7,7 +7,7 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::*;
-use crate::model::{Fleet, Phase, Thresholds};
+use crate::model::{FeedState, Fleet, Phase, Thresholds};
 
 fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
     match serde_json::from_value(v) {
