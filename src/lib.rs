@@ -14,6 +14,7 @@ pub mod model;
 pub mod ops;
 pub mod quantity;
 pub mod rng;
+pub mod settings;
 pub mod sim;
 pub mod snapshot;
 pub mod ui;
