@@ -1,5 +1,8 @@
-//! Named commands: every key press becomes one of these through the keymap. The same table
-//! drives keymap files, `?` help and the README, so a command has one name and one doc line.
+//! Named commands, as one table: every key press becomes one of these through the keymap and
+//! every `:` line through its aliases; `?` help, keymap files and the README read the same
+//! rows, so a command has one name, one doc line and one answer to "does it change the cluster".
+
+use crate::ops::OpKind;
 
 /// The mode a key is pressed in; keymaps bind per mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -20,62 +23,168 @@ impl Mode {
     }
 }
 
+/// What a command takes after its name on the `:` line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Arg {
+    /// Nothing (anything typed after the name is ignored).
+    None,
+    /// An optional word: a filter for a view, a context name for `:ctx`.
+    Optional,
+    /// A required word (`:node NAME`); without it the name means another command.
+    Required,
+}
+
+/// One row of the command table: everything the keymap, the `:` line and `?` help know
+/// about a command.
+#[derive(Clone, Copy, Debug)]
+pub struct Spec {
+    pub command: Command,
+    /// The snake_case name keymap files use.
+    pub name: &'static str,
+    /// The doc line `?` help shows beside the keys.
+    pub doc: &'static str,
+    /// Names on the `:` line (empty: not typable).
+    pub aliases: &'static [&'static str],
+    pub arg: Arg,
+    /// The operation it starts, if it changes the cluster: refused in read-only mode and
+    /// where RBAC says no (see `ui::permission`).
+    pub op: Option<OpKind>,
+    /// Its line in the `:` section of help: usage and what it does.
+    pub usage: Option<(&'static str, &'static str)>,
+}
+
+impl Spec {
+    const DEFAULT: Spec =
+        Spec { command: Command::Quit, name: "", doc: "", aliases: &[], arg: Arg::None, op: None, usage: None };
+}
+
 macro_rules! commands {
-    ($( $variant:ident => $name:literal, $doc:literal; )*) => {
+    (
+        keys { $( $variant:ident => $name:literal, $doc:literal $(, $field:ident: $value:expr)*; )* }
+        typed { $( $tvariant:ident => $tname:literal, $tdoc:literal $(, $tfield:ident: $tvalue:expr)*; )* }
+    ) => {
         /// A named action. `name()` is the snake_case key used in keymap files.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub enum Command { $( $variant, )* }
+        pub enum Command { $( $variant, )* $( $tvariant, )* }
+
+        /// The command table, in `Command` order: keys' commands first, then those only the
+        /// `:` line runs.
+        pub const TABLE: &[Spec] = &[
+            $( Spec { command: Command::$variant, name: $name, doc: $doc, $($field: $value,)* ..Spec::DEFAULT }, )*
+            $( Spec { command: Command::$tvariant, name: $tname, doc: $tdoc, $($tfield: $tvalue,)* ..Spec::DEFAULT }, )*
+        ];
 
         impl Command {
+            /// The commands a keymap can bind, in help order.
             pub const ALL: &'static [Command] = &[ $( Command::$variant, )* ];
-            pub fn name(self) -> &'static str {
-                match self { $( Command::$variant => $name, )* }
-            }
-            pub fn doc(self) -> &'static str {
-                match self { $( Command::$variant => $doc, )* }
-            }
-            pub fn from_name(name: &str) -> Option<Command> {
-                match name { $( $name => Some(Command::$variant), )* _ => None }
-            }
         }
     };
 }
 
+impl Command {
+    pub fn spec(self) -> &'static Spec {
+        &TABLE[self as usize]
+    }
+    pub fn name(self) -> &'static str {
+        self.spec().name
+    }
+    pub fn doc(self) -> &'static str {
+        self.spec().doc
+    }
+    /// The operation this command starts, if it changes the cluster.
+    pub fn op(self) -> Option<OpKind> {
+        self.spec().op
+    }
+    /// A command a keymap may bind, by its name.
+    pub fn from_name(name: &str) -> Option<Command> {
+        Command::ALL.iter().copied().find(|c| c.name() == name)
+    }
+    /// The view a view command opens.
+    pub fn view(self) -> Option<ViewKind> {
+        ViewKind::ALL.into_iter().find(|v| v.command() == self)
+    }
+
+    /// What the first word of a `:` line names. A name that needs an argument wins when one
+    /// is given (`:node NAME`), else the first command with that exact name (`:q` quits,
+    /// though `q` is also an alias of quotas); view names ignore case.
+    pub fn from_alias(word: &str, has_arg: bool) -> Option<Command> {
+        let named = |s: &&Spec| s.aliases.contains(&word);
+        if has_arg && let Some(s) = TABLE.iter().filter(|s| s.arg == Arg::Required).find(named) {
+            return Some(s.command);
+        }
+        if let Some(s) = TABLE.iter().filter(|s| s.arg != Arg::Required).find(named) {
+            return Some(s.command);
+        }
+        ViewKind::from_alias(word).map(ViewKind::command)
+    }
+}
+
+/// The `:` commands that help lists after the views, in that order.
+const CMDLINE_HELP: &[Command] = &[Command::OpenNode, Command::Quit, Command::QuitNow];
+
+/// The lines of help's command-line section.
+pub fn cmdline_help() -> Vec<String> {
+    let mut lines: Vec<String> =
+        ViewKind::ALL.iter().map(|v| format!("  :{:<22} {}", v.aliases().join(" :"), v.title())).collect();
+    for c in CMDLINE_HELP {
+        if let Some((usage, what)) = c.spec().usage {
+            lines.push(format!("  :{usage:<29} {what}"));
+        }
+    }
+    lines
+}
+
+const VIEW: Arg = Arg::Optional;
+
 commands! {
-    Quit => "quit", "Quit fabrik";
-    Help => "help", "Show the keys for this view";
-    Back => "back", "Close the dialog, clear the filter, or go back one view";
-    CommandLine => "command_line", "Open the : command line (views, aliases, :q)";
-    Filter => "filter", "Filter the rows of this view (/)";
-    Up => "up", "Move the selection up";
-    Down => "down", "Move the selection down";
-    PageUp => "page_up", "Move one page up";
-    PageDown => "page_down", "Move one page down";
-    Top => "top", "Go to the first row";
-    Bottom => "bottom", "Go to the last row";
-    Open => "open", "Open the selected row (node topology, GPU slice map, tenant pods)";
-    Collapse => "collapse", "Collapse the tree node, or go to its parent";
-    Expand => "expand", "Expand the tree node";
-    SortNext => "sort_next", "Sort by the next column";
-    SortPrev => "sort_prev", "Sort by the previous column";
-    SortReverse => "sort_reverse", "Reverse the sort order";
-    NextView => "next_view", "Switch to the next top-level view";
-    PrevView => "prev_view", "Switch to the previous top-level view";
-    ViewFleet => "view_fleet", "Open the fleet (nodes) view";
-    ViewGpus => "view_gpus", "Open the GPUs view";
-    ViewTenants => "view_tenants", "Open the tenants view";
-    ViewQuotas => "view_quotas", "Open the quotas view";
-    ViewPods => "view_pods", "Open the GPU pods view";
-    ViewEvents => "view_events", "Open the events view";
-    ViewOps => "view_ops", "Open the operations view";
-    Cordon => "cordon", "Cordon the selected node";
-    Uncordon => "uncordon", "Uncordon the selected node";
-    Drain => "drain", "Drain the selected node (preview first)";
-    Reslice => "reslice", "Reslice MIG on the selected GPU or node (preview first)";
-    EditQuota => "edit_quota", "Edit the selected quota (preview first)";
-    Confirm => "confirm", "Confirm the previewed operation";
-    Cancel => "cancel", "Cancel the dialog or the running operation";
-    ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
+    keys {
+        Quit => "quit", "Quit fabrik", aliases: &["q", "quit", "exit"],
+            usage: Some(("q  :quit", "quit (asks first while operations run)"));
+        Help => "help", "Show the keys for this view", aliases: &["help", "h", "?"];
+        Back => "back", "Close the dialog, clear the filter, or go back one view";
+        CommandLine => "command_line", "Open the : command line (views, aliases, :q)";
+        Filter => "filter", "Filter the rows of this view (/)";
+        Up => "up", "Move the selection up";
+        Down => "down", "Move the selection down";
+        PageUp => "page_up", "Move one page up";
+        PageDown => "page_down", "Move one page down";
+        Top => "top", "Go to the first row";
+        Bottom => "bottom", "Go to the last row";
+        Open => "open", "Open the selected row (node topology, GPU slice map, tenant pods)";
+        Collapse => "collapse", "Collapse the tree node, or go to its parent";
+        Expand => "expand", "Expand the tree node";
+        SortNext => "sort_next", "Sort by the next column";
+        SortPrev => "sort_prev", "Sort by the previous column";
+        SortReverse => "sort_reverse", "Reverse the sort order";
+        NextView => "next_view", "Switch to the next top-level view";
+        PrevView => "prev_view", "Switch to the previous top-level view";
+        ViewFleet => "view_fleet", "Open the fleet (nodes) view", aliases: &["fleet", "nodes", "node", "no", "n"], arg: VIEW;
+        ViewGpus => "view_gpus", "Open the GPUs view", aliases: &["gpus", "gpu", "g", "devices", "mig"], arg: VIEW;
+        ViewTenants => "view_tenants", "Open the tenants view", aliases: &["tenants", "tenant", "t", "teams"], arg: VIEW;
+        ViewQuotas => "view_quotas", "Open the quotas view",
+            aliases: &["quotas", "quota", "q", "rq", "resourcequotas", "cq"], arg: VIEW;
+        ViewPods => "view_pods", "Open the GPU pods view", aliases: &["pods", "pod", "po", "p", "workloads"], arg: VIEW;
+        ViewEvents => "view_events", "Open the events view", aliases: &["events", "event", "ev", "alerts"], arg: VIEW;
+        ViewOps => "view_ops", "Open the operations view", aliases: &["ops", "operations", "op", "audit"], arg: VIEW;
+        Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
+        Uncordon => "uncordon", "Uncordon the selected node", op: Some(OpKind::Uncordon);
+        Drain => "drain", "Drain the selected node (preview first)", op: Some(OpKind::Drain);
+        Reslice => "reslice", "Reslice MIG on the selected GPU or node (preview first)", op: Some(OpKind::Reslice);
+        EditQuota => "edit_quota", "Edit the selected quota (preview first)", op: Some(OpKind::SetQuota);
+        Confirm => "confirm", "Confirm the previewed operation";
+        Cancel => "cancel", "Cancel the dialog or the running operation";
+        ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
+    }
+    typed {
+        // vim's "quit anyway": running operations are recorded as interrupted.
+        QuitNow => "quit_now", "Quit at once; running operations are recorded as interrupted",
+            aliases: &["q!", "quit!"], usage: Some(("q!", "quit at once (running operations: interrupted)"));
+        OpenNode => "open_node", "Open a node by name", aliases: &["node", "no"], arg: Arg::Required,
+            usage: Some(("node NAME / :gpu NODE/INDEX", "open a node or a GPU by name"));
+        OpenGpu => "open_gpu", "Open a GPU by NODE/INDEX or uuid", aliases: &["gpu"], arg: Arg::Required;
+        Context => "context", "List the kubeconfig's contexts, or switch to one",
+            aliases: &["ctx", "context", "contexts"], arg: Arg::Optional;
+    }
 }
 
 /// Top-level views; each has a `:` name and aliases.
@@ -122,16 +231,9 @@ impl ViewKind {
             ViewKind::Ops => "Operations",
         }
     }
+    /// Its `:` names, from the command table.
     pub fn aliases(self) -> &'static [&'static str] {
-        match self {
-            ViewKind::Fleet => &["fleet", "nodes", "node", "no", "n"],
-            ViewKind::Gpus => &["gpus", "gpu", "g", "devices", "mig"],
-            ViewKind::Tenants => &["tenants", "tenant", "t", "teams"],
-            ViewKind::Quotas => &["quotas", "quota", "q", "rq", "resourcequotas", "cq"],
-            ViewKind::Pods => &["pods", "pod", "po", "p", "workloads"],
-            ViewKind::Events => &["events", "event", "ev", "alerts"],
-            ViewKind::Ops => &["ops", "operations", "op", "audit"],
-        }
+        self.command().spec().aliases
     }
     pub fn from_alias(s: &str) -> Option<ViewKind> {
         let s = s.trim().to_ascii_lowercase();
@@ -176,5 +278,66 @@ mod tests {
         }
         assert_eq!(ViewKind::from_alias(" Nodes "), Some(ViewKind::Fleet));
         assert_eq!(ViewKind::from_alias("bogus"), None);
+    }
+
+    #[test]
+    fn the_table_is_in_command_order_and_typed_names_do_not_collide() {
+        for (i, spec) in TABLE.iter().enumerate() {
+            assert_eq!(spec.command as usize, i, "{}", spec.name);
+            assert!(!spec.doc.is_empty(), "{}", spec.name);
+        }
+        // Among commands with the same kind of argument, a `:` name means one thing.
+        for a in TABLE {
+            for b in
+                TABLE.iter().filter(|b| b.command > a.command && (b.arg == Arg::Required) == (a.arg == Arg::Required))
+            {
+                for name in a.aliases {
+                    if b.aliases.contains(name) {
+                        // Only `q` is shared, and quit (earlier) wins it.
+                        assert_eq!((*name, a.command, b.command), ("q", Command::Quit, Command::ViewQuotas));
+                    }
+                }
+            }
+        }
+        let ops: Vec<Command> = Command::ALL.iter().copied().filter(|c| c.op().is_some()).collect();
+        assert_eq!(ops, [Command::Cordon, Command::Uncordon, Command::Drain, Command::Reslice, Command::EditQuota]);
+    }
+
+    #[test]
+    fn command_line_names() {
+        let cases = [
+            ("q", false, Some(Command::Quit)),
+            ("q", true, Some(Command::Quit)),
+            ("exit", false, Some(Command::Quit)),
+            ("Q", false, Some(Command::ViewQuotas)),
+            ("q!", false, Some(Command::QuitNow)),
+            ("quit!", false, Some(Command::QuitNow)),
+            ("?", false, Some(Command::Help)),
+            ("node", false, Some(Command::ViewFleet)),
+            ("node", true, Some(Command::OpenNode)),
+            ("NODE", true, Some(Command::ViewFleet)),
+            ("no", true, Some(Command::OpenNode)),
+            ("gpu", false, Some(Command::ViewGpus)),
+            ("gpu", true, Some(Command::OpenGpu)),
+            ("gpus", true, Some(Command::ViewGpus)),
+            ("ctx", false, Some(Command::Context)),
+            ("contexts", true, Some(Command::Context)),
+            ("Tenants", false, Some(Command::ViewTenants)),
+            ("drain", false, None),
+            ("bogus", true, None),
+        ];
+        for (word, has_arg, want) in cases {
+            assert_eq!(Command::from_alias(word, has_arg), want, "{word} {has_arg}");
+        }
+    }
+
+    #[test]
+    fn help_lists_the_command_line_as_before() {
+        let lines = cmdline_help();
+        assert_eq!(lines[0], "  :fleet :nodes :node :no :n Fleet");
+        assert_eq!(lines[7], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
+        assert_eq!(lines[8], "  :q  :quit                      quit (asks first while operations run)");
+        assert_eq!(lines[9], "  :q!                            quit at once (running operations: interrupted)");
+        assert_eq!(lines.len(), 10);
     }
 }

@@ -6,9 +6,11 @@ pub mod command;
 pub mod export;
 pub mod json;
 pub mod keymap;
+pub mod permission;
 pub mod render;
 pub mod run;
 pub mod state;
+pub mod tabs;
 pub mod theme;
 pub mod views;
 

@@ -9,6 +9,7 @@ use ratatui::widgets::{Block, Borders, Clear, Paragraph, Row, Table, Tabs, Wrap}
 
 use super::command::{Command, Mode, ViewKind};
 use super::keymap::Keymap;
+use super::permission::{self, Denied};
 use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
 use super::views::{detail, tables};
@@ -203,14 +204,13 @@ fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
         Screen::Table(v) => Some(v),
         _ => ui.stack.iter().rev().find_map(|s| if let Screen::Table(v) = s { Some(*v) } else { None }),
     };
-    let titles: Vec<Line> =
-        ViewKind::ALL.iter().enumerate().map(|(i, v)| Line::from(format!("{} {}", i + 1, v.title()))).collect();
+    let titles: Vec<Line> = super::tabs::titles().into_iter().map(Line::from).collect();
     let idx = current.and_then(|c| ViewKind::ALL.iter().position(|v| *v == c)).unwrap_or(0);
     let mut tabs = Tabs::new(titles)
         .select(idx)
         .style(theme.style("ui.tab"))
         .highlight_style(theme.style("ui.tab.active"))
-        .divider("│");
+        .divider(super::tabs::DIVIDER);
     if !matches!(ui.screen(), Screen::Table(_)) {
         tabs = tabs.highlight_style(theme.style("ui.tab"));
     }
@@ -393,10 +393,8 @@ fn render_footer(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut
         if let Some(k) = keymap.hint(mode, c) {
             spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
             let label = c.name().replace('_', " ");
-            let kind = super::app::op_kind(c);
-            let why = match kind {
-                Some(_) if ui.readonly => " (read-only)",
-                Some(k) if f.access.as_ref().is_some_and(|a| a.denied(k.name()).is_some()) => " (no RBAC)",
+            let why = match c.op().map(|op| permission::check(ui.readonly, f, op)) {
+                Some(Err(denied)) => denied.tag(),
                 _ => "",
             };
             let disabled = !why.is_empty();
@@ -450,12 +448,13 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
             if let Some(e) = error {
                 lines.push(Line::from(Span::styled(e.clone(), theme.style("ui.error"))));
             }
-            let prompt = if ui.readonly {
+            let denied = permission::check(ui.readonly, f, plan.kind).err();
+            let prompt = if denied == Some(Denied::ReadOnly) {
                 Line::from(Span::styled(
                     format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),
                     theme.style("ui.warning"),
                 ))
-            } else if let Some(why) = f.access.as_ref().and_then(|a| a.denied(plan.kind.name())) {
+            } else if let Some(Denied::Rbac { why, .. }) = &denied {
                 Line::from(Span::styled(
                     format!("{why}: nothing will be sent · {} close", key(Command::Cancel)),
                     theme.style("ui.error"),
@@ -587,12 +586,7 @@ fn render_help(ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Frame, size:
         lines.push(Line::from(""));
     }
     lines.push(Line::from(Span::styled("command line (:)", theme.style("ui.header"))));
-    for v in ViewKind::ALL {
-        lines.push(Line::from(format!("  :{:<22} {}", v.aliases().join(" :"), v.title())));
-    }
-    lines.push(Line::from("  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name"));
-    lines.push(Line::from("  :q  :quit                      quit (asks first while operations run)"));
-    lines.push(Line::from("  :q!                            quit at once (running operations: interrupted)"));
+    lines.extend(super::command::cmdline_help().into_iter().map(Line::from));
     lines.push(Line::from(""));
     lines.push(Line::from(Span::styled(
         "filter (/): substring of any column, case-insensitive; /!text inverts",

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 
 use super::command::ViewKind;
 use crate::model::{GpuId, NodeId, Severity};
-use crate::ops::{OpRequest, Plan};
+use crate::ops::Plan;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Screen {
@@ -96,8 +96,6 @@ pub struct Ui {
     /// Ops this cockpit started, newest last.
     pub my_ops: Vec<u64>,
     pub next_op: u64,
-    /// The request behind the open preview, to re-plan (e.g. drain with force).
-    pub pending: Option<OpRequest>,
     pub theme_name: String,
     pub keymap_name: String,
 }
@@ -125,7 +123,6 @@ impl Ui {
             quit_armed: false,
             my_ops: Vec::new(),
             next_op: 1,
-            pending: None,
             theme_name: "dark".into(),
             keymap_name: "default".into(),
         }

@@ -1,0 +1,264 @@
+//! Operations from key to preview: what the person points at, the editor dialog (quota
+//! value, reslice layout), the plan preview and its confirmation. Whether an operation may
+//! run at all is `ui::permission`'s answer, asked before a dialog opens and again on confirm.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::{App, describe_gpu};
+use crate::mig;
+use crate::model::{GpuId, NodeId, PodId};
+use crate::ops::{self, ExecRequest, OpRequest, Plan, QuotaKey};
+use crate::ui::command::{Command, Mode, ViewKind};
+use crate::ui::state::{Dialog, EditKind, Screen};
+use crate::ui::views::detail;
+
+impl App {
+    pub(super) fn key_editor(&mut self, key: KeyEvent) {
+        let Some(Dialog::Edit { text, choices, selected, error, .. }) = self.ui.dialog.as_mut() else { return };
+        match key.code {
+            KeyCode::Esc => {
+                self.ui.dialog = None;
+                self.ui.info("cancelled: nothing was changed");
+            }
+            KeyCode::Enter => self.submit_edit(),
+            KeyCode::Backspace => {
+                text.pop();
+                *error = None;
+                *selected = None;
+            }
+            KeyCode::Down | KeyCode::Tab if !choices.is_empty() => {
+                let i = selected.map(|s| (s + 1) % choices.len()).unwrap_or(0);
+                *selected = Some(i);
+                *text = choices[i].clone();
+                *error = None;
+            }
+            KeyCode::Up | KeyCode::BackTab if !choices.is_empty() => {
+                let i = selected.map(|s| (s + choices.len() - 1) % choices.len()).unwrap_or(choices.len() - 1);
+                *selected = Some(i);
+                *text = choices[i].clone();
+                *error = None;
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if text.chars().count() < 200 {
+                    text.push(c);
+                }
+                *error = None;
+                *selected = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn submit_edit(&mut self) {
+        let Some(Dialog::Edit { kind, text, .. }) = self.ui.dialog.clone() else { return };
+        let req = match &kind {
+            EditKind::Quota { tenant, key, .. } => {
+                // A ClusterQueue's limits are picked by name: `borrowingLimit=4`, `lending 2`.
+                let (field, value) = ops::QuotaField::split(&text);
+                let quota = QuotaKey { field, ..key.clone() };
+                OpRequest::SetQuota { tenant: tenant.clone(), quota, value: value.to_string() }
+            }
+            EditKind::Reslice { node, gpus, .. } => {
+                OpRequest::Reslice { node: node.clone(), gpus: gpus.clone(), layout: text.clone() }
+            }
+        };
+        match ops::plan(&self.fleet, &req) {
+            Ok(plan) => self.open_preview(plan),
+            Err(e) => {
+                if let Some(Dialog::Edit { error, .. }) = self.ui.dialog.as_mut() {
+                    *error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    /// A preview: the keymap's dialog mode decides.
+    pub(super) fn key_preview(&mut self, key: KeyEvent) {
+        if let Some(c) = self.keymap.lookup(Mode::Dialog, &key) {
+            self.preview_command(c);
+        }
+    }
+
+    fn preview_command(&mut self, c: Command) {
+        let denied = match self.ui.dialog.as_ref() {
+            Some(Dialog::Preview { plan, .. }) => self.may_run(plan.kind).err(),
+            _ => None,
+        };
+        let Some(Dialog::Preview { id, plan, scroll, error }) = self.ui.dialog.as_mut() else { return };
+        let id = *id;
+        match c {
+            Command::Quit => self.request_quit(),
+            Command::Cancel | Command::Back => {
+                self.ui.dialog = None;
+                self.ui.info("cancelled: nothing was changed");
+            }
+            Command::Down | Command::PageDown => {
+                *scroll = scroll.saturating_add(if c == Command::Down { 1 } else { 10 })
+            }
+            Command::Up | Command::PageUp => *scroll = scroll.saturating_sub(if c == Command::Up { 1 } else { 10 }),
+            Command::ToggleForce => {
+                if let OpRequest::Drain { node, force } = &plan.request {
+                    let req = OpRequest::Drain { node: node.clone(), force: !force };
+                    match ops::plan(&self.fleet, &req) {
+                        Ok(p) => {
+                            **plan = p;
+                            *error = None;
+                            self.exec.send(ExecRequest::Preview { id, plan: plan.clone() });
+                        }
+                        Err(e) => *error = Some(e.to_string()),
+                    }
+                }
+            }
+            Command::Confirm => {
+                if let Some(denied) = denied {
+                    *error = Some(denied.on_confirm());
+                    return;
+                }
+                if !plan.can_execute() {
+                    *error = Some("this plan is blocked; resolve the blockers above (or cancel)".into());
+                    return;
+                }
+                let plan = plan.clone();
+                self.ui.dialog = None;
+                self.ui.my_ops.push(id);
+                self.ui.info(format!("started: {} — progress below and in :ops", plan.title));
+                self.exec.send(ExecRequest::Execute { id, plan });
+            }
+            _ => {}
+        }
+    }
+
+    /// The node and GPU the person is pointing at, wherever they are.
+    fn target(&self) -> (Option<NodeId>, Option<GpuId>) {
+        match self.ui.screen() {
+            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).map(NodeId), None),
+            Screen::Table(ViewKind::Gpus) => {
+                let g = self.ui.selected_id(ViewKind::Gpus).map(|id| GpuId(id >> 3));
+                (g.and_then(|g| self.fleet.gpu(g)).map(|g| g.node), g)
+            }
+            Screen::Table(ViewKind::Pods) => {
+                (self.ui.selected_id(ViewKind::Pods).and_then(|p| self.fleet.pod(PodId(p))).and_then(|p| p.node), None)
+            }
+            Screen::Node(n) => {
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+                (Some(n), rows.get(self.ui.node_sel).and_then(|r| r.gpu))
+            }
+            Screen::Gpu(g) => (self.fleet.gpu(g).map(|g| g.node), Some(g)),
+            _ => (None, None),
+        }
+    }
+
+    pub(super) fn start_op(&mut self, c: Command) {
+        if let Some(op) = c.op()
+            && let Err(denied) = self.may_run(op)
+        {
+            self.ui.error(denied.on_start(&c.name().replace('_', " ")));
+            return;
+        }
+        if c == Command::EditQuota {
+            self.start_quota_edit();
+            return;
+        }
+        let (node, gpu) = self.target();
+        let Some(node) = node.and_then(|n| self.fleet.node(n)) else {
+            self.ui.warn(format!("select a node (or a GPU) first to {}", c.name().replace('_', " ")));
+            return;
+        };
+        let name = self.fleet.s(node.name).to_string();
+        if c == Command::Reslice {
+            let Some(model) = node.gpu_model else {
+                self.ui.error(format!("{name} has no MIG-capable GPU model recorded"));
+                return;
+            };
+            let (gpus, current) = match gpu.and_then(|g| self.fleet.gpu(g)) {
+                Some(g) => (vec![g.index], describe_gpu(&self.fleet, g)),
+                None => (Vec::new(), self.fleet.s(node.mig_config).to_string()),
+            };
+            let choices = mig::config_names(model);
+            self.ui.dialog = Some(Dialog::Edit {
+                kind: EditKind::Reslice { node: name, gpus, model, current },
+                text: String::new(),
+                choices,
+                selected: None,
+                error: None,
+            });
+            return;
+        }
+        let req = match c {
+            Command::Cordon => OpRequest::Cordon { node: name },
+            Command::Uncordon => OpRequest::Uncordon { node: name },
+            _ => OpRequest::Drain { node: name, force: false },
+        };
+        self.preview(req);
+    }
+
+    fn preview(&mut self, req: OpRequest) {
+        match ops::plan(&self.fleet, &req) {
+            Ok(plan) => self.open_preview(plan),
+            Err(e) => self.ui.error(e.to_string()),
+        }
+    }
+
+    /// Shows a plan for confirmation. The operation gets its number now, so the audit
+    /// log's `planned` record and what follows a confirmation share it.
+    fn open_preview(&mut self, mut plan: Plan) {
+        let id = self.ui.next_op;
+        self.ui.next_op += 1;
+        for note in self.fleet.access.iter().flat_map(|a| a.limited(plan.kind.name())) {
+            plan.warnings.push(format!("{note}; checked for the namespaces this touches when you confirm"));
+        }
+        self.exec.send(ExecRequest::Preview { id, plan: Box::new(plan.clone()) });
+        self.ui.dialog = Some(Dialog::Preview { id, plan: Box::new(plan), scroll: 0, error: None });
+    }
+
+    fn start_quota_edit(&mut self) {
+        let quota = match self.ui.screen() {
+            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(|q| q as usize),
+            Screen::Table(ViewKind::Tenants) => self
+                .ui
+                .selected_id(ViewKind::Tenants)
+                .and_then(|t| self.fleet.tenant(crate::model::TenantId(t)))
+                .and_then(|t| {
+                    t.quotas
+                        .iter()
+                        .copied()
+                        .find(|q| {
+                            self.fleet
+                                .quotas
+                                .get(*q)
+                                .and_then(Option::as_ref)
+                                .is_some_and(|q| self.fleet.is_gpu_resource(q.resource))
+                        })
+                        .or(t.quotas.first().copied())
+                }),
+            _ => None,
+        };
+        let Some(q) = quota.and_then(|q| self.fleet.quotas.get(q)).and_then(Option::as_ref) else {
+            self.ui.warn("select a quota (in :quotas) or a tenant with a quota (in :tenants) to edit it");
+            return;
+        };
+        let Some(t) = self.fleet.tenant(q.tenant) else { return };
+        let key = QuotaKey {
+            source: ops::source_spec(&self.fleet, &q.source),
+            resource: self.fleet.s(q.resource).to_string(),
+            field: ops::QuotaField::Hard,
+        };
+        let current = q.hard.to_string();
+        // A Kueue ClusterQueue has three limits per flavor resource: offer each, by name.
+        let choices = match key.source {
+            crate::model::QuotaSourceSpec::ClusterQueue { .. } => vec![
+                format!("nominalQuota={}", q.hard),
+                format!("borrowingLimit={}", q.borrowing_limit.map(|v| v.to_string()).unwrap_or_default()),
+                format!("lendingLimit={}", q.lending_limit.map(|v| v.to_string()).unwrap_or_default()),
+            ],
+            crate::model::QuotaSourceSpec::ResourceQuota { .. } => Vec::new(),
+        };
+        self.ui.dialog = Some(Dialog::Edit {
+            kind: EditKind::Quota { tenant: self.fleet.s(t.name).to_string(), key, current: current.clone() },
+            text: current,
+            choices,
+            selected: None,
+            error: None,
+        });
+    }
+}

@@ -1,0 +1,60 @@
+//! The filter (`/`) and command (`:`) lines while they are typed: the filter applies as it is
+//! typed and Esc restores the one before; Enter runs the command line (see `cmdline`).
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::App;
+use crate::ui::state::{InputKind, Screen};
+
+impl App {
+    pub(super) fn key_line(&mut self, key: KeyEvent) {
+        let Some(input) = self.ui.input.as_mut() else { return };
+        match key.code {
+            KeyCode::Esc => {
+                let input = self.ui.input.take();
+                if let (Some(i), Screen::Table(v)) = (input, self.ui.screen())
+                    && i.kind == InputKind::Filter
+                {
+                    self.ui.table_mut(v).filter = i.previous;
+                }
+            }
+            KeyCode::Enter => {
+                let Some(i) = self.ui.input.take() else { return };
+                match i.kind {
+                    InputKind::Command => self.run_command_line(&i.text),
+                    InputKind::Filter => {
+                        if let Screen::Table(v) = self.ui.screen() {
+                            let n = self.ui.rows(v).len();
+                            self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
+                        }
+                    }
+                }
+            }
+            KeyCode::Backspace => {
+                input.text.pop();
+                self.live_filter();
+            }
+            KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+                if input.text.chars().count() < 200 {
+                    input.text.push(c);
+                }
+                self.live_filter();
+            }
+            _ => {}
+        }
+    }
+
+    fn live_filter(&mut self) {
+        let Some(i) = &self.ui.input else { return };
+        if i.kind != InputKind::Filter {
+            return;
+        }
+        let text = i.text.clone();
+        if let Screen::Table(v) = self.ui.screen() {
+            let t = self.ui.table_mut(v);
+            t.filter = text;
+            t.selected = 0;
+            t.offset = 0;
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! `App`: the one owner of state. Deltas and input come in; `update` changes `Fleet` and
+//! `Ui`; render reads them. Operations leave as `ExecRequest`s to the executor.
+//!
+//! What a key means depends on what is open ([`KeyMode`]); each mode has its handler in its
+//! own file: `table` (browsing, the keymap's normal commands), `line` (the filter and `:`
+//! line being typed), `cmdline` (running a `:` line), `dialogs` (editor and preview, and
+//! starting operations), `mouse`.
+
+use std::collections::BTreeSet;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+use ratatui::layout::Rect;
+
+use super::command::{Command, ViewKind};
+use super::keymap::Keymap;
+use super::permission::{self, Denied};
+use super::render::{self, areas, table_height};
+use super::state::{Dialog, InputKind, RowCache, Screen, Ui};
+use super::theme::Theme;
+use super::views::{detail, tables};
+use crate::mig;
+use crate::model::{Delta, Fleet, GpuId, NodeId, PodId};
+use crate::ops::{self, Plan, PlanDetail};
+
+mod cmdline;
+mod dialogs;
+mod line;
+mod mouse;
+mod table;
+
+pub use crate::ops::ExecRequest;
+
+pub trait Executor: Send {
+    fn send(&mut self, req: ExecRequest);
+}
+
+impl Executor for std::sync::mpsc::Sender<ExecRequest> {
+    fn send(&mut self, req: ExecRequest) {
+        // A stopped executor (the feed ended) shows as an operation that never starts.
+        let _ = std::sync::mpsc::Sender::send(self, req);
+    }
+}
+
+/// Collects requests; for tests and for the headless paths.
+#[derive(Default)]
+pub struct Recorder(pub std::sync::Arc<std::sync::Mutex<Vec<ExecRequest>>>);
+
+impl Executor for Recorder {
+    fn send(&mut self, req: ExecRequest) {
+        if let Ok(mut v) = self.0.lock() {
+            v.push(req);
+        }
+    }
+}
+
+/// What is open, and so what a key means. Each has its own key handling.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyMode {
+    /// Browsing a table or a detail screen: keys go through the keymap's normal mode.
+    Table,
+    /// The `?` help overlay.
+    Help,
+    /// Typing a `/` filter, applied as it is typed.
+    Filter,
+    /// Typing a `:` command line.
+    CommandLine,
+    /// An edit dialog (quota value, reslice layout): keys type into the field.
+    Editor,
+    /// An operation preview: keys go through the keymap's dialog mode.
+    Preview,
+}
+
+/// Told the names of the nodes on screen (the agent streams follow them).
+type ViewNodes = Box<dyn FnMut(&BTreeSet<String>) + Send>;
+
+pub struct App {
+    pub fleet: Fleet,
+    pub ui: Ui,
+    pub theme: Theme,
+    pub keymap: Keymap,
+    exec: Box<dyn Executor>,
+    /// Told the names of the nodes on screen whenever they change (agent streams follow).
+    view_nodes: Option<ViewNodes>,
+    last_view_nodes: BTreeSet<String>,
+}
+
+fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
+    match v {
+        ViewKind::Fleet => matches!(col, 5 | 6 | 7 | 9),
+        ViewKind::Gpus => matches!(col, 4..=7 | 10),
+        ViewKind::Tenants => matches!(col, 9..=11),
+        ViewKind::Pods => matches!(col, 7 | 8),
+        _ => false,
+    }
+}
+
+impl App {
+    pub fn new(fleet: Fleet, ui: Ui, theme: Theme, keymap: Keymap, exec: Box<dyn Executor>) -> Self {
+        let mut app = Self { fleet, ui, theme, keymap, exec, view_nodes: None, last_view_nodes: BTreeSet::new() };
+        app.prepare();
+        app
+    }
+
+    /// Calls `tell` with the nodes on screen now and whenever they change.
+    pub fn on_view_nodes(&mut self, tell: impl FnMut(&BTreeSet<String>) + Send + 'static) {
+        self.view_nodes = Some(Box::new(tell));
+        self.last_view_nodes = BTreeSet::new();
+        self.prepare();
+    }
+
+    /// Applies a batch of deltas; returns whether a redraw is needed.
+    pub fn apply(&mut self, deltas: impl IntoIterator<Item = Delta>) -> bool {
+        let mut dirty = false;
+        let mut progress = false;
+        for d in deltas {
+            progress |= matches!(d, Delta::Op(_));
+            dirty |= self.fleet.apply(d);
+        }
+        // Live progress replaces a passing note ("started: …") in the status line.
+        if progress && matches!(self.ui.message, Some((crate::model::Severity::Info, _))) {
+            self.ui.message = None;
+        }
+        if dirty {
+            self.prepare();
+        }
+        dirty
+    }
+
+    pub fn resize(&mut self, w: u16, h: u16) {
+        self.ui.size = (w, h);
+        self.prepare();
+    }
+
+    fn body(&self) -> Rect {
+        areas(Rect::new(0, 0, self.ui.size.0, self.ui.size.1)).body
+    }
+
+    /// Rebuilds the current view's rows if their inputs changed, keeps the selection on the
+    /// same object and inside the window, and tells the agent streams which nodes are seen.
+    pub fn prepare(&mut self) {
+        self.prepare_rows();
+        if self.view_nodes.is_some() {
+            let seen = self.nodes_in_view();
+            if seen != self.last_view_nodes {
+                if let Some(tell) = self.view_nodes.as_mut() {
+                    tell(&seen);
+                }
+                self.last_view_nodes = seen;
+            }
+        }
+    }
+
+    /// Names of the nodes whose rows (or detail) are on screen now.
+    pub fn nodes_in_view(&self) -> BTreeSet<String> {
+        let name = |n: NodeId| self.fleet.node(n).map(|n| self.fleet.s(n.name).to_string());
+        let gpu_node = |g: GpuId| self.fleet.gpu(g).map(|g| g.node);
+        let ids: Vec<NodeId> = match self.ui.screen() {
+            Screen::Node(n) => vec![n],
+            Screen::Gpu(g) => gpu_node(g).into_iter().collect(),
+            Screen::Table(v) => {
+                let t = self.ui.table(v);
+                let h = table_height(render::table_area(v, self.body()).0).max(1);
+                let rows = self.ui.rows(v);
+                let window = rows.iter().skip(t.offset).take(h).copied();
+                match v {
+                    ViewKind::Fleet => window.map(NodeId).collect(),
+                    ViewKind::Gpus => window.filter_map(|id| gpu_node(GpuId(id >> 3))).collect(),
+                    ViewKind::Pods => window.filter_map(|p| self.fleet.pod(PodId(p)).and_then(|p| p.node)).collect(),
+                    _ => Vec::new(),
+                }
+            }
+        };
+        ids.into_iter().filter_map(name).collect()
+    }
+
+    fn prepare_rows(&mut self) {
+        let Screen::Table(v) = self.ui.screen() else {
+            self.clamp_detail();
+            return;
+        };
+        let t = self.ui.table(v);
+        let data_gen = match v {
+            ViewKind::Events => self.fleet.events_gen,
+            ViewKind::Ops => self.fleet.structure_gen ^ (self.fleet.ops.len() as u64) << 40 ^ self.fleet.events_gen,
+            _ => self.fleet.structure_gen,
+        };
+        let tele = if sort_uses_telemetry(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
+        let key = (data_gen, tele, t.filter.clone(), t.sort_col, t.descending);
+        let stale = match self.ui.caches.get(&v) {
+            None => true,
+            Some(c) if c.key == key => false,
+            Some(c) => {
+                // What the person changed applies at once; data changes to a view that is
+                // expensive to rebuild (hundreds of thousands of rows) wait a little, so
+                // the cockpit stays responsive while the fleet churns.
+                let person = (&c.key.2, c.key.3, c.key.4) != (&key.2, key.3, key.4);
+                let throttled =
+                    c.cost > std::time::Duration::from_millis(20) && c.built.is_some_and(|b| b.elapsed() < c.cost * 10);
+                person || !throttled
+            }
+        };
+        if stale {
+            let started = std::time::Instant::now();
+            let old_id = self.ui.selected_id(v);
+            let ids = tables::rows(&self.fleet, v, &t.filter, t.sort_col, t.descending);
+            let sel = old_id.and_then(|id| ids.iter().position(|x| *x == id));
+            let total = tables::ids(&self.fleet, v).len();
+            let cost = started.elapsed();
+            self.ui.caches.insert(v, RowCache { key, ids, total, built: Some(started), cost });
+            if let Some(s) = sel {
+                self.ui.table_mut(v).selected = s;
+            }
+        }
+        let n = self.ui.rows(v).len();
+        let h = table_height(render::table_area(v, self.body()).0).max(1);
+        let t = self.ui.table_mut(v);
+        t.selected = t.selected.min(n.saturating_sub(1));
+        if t.selected < t.offset {
+            t.offset = t.selected;
+        }
+        if t.selected >= t.offset + h {
+            t.offset = t.selected + 1 - h;
+        }
+        t.offset = t.offset.min(n.saturating_sub(h.min(n)));
+    }
+
+    fn clamp_detail(&mut self) {
+        match self.ui.screen() {
+            Screen::Node(n) => {
+                let len = detail::tree_rows(&self.fleet, n, &self.ui.node_closed).len();
+                self.ui.node_sel = self.ui.node_sel.min(len.saturating_sub(1));
+            }
+            Screen::Gpu(g) => {
+                let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
+                self.ui.gpu_row = self.ui.gpu_row.min(len.saturating_sub(1));
+            }
+            Screen::Table(_) => {}
+        }
+    }
+
+    pub fn draw(&self, frame: &mut ratatui::Frame) {
+        render::render(&self.fleet, &self.ui, &self.theme, &self.keymap, frame);
+    }
+
+    // ---------- input ----------
+
+    /// What a key press means now: the innermost open thing decides.
+    pub fn key_mode(&self) -> KeyMode {
+        match (&self.ui.input, &self.ui.dialog) {
+            (Some(i), _) if i.kind == InputKind::Command => KeyMode::CommandLine,
+            (Some(_), _) => KeyMode::Filter,
+            _ if self.ui.help => KeyMode::Help,
+            (None, Some(Dialog::Edit { .. })) => KeyMode::Editor,
+            (None, Some(Dialog::Preview { .. })) => KeyMode::Preview,
+            (None, None) => KeyMode::Table,
+        }
+    }
+
+    pub fn handle_key(&mut self, key: KeyEvent) {
+        if key.kind == KeyEventKind::Release {
+            return;
+        }
+        // ctrl-c leaves from anywhere, as terminal users expect (nothing pending is applied),
+        // through the same guard as every other way out.
+        if key.code == KeyCode::Char('c') && key.modifiers.contains(KeyModifiers::CONTROL) {
+            self.request_exit(None, false);
+            return;
+        }
+        match self.key_mode() {
+            KeyMode::CommandLine | KeyMode::Filter => self.key_line(key),
+            KeyMode::Help => self.key_help(key),
+            KeyMode::Editor => self.key_editor(key),
+            KeyMode::Preview => self.key_preview(key),
+            KeyMode::Table => self.key_table(key),
+        }
+        self.prepare();
+    }
+
+    /// Whether the person may run `op` here; see [`permission`].
+    pub fn may_run(&self, op: ops::OpKind) -> Result<(), Denied> {
+        permission::check(self.ui.readonly, &self.fleet, op)
+    }
+
+    pub(super) fn push(&mut self, s: Screen) {
+        if self.ui.screen() != s {
+            self.ui.stack.push(s);
+        }
+        self.ui.node_sel = 0;
+        self.ui.gpu_row = 0;
+    }
+
+    pub fn open_view(&mut self, v: ViewKind) {
+        self.ui.stack = vec![Screen::Table(v)];
+    }
+
+    pub(super) fn request_quit(&mut self) {
+        self.request_exit(None, false);
+    }
+
+    /// Every way out of the cockpit (`q`, `:q`, ctrl-c, `:ctx NAME`) comes here. With
+    /// operations this cockpit started still running, the first request says what leaving
+    /// does to them and the second leaves (`force`: at once, as `:q!`). Leaving records each
+    /// running operation as interrupted at its step (on a cluster, in the audit log).
+    pub(super) fn request_exit(&mut self, switch: Option<String>, force: bool) {
+        let running =
+            self.ui.my_ops.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
+        if running == 0 || force || self.ui.quit_armed {
+            self.ui.switch_context = switch;
+            self.ui.quit = true;
+            return;
+        }
+        self.ui.quit_armed = true;
+        let (doing, again) = match &switch {
+            Some(c) => (format!("switching to {c}"), format!(":ctx {c} again to switch")),
+            None => ("quitting".to_string(), "quit again to quit, :q! quits at once".to_string()),
+        };
+        self.ui.warn(format!(
+            "{} still running: {doing} stops it where it is (what was done stays; on a cluster `fabrik audit` shows where it was interrupted) — {again}",
+            ops::count(running, "operation")
+        ));
+    }
+}
+
+fn describe_gpu(f: &Fleet, g: &crate::model::Gpu) -> String {
+    if !g.mig_enabled {
+        return format!("gpu{}: MIG disabled", g.index);
+    }
+    let layout = mig::Layout::Enabled(g.instances.iter().map(|i| i.placement.profile).collect());
+    let _ = f;
+    format!("gpu{}: {}", g.index, ops::describe_layout(g.model, &layout))
+}
+
+/// The operation a command starts, if it starts one (the command table says).
+pub fn op_kind(c: Command) -> Option<ops::OpKind> {
+    c.op()
+}
+
+/// Whether an executed plan's detail names this node (used by tests and the status bar).
+pub fn plan_node(plan: &Plan) -> Option<&str> {
+    match &plan.detail {
+        PlanDetail::Cordon { node, .. } => Some(node),
+        PlanDetail::Drain(d) => Some(&d.node),
+        PlanDetail::Reslice(r) => Some(&r.node),
+        PlanDetail::Quota(_) => None,
+    }
+}

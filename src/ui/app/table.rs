@@ -1,0 +1,260 @@
+//! Browsing: keys through the keymap's normal mode to commands, and what each command does
+//! to the screen stack, the selection, sorting and trees; the `?` overlay's own keys.
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use super::App;
+use crate::model::{GpuId, NodeId, PodId};
+use crate::ops::ExecRequest;
+use crate::ui::command::{Command, Mode, ViewKind};
+use crate::ui::render::{self, table_height};
+use crate::ui::state::{Input, InputKind, Screen};
+use crate::ui::views::{detail, tables};
+
+impl App {
+    /// Browsing: the keymap's normal mode decides; an unbound letter says so.
+    pub(super) fn key_table(&mut self, key: KeyEvent) {
+        if let Some(c) = self.keymap.lookup(Mode::Normal, &key) {
+            self.ui.message = None;
+            self.dispatch(c);
+        } else if let KeyCode::Char(ch) = key.code
+            && !key.modifiers.contains(KeyModifiers::CONTROL)
+        {
+            self.ui.warn(format!("{ch:?} is not bound in the {} keymap; press ? for the keys", self.keymap.name));
+        }
+    }
+
+    pub fn dispatch(&mut self, c: Command) {
+        match c {
+            Command::Quit => self.request_quit(),
+            Command::Help => {
+                self.ui.help = true;
+                self.ui.help_scroll = 0;
+            }
+            Command::CommandLine => {
+                self.ui.input = Some(Input { kind: InputKind::Command, text: String::new(), previous: String::new() })
+            }
+            Command::Filter => {
+                if let Screen::Table(v) = self.ui.screen() {
+                    let prev = self.ui.table(v).filter;
+                    self.ui.input = Some(Input { kind: InputKind::Filter, text: prev.clone(), previous: prev });
+                } else {
+                    self.ui.warn("filters work in the table views; Esc goes back to one");
+                }
+            }
+            Command::Back | Command::Cancel => {
+                if let (Command::Cancel, Screen::Table(ViewKind::Ops)) = (c, self.ui.screen()) {
+                    self.cancel_selected_op();
+                    return;
+                }
+                if let Screen::Table(v) = self.ui.screen()
+                    && !self.ui.table(v).filter.is_empty()
+                {
+                    self.ui.table_mut(v).filter.clear();
+                    return;
+                }
+                if self.ui.stack.len() > 1 {
+                    self.ui.stack.pop();
+                } else if self.ui.screen() != Screen::Table(ViewKind::Fleet) {
+                    self.open_view(ViewKind::Fleet);
+                }
+            }
+            Command::Up => self.move_sel(-1),
+            Command::Down => self.move_sel(1),
+            Command::PageUp => self.move_sel(-self.page()),
+            Command::PageDown => self.move_sel(self.page()),
+            Command::Top => self.move_sel(isize::MIN),
+            Command::Bottom => self.move_sel(isize::MAX),
+            Command::Open => self.open_selected(),
+            Command::Collapse | Command::Expand => self.tree_toggle(c == Command::Expand),
+            Command::SortNext | Command::SortPrev | Command::SortReverse => {
+                if let Screen::Table(v) = self.ui.screen() {
+                    let n = tables::columns(v).len();
+                    let t = self.ui.table_mut(v);
+                    match c {
+                        Command::SortNext => t.sort_col = (t.sort_col + 1) % n,
+                        Command::SortPrev => t.sort_col = (t.sort_col + n - 1) % n,
+                        _ => t.descending = !t.descending,
+                    }
+                    let (col, desc) = (t.sort_col, t.descending);
+                    self.ui.info(format!(
+                        "sorted by {} {}",
+                        tables::columns(v)[col].name,
+                        if desc { "descending" } else { "ascending" }
+                    ));
+                }
+            }
+            Command::NextView | Command::PrevView => {
+                let cur = match self.ui.screen() {
+                    Screen::Table(v) => v,
+                    _ => ViewKind::Fleet,
+                };
+                let i = ViewKind::ALL.iter().position(|v| *v == cur).unwrap_or(0);
+                let n = ViewKind::ALL.len();
+                let j = if c == Command::NextView { (i + 1) % n } else { (i + n - 1) % n };
+                self.open_view(ViewKind::ALL[j]);
+            }
+            Command::ViewFleet => self.open_view(ViewKind::Fleet),
+            Command::ViewGpus => self.open_view(ViewKind::Gpus),
+            Command::ViewTenants => self.open_view(ViewKind::Tenants),
+            Command::ViewQuotas => self.open_view(ViewKind::Quotas),
+            Command::ViewPods => self.open_view(ViewKind::Pods),
+            Command::ViewEvents => self.open_view(ViewKind::Events),
+            Command::ViewOps => self.open_view(ViewKind::Ops),
+            Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
+                self.start_op(c)
+            }
+            Command::QuitNow => self.request_exit(None, true),
+            Command::Context => self.switch_context(""),
+            // Dialog commands, and those that need a name from the `:` line.
+            Command::Confirm | Command::ToggleForce | Command::OpenNode | Command::OpenGpu => {}
+        }
+    }
+
+    fn move_sel(&mut self, delta: isize) {
+        match self.ui.screen() {
+            Screen::Table(v) => {
+                let n = self.ui.rows(v).len();
+                let t = self.ui.table_mut(v);
+                t.selected = if delta == isize::MIN {
+                    0
+                } else if delta == isize::MAX {
+                    n.saturating_sub(1)
+                } else {
+                    (t.selected as isize + delta).clamp(0, n.saturating_sub(1) as isize) as usize
+                };
+            }
+            Screen::Node(node) => {
+                let n = detail::tree_rows(&self.fleet, node, &self.ui.node_closed).len();
+                self.ui.node_sel = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => n.saturating_sub(1),
+                    d => (self.ui.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
+            Screen::Gpu(g) => {
+                let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
+                self.ui.gpu_row = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => n.saturating_sub(1),
+                    d => (self.ui.gpu_row as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
+        }
+    }
+
+    fn page(&self) -> isize {
+        let v = match self.ui.screen() {
+            Screen::Table(v) => v,
+            _ => ViewKind::Fleet,
+        };
+        table_height(render::table_area(v, self.body()).0).max(1) as isize
+    }
+
+    pub(super) fn tree_toggle(&mut self, expand: bool) {
+        let Screen::Node(n) = self.ui.screen() else {
+            if !expand {
+                self.dispatch(Command::Back);
+            }
+            return;
+        };
+        let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+        let Some(row) = rows.get(self.ui.node_sel) else { return };
+        let key = row.path.last().cloned().unwrap_or_default();
+        if expand {
+            self.ui.node_closed.remove(&key);
+        } else if !self.ui.node_closed.contains(&key)
+            && rows.get(self.ui.node_sel + 1).is_some_and(|r| r.depth > row.depth)
+        {
+            self.ui.node_closed.insert(key);
+        } else if row.depth > 0 {
+            // Already closed or a leaf: go to the parent, as file trees do.
+            let parent = &row.path[..row.path.len() - 1];
+            if let Some(p) = rows.iter().position(|r| r.path == parent) {
+                self.ui.node_sel = p;
+            }
+        }
+    }
+
+    pub(super) fn open_selected(&mut self) {
+        match self.ui.screen() {
+            Screen::Table(v) => {
+                let Some(id) = self.ui.selected_id(v) else { return };
+                match v {
+                    ViewKind::Fleet => self.push(Screen::Node(NodeId(id))),
+                    ViewKind::Gpus => self.push(Screen::Gpu(GpuId(id >> 3))),
+                    ViewKind::Tenants => {
+                        if let Some(t) = self.fleet.tenant(crate::model::TenantId(id)) {
+                            let name = self.fleet.s(t.name).to_string();
+                            self.open_view(ViewKind::Pods);
+                            let t = self.ui.table_mut(ViewKind::Pods);
+                            t.filter = name.clone();
+                            t.selected = 0;
+                            self.ui.info(format!("pods of tenant {name}; Esc clears the filter"));
+                        }
+                    }
+                    ViewKind::Pods => {
+                        if let Some(n) = self.fleet.pod(PodId(id)).and_then(|p| p.node) {
+                            self.push(Screen::Node(n));
+                        } else {
+                            self.ui.warn("this pod is not scheduled on a node yet");
+                        }
+                    }
+                    ViewKind::Quotas => self.start_op(Command::EditQuota),
+                    ViewKind::Events => {
+                        if let Some(e) = tables::event_at(&self.fleet, id) {
+                            let obj = e.object.split('/').next().unwrap_or("").to_string();
+                            match self.fleet.node_by_name(&obj) {
+                                Some(n) => self.push(Screen::Node(n)),
+                                None => self.ui.info(e.message.clone()),
+                            }
+                        }
+                    }
+                    ViewKind::Ops => {
+                        if let Some(o) = tables::op_at(&self.fleet, id) {
+                            let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
+                            self.ui.info(format!(
+                                "#{}: {}",
+                                o.id,
+                                tail.into_iter().rev().collect::<Vec<_>>().join(" → ")
+                            ));
+                        }
+                    }
+                }
+            }
+            Screen::Node(n) => {
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
+                if let Some(r) = rows.get(self.ui.node_sel) {
+                    match (r.gpu, r.depth) {
+                        (Some(g), _) => self.push(Screen::Gpu(g)),
+                        (None, _) => self.tree_toggle(true),
+                    }
+                }
+            }
+            Screen::Gpu(_) => {}
+        }
+    }
+
+    fn cancel_selected_op(&mut self) {
+        let Some(id) = self.ui.selected_id(ViewKind::Ops) else { return };
+        let Some(o) = tables::op_at(&self.fleet, id) else { return };
+        if o.state.finished() {
+            self.ui.warn(format!("operation #{} has already finished", o.id));
+            return;
+        }
+        let op = o.id;
+        self.exec.send(ExecRequest::Cancel { id: op });
+        self.ui.info(format!("cancelling operation #{op}; what was done stays done"));
+    }
+
+    pub(super) fn key_help(&mut self, key: KeyEvent) {
+        match key.code {
+            KeyCode::Esc | KeyCode::Char('q') | KeyCode::Char('?') | KeyCode::Enter => self.ui.help = false,
+            KeyCode::Down | KeyCode::Char('j') => self.ui.help_scroll = self.ui.help_scroll.saturating_add(1),
+            KeyCode::Up | KeyCode::Char('k') => self.ui.help_scroll = self.ui.help_scroll.saturating_sub(1),
+            KeyCode::PageDown => self.ui.help_scroll = self.ui.help_scroll.saturating_add(10),
+            KeyCode::PageUp => self.ui.help_scroll = self.ui.help_scroll.saturating_sub(10),
+            _ => {}
+        }
+    }
+}
