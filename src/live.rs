@@ -183,10 +183,10 @@ pub async fn run_cockpit(
         };
         drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
-        ui.readonly = ui_args.readonly;
-        ui.contexts = conn.contexts.clone();
-        ui.theme_name = setup.theme.name.clone();
-        ui.keymap_name = setup.keymap.name.clone();
+        ui.session.readonly = ui_args.readonly;
+        ui.session.contexts = conn.contexts.clone();
+        ui.session.theme_name = setup.theme.name.clone();
+        ui.session.keymap_name = setup.keymap.name.clone();
         let mut fleet = Fleet::new(setup.thresholds());
         config_warnings_into(&setup, &mut fleet, &mut ui);
         let fps = setup.config.fps;

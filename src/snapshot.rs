@@ -62,9 +62,9 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre:
     let (exec_tx, exec_rx) = std::sync::mpsc::channel();
     let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx)?;
     let mut ui = Ui::new(format!("demo seed {} ({} nodes)", sim.seed, sim.nodes));
-    ui.readonly = readonly;
-    ui.theme_name = setup.theme.name.clone();
-    ui.keymap_name = setup.keymap.name.clone();
+    ui.session.readonly = readonly;
+    ui.session.theme_name = setup.theme.name.clone();
+    ui.session.keymap_name = setup.keymap.name.clone();
     let mut fleet = Fleet::new(setup.thresholds());
     config_warnings_into(&setup, &mut fleet, &mut ui);
     let app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx));
@@ -185,7 +185,7 @@ pub fn render_app(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
 pub fn demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
     let (sim, fleet) = demo_fleet(seed, 48, ticks, Thresholds::default());
     let mut ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
-    ui.theme_name = theme.name.clone();
+    ui.session.theme_name = theme.name.clone();
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let app = App::new(fleet, ui, theme, keymap, Box::new(Recorder::default()));
     (sim, app)

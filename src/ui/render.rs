@@ -91,8 +91,8 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
                 render_panel(f, ui, v, theme, frame, p);
             }
         }
-        Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.node_sel, &ui.node_closed, theme),
-        Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.gpu_row, theme),
+        Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.nav.node_sel, &ui.nav.node_closed, theme),
+        Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.nav.gpu_row, theme),
     }
     render_status(f, ui, theme, frame, a.status);
     render_footer(f, ui, theme, keymap, frame, a.footer);
@@ -128,13 +128,13 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
         Span::styled(
             match f.access.as_ref().filter(|a| !a.user.is_empty()) {
-                Some(a) => format!("{} as {} ", ui.source, a.user),
-                None => format!("{} ", ui.source),
+                Some(a) => format!("{} as {} ", ui.session.source, a.user),
+                None => format!("{} ", ui.session.source),
             },
             theme.style("ui.text.muted"),
         ),
         Span::styled(format!("[{feed}]"), theme.style(feed_tok)),
-        Span::styled(if ui.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
+        Span::styled(if ui.session.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
         Span::styled(
             if f.alerts.is_empty() { String::new() } else { format!(" ⚠ {} alerts", f.alerts.len()) },
             theme.style("severity.error").add_modifier(Modifier::BOLD),
@@ -202,7 +202,7 @@ fn feed_state(f: &Fleet) -> (String, &'static str) {
 fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
     let current = match ui.screen() {
         Screen::Table(v) => Some(v),
-        _ => ui.stack.iter().rev().find_map(|s| if let Screen::Table(v) = s { Some(*v) } else { None }),
+        _ => ui.nav.stack.iter().rev().find_map(|s| if let Screen::Table(v) = s { Some(*v) } else { None }),
     };
     let titles: Vec<Line> = super::tabs::titles().into_iter().map(Line::from).collect();
     let idx = current.and_then(|c| ViewKind::ALL.iter().position(|v| *v == c)).unwrap_or(0);
@@ -327,7 +327,7 @@ fn render_status(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         ])
     } else {
         Line::from(Span::styled(
-            format!("theme {} · keymap {} · {}", ui.theme_name, ui.keymap_name, ui.source),
+            format!("theme {} · keymap {} · {}", ui.session.theme_name, ui.session.keymap_name, ui.session.source),
             theme.style("ui.text.muted"),
         ))
     };
@@ -393,7 +393,7 @@ fn render_footer(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut
         if let Some(k) = keymap.hint(mode, c) {
             spans.push(Span::styled(format!(" {k} "), theme.style("ui.footer.key")));
             let label = c.name().replace('_', " ");
-            let why = match c.op().map(|op| permission::check(ui.readonly, f, op)) {
+            let why = match c.op().map(|op| permission::check(ui.session.readonly, f, op)) {
                 Some(Err(denied)) => denied.tag(),
                 _ => "",
             };
@@ -448,7 +448,7 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
             if let Some(e) = error {
                 lines.push(Line::from(Span::styled(e.clone(), theme.style("ui.error"))));
             }
-            let denied = permission::check(ui.readonly, f, plan.kind).err();
+            let denied = permission::check(ui.session.readonly, f, plan.kind).err();
             let prompt = if denied == Some(Denied::ReadOnly) {
                 Line::from(Span::styled(
                     format!("read-only mode: nothing will be sent · {} close", key(Command::Cancel)),

@@ -132,11 +132,11 @@ async fn drive(
             _ = hup.recv() => return Ok(Exit::Signal("SIGHUP")),
             _ = int.recv() => return Ok(Exit::Signal("SIGINT")),
         }
-        if app.ui.quit {
+        if app.ui.exit.quit {
             break;
         }
     }
-    Ok(match app.ui.switch_context.take() {
+    Ok(match app.ui.exit.switch_context.take() {
         Some(c) => Exit::Switch(c),
         None => Exit::Quit,
     })

@@ -1,7 +1,8 @@
-//! `Ui`: what the person is looking at — the screen stack, per-view selection, sort and
-//! filter, the open dialog, the command line. Changed only by `App::update`; read by render.
+//! `Ui`: what the person is looking at, by concern — navigation (the screen stack, per-view
+//! selection, sort and filter), row caches, what is open (command line, dialog, help), the
+//! session's settings, this cockpit's operations, leaving. Changed only by `App`; read by render.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::command::ViewKind;
 use crate::model::{GpuId, NodeId, Severity};
@@ -67,77 +68,103 @@ pub enum Dialog {
     Preview { id: u64, plan: Box<Plan>, scroll: u16, error: Option<String> },
 }
 
+/// Where the person is: the screen stack and the place on each screen.
+#[derive(Clone, Debug)]
+pub struct Navigation {
+    pub stack: Vec<Screen>,
+    /// Per table view: selection, scroll, sort and filter.
+    pub tables: HashMap<ViewKind, TableState>,
+    /// Node screen: selected row of the flattened topology tree, and collapsed items.
+    pub node_sel: usize,
+    pub node_closed: HashSet<String>,
+    /// GPU screen: selected MIG instance row.
+    pub gpu_row: usize,
+}
+
+/// How this cockpit was started; set by the runner, read by render and the `:ctx` line.
+#[derive(Clone, Debug, Default)]
+pub struct Session {
+    /// `--readonly`: operations are disabled up front (see `ui::permission`).
+    pub readonly: bool,
+    /// "demo · seed 42" or the kube context.
+    pub source: String,
+    /// Kube contexts of the kubeconfig, for `:ctx`; empty on the demo.
+    pub contexts: Vec<String>,
+    pub theme_name: String,
+    pub keymap_name: String,
+}
+
+/// The operations this cockpit started.
+#[derive(Clone, Debug)]
+pub struct OpBook {
+    /// Their numbers, newest last.
+    pub mine: Vec<u64>,
+    /// The number the next previewed operation gets.
+    pub next: u64,
+}
+
+/// Leaving: asked for, and where to.
+#[derive(Clone, Debug, Default)]
+pub struct Exit {
+    pub quit: bool,
+    /// Quit was asked for while operations ran; the next quit quits.
+    pub armed: bool,
+    /// Set by `:ctx NAME`: the runner reconnects to that context.
+    pub switch_context: Option<String>,
+}
+
+/// What the person is looking at, by concern. What is open over the screen (the line being
+/// typed, a dialog, help, the status message) sits at the top, as render reads it most.
 #[derive(Clone, Debug)]
 pub struct Ui {
-    pub stack: Vec<Screen>,
-    pub tables: HashMap<ViewKind, TableState>,
+    pub nav: Navigation,
+    /// Rows of each table view, filtered and sorted (see `RowCache`).
     pub caches: HashMap<ViewKind, RowCache>,
     pub input: Option<Input>,
     pub dialog: Option<Dialog>,
     pub help: bool,
     pub help_scroll: u16,
     pub message: Option<(Severity, String)>,
-    /// Node screen: selected row of the flattened topology tree, and collapsed items.
-    pub node_sel: usize,
-    pub node_closed: std::collections::HashSet<String>,
-    /// GPU screen: selected MIG instance row.
-    pub gpu_row: usize,
+    /// The terminal's size.
     pub size: (u16, u16),
-    pub readonly: bool,
-    /// "demo · seed 42" or the kube context.
-    pub source: String,
-    /// Kube contexts of the kubeconfig, for `:ctx`; empty on the demo.
-    pub contexts: Vec<String>,
-    /// Set by `:ctx NAME`: the runner reconnects to that context.
-    pub switch_context: Option<String>,
-    pub quit: bool,
-    /// Quit was asked for while operations ran; the next quit quits.
-    pub quit_armed: bool,
-    /// Ops this cockpit started, newest last.
-    pub my_ops: Vec<u64>,
-    pub next_op: u64,
-    pub theme_name: String,
-    pub keymap_name: String,
+    pub session: Session,
+    pub ops: OpBook,
+    pub exit: Exit,
 }
 
 impl Ui {
     pub fn new(source: String) -> Self {
         Self {
-            stack: vec![Screen::Table(ViewKind::Fleet)],
-            tables: HashMap::new(),
+            nav: Navigation {
+                stack: vec![Screen::Table(ViewKind::Fleet)],
+                tables: HashMap::new(),
+                node_sel: 0,
+                node_closed: HashSet::new(),
+                gpu_row: 0,
+            },
             caches: HashMap::new(),
             input: None,
             dialog: None,
             help: false,
             help_scroll: 0,
             message: None,
-            node_sel: 0,
-            node_closed: std::collections::HashSet::new(),
-            gpu_row: 0,
             size: (120, 40),
-            readonly: false,
-            source,
-            contexts: Vec::new(),
-            switch_context: None,
-            quit: false,
-            quit_armed: false,
-            my_ops: Vec::new(),
-            next_op: 1,
-            theme_name: "dark".into(),
-            keymap_name: "default".into(),
+            session: Session { source, theme_name: "dark".into(), keymap_name: "default".into(), ..Session::default() },
+            ops: OpBook { mine: Vec::new(), next: 1 },
+            exit: Exit::default(),
         }
     }
 
     pub fn screen(&self) -> Screen {
-        self.stack.last().copied().unwrap_or(Screen::Table(ViewKind::Fleet))
+        self.nav.stack.last().copied().unwrap_or(Screen::Table(ViewKind::Fleet))
     }
 
     pub fn table(&self, v: ViewKind) -> TableState {
-        self.tables.get(&v).cloned().unwrap_or_default()
+        self.nav.tables.get(&v).cloned().unwrap_or_default()
     }
 
     pub fn table_mut(&mut self, v: ViewKind) -> &mut TableState {
-        self.tables.entry(v).or_default()
+        self.nav.tables.entry(v).or_default()
     }
 
     pub fn rows(&self, v: ViewKind) -> &[u32] {

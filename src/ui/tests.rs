@@ -385,21 +385,21 @@ fn colon_opens_views_by_name_and_alias() {
 fn unknown_command_names_it_and_changes_nothing() {
     let mut app = app_at(5);
     send(&mut app, "jj");
-    let before = (app.ui.stack.clone(), app.ui.table(ViewKind::Fleet));
+    let before = (app.ui.nav.stack.clone(), app.ui.table(ViewKind::Fleet));
     send(&mut app, ":bogus<Enter>");
     assert!(app.ui.input.is_none());
-    assert_eq!((app.ui.stack.clone(), app.ui.table(ViewKind::Fleet)), before);
+    assert_eq!((app.ui.nav.stack.clone(), app.ui.table(ViewKind::Fleet)), before);
     let (sev, msg) = app.ui.message.clone().expect("an error message");
     assert_eq!(sev, crate::model::Severity::Error);
     assert!(msg.contains("unknown command \"bogus\""), "{msg}");
     assert!(status_line(&screen(&mut app)).contains("unknown command \"bogus\""));
 
     send(&mut app, ":node nope-0000<Enter>");
-    assert_eq!(app.ui.stack, before.0);
+    assert_eq!(app.ui.nav.stack, before.0);
     assert!(message(&app).contains("no node named \"nope-0000\""), "{}", message(&app));
 
     send(&mut app, ":gpu h100-0000/9<Enter>");
-    assert_eq!(app.ui.stack, before.0);
+    assert_eq!(app.ui.nav.stack, before.0);
     assert!(message(&app).contains("no GPU \"h100-0000/9\""), "{}", message(&app));
 }
 
@@ -410,7 +410,7 @@ fn esc_on_the_command_line_runs_nothing() {
     assert!(app.ui.input.is_none());
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
     send(&mut app, ":q<Enter>");
-    assert!(app.ui.quit);
+    assert!(app.ui.exit.quit);
 }
 
 #[test]
@@ -596,7 +596,7 @@ fn node_screen_opens_from_the_fleet_and_esc_goes_back() {
 
     // A node opened by name: Esc goes to the fleet too.
     send(&mut app, "<Esc>:node h100-0002<Enter>");
-    assert_eq!(app.ui.stack.len(), 2);
+    assert_eq!(app.ui.nav.stack.len(), 2);
     assert!(screen(&mut app).contains("h100-0002"));
     send(&mut app, "<Esc>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
@@ -607,13 +607,13 @@ fn node_tree_collapses_and_expands() {
     let mut app = app_at(5);
     send(&mut app, ":node h200-0005<Enter>j");
     let Screen::Node(n) = app.ui.screen() else { panic!("not on the node screen") };
-    let rows = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len();
+    let rows = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.nav.node_closed).len();
     send(&mut app, "h");
-    let closed = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len();
+    let closed = crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.nav.node_closed).len();
     assert!(closed < rows, "collapsing gpu0 hides its instances ({closed} vs {rows})");
     assert!(screen(&mut app).contains("▶ gpu0"));
     send(&mut app, "<Space>");
-    assert_eq!(crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.node_closed).len(), rows);
+    assert_eq!(crate::ui::views::detail::tree_rows(&app.fleet, n, &app.ui.nav.node_closed).len(), rows);
 }
 
 #[test]
@@ -776,7 +776,7 @@ fn drain_with_unmanaged_pods_is_blocked_until_forced() {
     assert_eq!(plan.target, "h100-0038");
     assert!(matches!(&plan.detail, PlanDetail::Drain(d) if d.force && d.node == "h100-0038"));
     assert!(rig.app.ui.dialog.is_none());
-    assert_eq!(rig.app.ui.my_ops, vec![1]);
+    assert_eq!(rig.app.ui.ops.mine, vec![1]);
     assert!(message(&rig.app).starts_with("started: Drain node h100-0038"), "{}", message(&rig.app));
 }
 
@@ -797,7 +797,7 @@ fn drain_preview_n_and_esc_cancel_and_send_nothing() {
     // The dialog swallows normal keys: `q` cancels the preview, it does not quit.
     send(&mut rig.app, "Dq");
     assert!(rig.app.ui.dialog.is_none());
-    assert!(!rig.app.ui.quit);
+    assert!(!rig.app.ui.exit.quit);
     assert!(rig.executes().is_empty(), "{:?}", rig.requests());
     assert!(!rig.app.fleet.node(rig.app.fleet.node_by_name("h100-0000").unwrap()).unwrap().cordoned);
 }
@@ -861,10 +861,10 @@ fn quitting_while_an_operation_runs_asks_once_more() {
     let mut rig = running_drain();
     assert!(rig.app.fleet.op(1).is_some_and(|o| !o.state.finished()), "the drain is still running");
     send(&mut rig.app, "q");
-    assert!(!rig.app.ui.quit, "the first q only warns");
+    assert!(!rig.app.ui.exit.quit, "the first q only warns");
     assert!(message(&rig.app).starts_with("1 operation still running"), "{}", message(&rig.app));
     send(&mut rig.app, "q");
-    assert!(rig.app.ui.quit);
+    assert!(rig.app.ui.exit.quit);
 }
 
 #[test]
@@ -872,30 +872,30 @@ fn every_way_out_goes_through_the_running_operation_guard() {
     // ctrl-c, :q and :ctx warn first like q does; a second request leaves.
     let mut rig = running_drain();
     rig.app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-    assert!(!rig.app.ui.quit, "the first ctrl-c only warns");
+    assert!(!rig.app.ui.exit.quit, "the first ctrl-c only warns");
     assert!(message(&rig.app).starts_with("1 operation still running: quitting"), "{}", message(&rig.app));
     rig.app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-    assert!(rig.app.ui.quit);
+    assert!(rig.app.ui.exit.quit);
 
     let mut rig = running_drain();
     send(&mut rig.app, ":q<Enter>");
-    assert!(!rig.app.ui.quit, "the first :q only warns");
+    assert!(!rig.app.ui.exit.quit, "the first :q only warns");
     send(&mut rig.app, ":quit<Enter>");
-    assert!(rig.app.ui.quit);
+    assert!(rig.app.ui.exit.quit);
 
     let mut rig = running_drain();
     send(&mut rig.app, ":q!<Enter>");
-    assert!(rig.app.ui.quit, ":q! quits at once");
+    assert!(rig.app.ui.exit.quit, ":q! quits at once");
 
     let mut rig = running_drain();
-    rig.app.ui.contexts = vec!["admin".into(), "other".into()];
+    rig.app.ui.session.contexts = vec!["admin".into(), "other".into()];
     send(&mut rig.app, ":ctx other<Enter>");
-    assert!(!rig.app.ui.quit, "a context switch stops operations too, so it asks first");
+    assert!(!rig.app.ui.exit.quit, "a context switch stops operations too, so it asks first");
     assert!(message(&rig.app).contains("switching to other stops it"), "{}", message(&rig.app));
-    assert_eq!(rig.app.ui.switch_context, None);
+    assert_eq!(rig.app.ui.exit.switch_context, None);
     send(&mut rig.app, ":ctx other<Enter>");
-    assert!(rig.app.ui.quit);
-    assert_eq!(rig.app.ui.switch_context.as_deref(), Some("other"));
+    assert!(rig.app.ui.exit.quit);
+    assert_eq!(rig.app.ui.exit.switch_context.as_deref(), Some("other"));
 }
 
 #[test]
@@ -903,11 +903,11 @@ fn without_running_operations_every_way_out_leaves_at_once() {
     for keys in [":q<Enter>", ":exit<Enter>", "q"] {
         let mut app = app_at(5);
         send(&mut app, keys);
-        assert!(app.ui.quit, "{keys}");
+        assert!(app.ui.exit.quit, "{keys}");
     }
     let mut app = app_at(5);
     app.handle_key(KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL));
-    assert!(app.ui.quit);
+    assert!(app.ui.exit.quit);
 }
 
 fn assert_cancelled(mut rig: Rig) {
@@ -1188,7 +1188,7 @@ fn drain_preview_counts_are_consistent() {
 #[test]
 fn readonly_refuses_operations_and_sends_nothing() {
     let mut rig = Rig::new(5);
-    rig.app.ui.readonly = true;
+    rig.app.ui.session.readonly = true;
     send(&mut rig.app, "/h100-0000<Enter>");
     let s = screen(&mut rig.app);
     assert!(s.lines().next().unwrap().contains("[read-only]"), "{s}");
@@ -1207,9 +1207,9 @@ fn readonly_refuses_operations_and_sends_nothing() {
     assert!(rig.requests().is_empty());
 
     // A preview opened before read-only was switched on still cannot be confirmed.
-    rig.app.ui.readonly = false;
+    rig.app.ui.session.readonly = false;
     send(&mut rig.app, ":fleet h100-0000<Enter>c");
-    rig.app.ui.readonly = true;
+    rig.app.ui.session.readonly = true;
     send(&mut rig.app, "y");
     assert!(rig.executes().is_empty(), "{:?}", rig.requests());
     assert!(screen(&mut rig.app).contains("read-only mode (--readonly): nothing is sent to the cluster"));

@@ -61,16 +61,19 @@ impl App {
 
     /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` asks the runner to reconnect.
     pub(super) fn switch_context(&mut self, arg: &str) {
-        if self.ui.contexts.is_empty() {
+        if self.ui.session.contexts.is_empty() {
             self.ui.warn("this cockpit runs on the embedded demo; run `fabrik` (or --context NAME) for a cluster");
             return;
         }
         if arg.is_empty() {
-            self.ui.info(format!("contexts: {} (:ctx NAME switches)", self.ui.contexts.join(", ")));
+            self.ui.info(format!("contexts: {} (:ctx NAME switches)", self.ui.session.contexts.join(", ")));
             return;
         }
-        if !self.ui.contexts.iter().any(|c| c == arg) {
-            self.ui.error(format!("no context {arg:?} in the kubeconfig; it has: {}", self.ui.contexts.join(", ")));
+        if !self.ui.session.contexts.iter().any(|c| c == arg) {
+            self.ui.error(format!(
+                "no context {arg:?} in the kubeconfig; it has: {}",
+                self.ui.session.contexts.join(", ")
+            ));
             return;
         }
         self.request_exit(Some(arg.to_string()), false);

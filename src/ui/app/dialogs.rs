@@ -120,7 +120,7 @@ impl App {
                 }
                 let plan = plan.clone();
                 self.ui.dialog = None;
-                self.ui.my_ops.push(id);
+                self.ui.ops.mine.push(id);
                 self.ui.info(format!("started: {} — progress below and in :ops", plan.title));
                 self.exec.send(ExecRequest::Execute { id, plan });
             }
@@ -140,8 +140,8 @@ impl App {
                 (self.ui.selected_id(ViewKind::Pods).and_then(|p| self.fleet.pod(PodId(p))).and_then(|p| p.node), None)
             }
             Screen::Node(n) => {
-                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
-                (Some(n), rows.get(self.ui.node_sel).and_then(|r| r.gpu))
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.nav.node_closed);
+                (Some(n), rows.get(self.ui.nav.node_sel).and_then(|r| r.gpu))
             }
             Screen::Gpu(g) => (self.fleet.gpu(g).map(|g| g.node), Some(g)),
             _ => (None, None),
@@ -202,8 +202,8 @@ impl App {
     /// Shows a plan for confirmation. The operation gets its number now, so the audit
     /// log's `planned` record and what follows a confirmation share it.
     fn open_preview(&mut self, mut plan: Plan) {
-        let id = self.ui.next_op;
-        self.ui.next_op += 1;
+        let id = self.ui.ops.next;
+        self.ui.ops.next += 1;
         for note in self.fleet.access.iter().flat_map(|a| a.limited(plan.kind.name())) {
             plan.warnings.push(format!("{note}; checked for the namespaces this touches when you confirm"));
         }

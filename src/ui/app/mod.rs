@@ -227,12 +227,12 @@ impl App {
     fn clamp_detail(&mut self) {
         match self.ui.screen() {
             Screen::Node(n) => {
-                let len = detail::tree_rows(&self.fleet, n, &self.ui.node_closed).len();
-                self.ui.node_sel = self.ui.node_sel.min(len.saturating_sub(1));
+                let len = detail::tree_rows(&self.fleet, n, &self.ui.nav.node_closed).len();
+                self.ui.nav.node_sel = self.ui.nav.node_sel.min(len.saturating_sub(1));
             }
             Screen::Gpu(g) => {
                 let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
-                self.ui.gpu_row = self.ui.gpu_row.min(len.saturating_sub(1));
+                self.ui.nav.gpu_row = self.ui.nav.gpu_row.min(len.saturating_sub(1));
             }
             Screen::Table(_) => {}
         }
@@ -278,19 +278,19 @@ impl App {
 
     /// Whether the person may run `op` here; see [`permission`].
     pub fn may_run(&self, op: ops::OpKind) -> Result<(), Denied> {
-        permission::check(self.ui.readonly, &self.fleet, op)
+        permission::check(self.ui.session.readonly, &self.fleet, op)
     }
 
     pub(super) fn push(&mut self, s: Screen) {
         if self.ui.screen() != s {
-            self.ui.stack.push(s);
+            self.ui.nav.stack.push(s);
         }
-        self.ui.node_sel = 0;
-        self.ui.gpu_row = 0;
+        self.ui.nav.node_sel = 0;
+        self.ui.nav.gpu_row = 0;
     }
 
     pub fn open_view(&mut self, v: ViewKind) {
-        self.ui.stack = vec![Screen::Table(v)];
+        self.ui.nav.stack = vec![Screen::Table(v)];
     }
 
     pub(super) fn request_quit(&mut self) {
@@ -303,13 +303,13 @@ impl App {
     /// running operation as interrupted at its step (on a cluster, in the audit log).
     pub(super) fn request_exit(&mut self, switch: Option<String>, force: bool) {
         let running =
-            self.ui.my_ops.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
-        if running == 0 || force || self.ui.quit_armed {
-            self.ui.switch_context = switch;
-            self.ui.quit = true;
+            self.ui.ops.mine.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
+        if running == 0 || force || self.ui.exit.armed {
+            self.ui.exit.switch_context = switch;
+            self.ui.exit.quit = true;
             return;
         }
-        self.ui.quit_armed = true;
+        self.ui.exit.armed = true;
         let (doing, again) = match &switch {
             Some(c) => (format!("switching to {c}"), format!(":ctx {c} again to switch")),
             None => ("quitting".to_string(), "quit again to quit, :q! quits at once".to_string()),

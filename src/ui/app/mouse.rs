@@ -41,7 +41,7 @@ impl App {
                 } else if let Screen::Node(_) = self.ui.screen() {
                     let first = a.body.y + 1;
                     if m.row >= first {
-                        self.ui.node_sel = (m.row - first) as usize;
+                        self.ui.nav.node_sel = (m.row - first) as usize;
                     }
                 }
             }

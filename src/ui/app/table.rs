@@ -53,8 +53,8 @@ impl App {
                     self.ui.table_mut(v).filter.clear();
                     return;
                 }
-                if self.ui.stack.len() > 1 {
-                    self.ui.stack.pop();
+                if self.ui.nav.stack.len() > 1 {
+                    self.ui.nav.stack.pop();
                 } else if self.ui.screen() != Screen::Table(ViewKind::Fleet) {
                     self.open_view(ViewKind::Fleet);
                 }
@@ -125,19 +125,19 @@ impl App {
                 };
             }
             Screen::Node(node) => {
-                let n = detail::tree_rows(&self.fleet, node, &self.ui.node_closed).len();
-                self.ui.node_sel = match delta {
+                let n = detail::tree_rows(&self.fleet, node, &self.ui.nav.node_closed).len();
+                self.ui.nav.node_sel = match delta {
                     isize::MIN => 0,
                     isize::MAX => n.saturating_sub(1),
-                    d => (self.ui.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                    d => (self.ui.nav.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
                 };
             }
             Screen::Gpu(g) => {
                 let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
-                self.ui.gpu_row = match delta {
+                self.ui.nav.gpu_row = match delta {
                     isize::MIN => 0,
                     isize::MAX => n.saturating_sub(1),
-                    d => (self.ui.gpu_row as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                    d => (self.ui.nav.gpu_row as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
                 };
             }
         }
@@ -158,20 +158,20 @@ impl App {
             }
             return;
         };
-        let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
-        let Some(row) = rows.get(self.ui.node_sel) else { return };
+        let rows = detail::tree_rows(&self.fleet, n, &self.ui.nav.node_closed);
+        let Some(row) = rows.get(self.ui.nav.node_sel) else { return };
         let key = row.path.last().cloned().unwrap_or_default();
         if expand {
-            self.ui.node_closed.remove(&key);
-        } else if !self.ui.node_closed.contains(&key)
-            && rows.get(self.ui.node_sel + 1).is_some_and(|r| r.depth > row.depth)
+            self.ui.nav.node_closed.remove(&key);
+        } else if !self.ui.nav.node_closed.contains(&key)
+            && rows.get(self.ui.nav.node_sel + 1).is_some_and(|r| r.depth > row.depth)
         {
-            self.ui.node_closed.insert(key);
+            self.ui.nav.node_closed.insert(key);
         } else if row.depth > 0 {
             // Already closed or a leaf: go to the parent, as file trees do.
             let parent = &row.path[..row.path.len() - 1];
             if let Some(p) = rows.iter().position(|r| r.path == parent) {
-                self.ui.node_sel = p;
+                self.ui.nav.node_sel = p;
             }
         }
     }
@@ -223,8 +223,8 @@ impl App {
                 }
             }
             Screen::Node(n) => {
-                let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
-                if let Some(r) = rows.get(self.ui.node_sel) {
+                let rows = detail::tree_rows(&self.fleet, n, &self.ui.nav.node_closed);
+                if let Some(r) = rows.get(self.ui.nav.node_sel) {
                     match (r.gpu, r.depth) {
                         (Some(g), _) => self.push(Screen::Gpu(g)),
                         (None, _) => self.tree_toggle(true),
