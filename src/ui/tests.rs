@@ -1767,3 +1767,72 @@ fn a_one_gpu_reslice_moves_the_pods_that_may_hold_its_instances_when_nobody_says
         plan.warnings
     );
 }
+
+// ---------- App by responsibility: modes, the command table, tabs ----------
+
+#[test]
+fn each_state_has_its_key_mode() {
+    use crate::ui::app::KeyMode;
+    let mut app = app_at(5);
+    assert_eq!(app.key_mode(), KeyMode::Table);
+    send(&mut app, "/");
+    assert_eq!(app.key_mode(), KeyMode::Filter);
+    send(&mut app, "<Esc>:");
+    assert_eq!(app.key_mode(), KeyMode::CommandLine);
+    send(&mut app, "<Esc>?");
+    assert_eq!(app.key_mode(), KeyMode::Help);
+    send(&mut app, "<Esc>/h100-0000<Enter>c");
+    assert_eq!(app.key_mode(), KeyMode::Preview);
+    send(&mut app, "n:quotas<Enter>e");
+    assert_eq!(app.key_mode(), KeyMode::Editor);
+    // In the editor, letters type; they do not run the keymap's commands.
+    send(&mut app, "q");
+    assert_eq!(app.key_mode(), KeyMode::Editor);
+    assert!(!app.ui.exit.quit);
+    send(&mut app, "<Esc>");
+    assert_eq!(app.key_mode(), KeyMode::Table);
+}
+
+#[test]
+fn the_command_line_runs_what_the_command_table_names() {
+    let mut app = app_at(5);
+    send(&mut app, ":help<Enter>");
+    assert!(app.ui.help);
+    send(&mut app, "<Esc>:Q<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Quotas), ":Q is the quotas alias, not quit");
+    send(&mut app, ":node h100-0000<Enter>");
+    assert!(matches!(app.ui.screen(), Screen::Node(_)), "{:?}", app.ui.screen());
+    send(&mut app, ":gpus h100<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Gpus));
+    assert_eq!(app.ui.table(ViewKind::Gpus).filter, "h100");
+    send(&mut app, ":ctx<Enter>");
+    assert!(message(&app).starts_with("this cockpit runs on the embedded demo"), "{}", message(&app));
+    // Key commands without a `:` name are not typable.
+    send(&mut app, ":drain<Enter>");
+    assert!(message(&app).starts_with("unknown command \"drain\""), "{}", message(&app));
+    send(&mut app, ":q<Enter>");
+    assert!(app.ui.exit.quit);
+}
+
+#[test]
+fn every_tab_click_opens_the_tab_drawn_under_it() {
+    let mut app = app_at(5);
+    let s = screen(&mut app);
+    let tabs: Vec<char> = s.lines().nth(1).expect("the tab line").chars().collect();
+    for (i, v) in ViewKind::ALL.into_iter().enumerate() {
+        let title = format!("{} {}", i + 1, v.title());
+        let line: String = tabs.iter().collect();
+        let start = line.find(&title).map(|b| line[..b].chars().count()).expect("the tab is drawn");
+        // Anywhere on the title, and on the padding either side of it.
+        for col in [start - 1, start, start + title.chars().count()] {
+            app.open_view(ViewKind::Fleet);
+            app.handle_mouse(MouseEvent {
+                kind: MouseEventKind::Down(MouseButton::Left),
+                column: col as u16,
+                row: 1,
+                modifiers: KeyModifiers::NONE,
+            });
+            assert_eq!(app.ui.screen(), Screen::Table(v), "column {col} of {title}");
+        }
+    }
+}
