@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 /// everything and is not listed.
 const LAYERS: &[(&str, &[&str])] = &[
     ("quantity", &[]),
+    // Reading the files people write (TOML, warnings, layering): config, themes, keymaps.
+    ("settings", &[]),
     ("rng", &[]),
     ("mig", &["quantity"]),
     ("model", &["mig", "quantity"]),
@@ -19,7 +21,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("sim", &["model", "mig", "ops", "quantity", "rng"]),
     ("feed", &["model", "mig", "cluster", "agent", "ops", "quantity", "sim", "now_ms"]),
     ("kubesim", &["sim", "cluster", "agent", "model", "mig", "quantity", "rng", "now_ms"]),
-    ("ui", &["model", "ops", "mig", "quantity", "now_ms"]),
+    ("ui", &["model", "ops", "mig", "quantity", "settings", "now_ms"]),
     // Test fixtures: the demo fleet and a headless cockpit, for tests and screenshots.
     ("testing", &["model", "sim", "ui", "ops", "mig", "quantity"]),
 ];
