@@ -233,12 +233,12 @@ async fn truth(c: &kube::Client) -> Result<Truth, String> {
 /// The same facts, read from the cockpit's model.
 fn seen(f: &Fleet) -> Truth {
     let mut t = Truth::default();
-    for n in f.nodes.iter().flatten() {
+    for n in f.nodes.values() {
         let name = f.s(n.name).to_string();
         let gpus = n.gpus.len() as u32;
         t.nodes.insert(name.clone(), (n.ready, gpus));
     }
-    for p in f.pods.iter().flatten() {
+    for p in f.pods.values() {
         let key = format!("{}/{}", f.s(p.namespace), p.name);
         t.pods.insert(key.clone());
         let Some(node) = p.node.and_then(|n| f.node(n)) else { continue };
@@ -253,20 +253,15 @@ fn seen(f: &Fleet) -> Truth {
     }
     // MIG instances held, as the views count them: bound to a pod, or held by one without a
     // known instance (no node agent here).
-    for n in f.nodes.iter().flatten() {
-        let bound: u32 = n
-            .gpus
-            .iter()
-            .filter_map(|g| f.gpu(*g))
-            .map(|g| g.instances.iter().filter(|i| i.pod.is_some()).count() as u32)
-            .sum();
+    for n in f.nodes.values() {
+        let bound: u32 = n.gpus.iter().filter_map(|g| f.gpu(*g)).map(|g| g.mig_in_use()).sum();
         let held = bound + n.mig_unbound_total();
         if held > 0 {
             t.mig_held.insert(f.s(n.name).to_string(), held);
         }
     }
     t.mig_total = f.totals.mig_allocated;
-    for q in f.quotas.iter().flatten() {
+    for q in f.quotas.values() {
         if f.s(q.resource) != "requests.nvidia.com/gpu" {
             continue;
         }
@@ -276,7 +271,7 @@ fn seen(f: &Fleet) -> Truth {
             t.quota_used.insert(key, q.used.value());
         }
     }
-    for tn in f.tenants.iter().flatten() {
+    for tn in f.tenants.values() {
         if f.s(tn.source) == "label" {
             t.tenants.insert(f.s(tn.name).to_string());
         }
@@ -394,8 +389,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     let others = m
         .fleet
         .gpus
-        .iter()
-        .flatten()
+        .values()
         .filter(|g| g.last_sample_at.is_some())
         .filter(|g| m.fleet.node(g.node).is_some_and(|n| m.fleet.s(n.name) != label_node))
         .count();

@@ -201,7 +201,7 @@ fn prometheus_scrapes_the_fake_agent_with_dcgm_names_and_labels() {
         assert_eq!(s.node_gpu.as_ref().map(|(n, _)| n.as_str()), Some("gpu-node-1"));
     }
     fleet.apply(fabrik::model::Delta::Telemetry(samples.clone()));
-    let fed = fleet.gpus.iter().flatten().filter(|g| g.last_sample_at.is_some()).count();
+    let fed = fleet.gpus.values().filter(|g| g.last_sample_at.is_some()).count();
     assert_eq!(fed, samples.len(), "every sample found its GPU");
     // The refresh loop reports a Prometheus that stops answering, with the reason.
     let (tx, mut rx) = tokio::sync::mpsc::channel(16);

@@ -8,5 +8,4 @@ pub mod kube;
 pub mod prometheus;
 pub mod sim;
 
-/// A batch of deltas: one tick of the simulator, or one burst of watch events.
-pub type Batch = Vec<crate::model::Delta>;
+pub use crate::model::Batch;

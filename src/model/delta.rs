@@ -312,3 +312,6 @@ pub enum Delta {
     /// The feed finished its initial listing: the fleet is complete.
     Synced,
 }
+
+/// A batch of deltas: one tick of the simulator, or one burst of watch events.
+pub type Batch = Vec<Delta>;

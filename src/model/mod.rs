@@ -5,12 +5,14 @@ pub mod delta;
 pub mod fleet;
 pub mod history;
 pub mod intern;
+pub mod slab;
 pub mod types;
 
 pub use delta::*;
-pub use fleet::{Fleet, GPU_QUOTA_RESOURCES, Totals};
+pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use intern::{Interner, Sym};
+pub use slab::{Slab, SlabId};
 pub use types::*;
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use super::history::{Ring, Sample};
 use super::intern::Sym;
+use super::slab::Slab;
 use crate::mig::{GpuModel, PlacedInstance};
 use crate::quantity::Quantity;
 
@@ -17,6 +18,8 @@ pub struct GpuId(pub u32);
 pub struct PodId(pub u32);
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TenantId(pub u32);
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QuotaId(pub u32);
 
 /// `nvidia.com/mig.config.state` as mig-manager writes it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
@@ -140,6 +143,11 @@ pub struct Gpu {
 }
 
 impl Gpu {
+    /// MIG instances a pod is known to hold (bound); see [`crate::model::Fleet::gpu_mig_maybe_held`]
+    /// for those that may be held without a known instance.
+    pub fn mig_in_use(&self) -> u32 {
+        self.instances.iter().filter(|i| i.pod.is_some()).count() as u32
+    }
     pub fn allocated(&self) -> bool {
         !self.pods.is_empty() || self.instances.iter().any(|i| i.pod.is_some())
     }
@@ -326,16 +334,16 @@ pub struct Tenant {
     pub namespaces: Vec<Sym>,
     /// Where the tenant was recognised from (vcluster, kueue, label, namespace, sim).
     pub source: Sym,
-    pub quotas: Vec<usize>,
+    pub quotas: Vec<QuotaId>,
     pub usage: TenantUsage,
 }
 
 impl Tenant {
     /// Hard limit on whole GPUs, if any quota sets one.
-    pub fn gpu_quota(&self, fleet_quotas: &[Option<Quota>], gpu_resources: &[Sym]) -> Option<i64> {
+    pub fn gpu_quota(&self, fleet_quotas: &Slab<QuotaId, Quota>, gpu_resources: &[Sym]) -> Option<i64> {
         let mut total: Option<i64> = None;
         for &q in &self.quotas {
-            if let Some(Some(q)) = fleet_quotas.get(q)
+            if let Some(q) = fleet_quotas.get(q)
                 && gpu_resources.contains(&q.resource)
             {
                 *total.get_or_insert(0) += q.hard.value();

@@ -43,7 +43,7 @@ pub(super) fn plan(
     let q = t
         .quotas
         .iter()
-        .filter_map(|&i| fleet.quotas.get(i).and_then(Option::as_ref))
+        .filter_map(|&i| fleet.quota(i))
         .find(|q| fleet.s(q.resource) == key.resource && source_matches(fleet, &q.source, &key.source))
         .ok_or_else(not_found)?;
     let value = value.trim();

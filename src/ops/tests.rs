@@ -67,7 +67,7 @@ fn unknown_nodes_are_clear_errors() {
 
 fn gpu_quota(f: &Fleet, tenant: &str) -> QuotaKey {
     let t = f.tenant(f.tenant_by_name(tenant).unwrap()).unwrap();
-    let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
+    let q = t.quotas.iter().filter_map(|q| f.quota(*q)).find(|q| f.is_gpu_resource(q.resource)).unwrap();
     QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string(), field: Default::default() }
 }
 
@@ -178,8 +178,7 @@ fn quota_fields_are_named_before_the_value() {
 fn kueue_tenant(f: &Fleet) -> (String, QuotaKey) {
     let q = f
         .quotas
-        .iter()
-        .flatten()
+        .values()
         .find(|q| matches!(q.source, crate::model::QuotaSource::ClusterQueue { .. }))
         .expect("the demo has Kueue tenants");
     let tenant = f.s(f.tenant(q.tenant).unwrap().name).to_string();

@@ -209,7 +209,7 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
 fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
     let (mut sim, mut f) = start(42, 48);
     let t = f.tenant(f.tenant_by_name("vision").unwrap()).unwrap();
-    let q = t.quotas.iter().filter_map(|q| f.quotas[*q].as_ref()).find(|q| f.is_gpu_resource(q.resource)).unwrap();
+    let q = t.quotas.iter().filter_map(|q| f.quota(*q)).find(|q| f.is_gpu_resource(q.resource)).unwrap();
     let key = QuotaKey {
         source: ops::source_spec(&f, &q.source),
         resource: f.s(q.resource).to_string(),

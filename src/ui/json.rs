@@ -79,7 +79,7 @@ fn node_row(f: &Fleet, id: u32) -> Option<Value> {
             .sum::<u32>()
     });
     let instances: u32 = gpus.iter().map(|g| g.instances.len() as u32).sum();
-    let bound: u32 = gpus.iter().map(|g| g.instances.iter().filter(|i| i.pod.is_some()).count() as u32).sum();
+    let bound: u32 = gpus.iter().map(|g| g.mig_in_use()).sum();
     let cfg = f.s(n.mig_config);
     let mig = if cfg.is_empty() || cfg == "all-disabled" {
         Value::Null
@@ -141,7 +141,7 @@ fn gpu_row(f: &Fleet, id: u32) -> Option<Value> {
             })
         })
         .collect();
-    let used = g.instances.iter().filter(|i| i.pod.is_some()).count() as u32;
+    let used = g.mig_in_use();
     let stale = m && g.telemetry_stale(f.now, f.thresholds.stale_ms);
     Some(json!({
         "node": opt(node.map(|n| f.s(n.name))),
@@ -193,7 +193,7 @@ fn tenant_row(f: &Fleet, id: u32) -> Option<Value> {
 }
 
 fn quota_row(f: &Fleet, id: u32) -> Option<Value> {
-    let q = f.quotas.get(id as usize).and_then(Option::as_ref)?;
+    let q = f.quota(QuotaId(id))?;
     let source = match &q.source {
         QuotaSource::ResourceQuota { namespace, name } => {
             json!({ "kind": "ResourceQuota", "namespace": f.s(*namespace), "name": f.s(*name) })

@@ -13,7 +13,7 @@ use super::permission::{self, Denied};
 use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
 use super::views::{detail, tables};
-use crate::model::{FeedState, Fleet, OpState, Severity, Ts};
+use crate::model::{FeedsState, Fleet, OpState, Severity};
 
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 15;
@@ -117,7 +117,7 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         }
         p => (format!("busy {p}% "), tables::util_token(p as u8)),
     };
-    let allocated_devices = f.tenants.iter().flatten().map(|t| t.usage.allocated_gpus + t.usage.allocated_mig).sum();
+    let allocated_devices = f.tenants.values().map(|t| t.usage.allocated_gpus + t.usage.allocated_mig).sum();
     let idle = match t.devices_measured {
         0 if allocated_devices > 0 => "idle-alloc — ".to_string(),
         m if m < allocated_devices => format!("idle-alloc {} of {m} measured ", t.idle_allocated),
@@ -164,36 +164,18 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
 }
 
 fn feed_state(f: &Fleet) -> (String, &'static str) {
-    // Stale (will not recover by itself, e.g. forbidden) before reconnecting; the oldest
-    // trouble names the time; several feeds in trouble are counted, not listed.
-    let mut worst: Option<(&str, bool, Ts)> = None;
-    let mut n = 0;
-    for (src, st) in &f.feeds {
-        let (stale, since) = match st {
-            FeedState::Live => continue,
-            FeedState::Reconnecting { since, .. } => (false, *since),
-            FeedState::Stale { since, .. } => (true, *since),
-        };
-        n += 1;
-        let better = match worst {
-            None => true,
-            Some((_, s, t)) => (stale && !s) || (stale == s && since < t),
-        };
-        if better {
-            worst = Some((src.as_str(), stale, since));
-        }
-    }
-    let loading = if f.synced { "" } else { "loading · " };
-    match worst {
-        None if !f.synced => ("loading".into(), "ui.stale"),
-        None => ("live".into(), "status.ready"),
-        Some((src, stale, since)) => {
+    // Several feeds in trouble are counted, not listed; the worst one names the time.
+    match f.feed_state() {
+        FeedsState::Loading => ("loading".into(), "ui.stale"),
+        FeedsState::Live => ("live".into(), "status.ready"),
+        FeedsState::Trouble { source, stale, since, feeds, loading } => {
+            let loading = if loading { "loading · " } else { "" };
             let what = if stale { "stale" } else { "reconnecting" };
             let age = tables::age(f.now, since);
-            if n == 1 {
-                (format!("{loading}{src} {what} since {age}"), "ui.stale")
+            if feeds == 1 {
+                (format!("{loading}{source} {what} since {age}"), "ui.stale")
             } else {
-                (format!("{loading}{what} since {age} ({n} feeds; :events)"), "ui.stale")
+                (format!("{loading}{what} since {age} ({feeds} feeds; :events)"), "ui.stale")
             }
         }
     }

@@ -10,7 +10,7 @@ use futures::StreamExt;
 use tokio::sync::mpsc;
 
 use super::App;
-use crate::feed::Batch;
+use crate::model::Batch;
 use crate::model::{Delta, FeedState};
 
 /// Restores the terminal on drop, so an early return or an error never leaves it raw.

@@ -944,7 +944,7 @@ fn a_key_in_the_ops_view_cancels_the_selected_op() {
 
 fn quota_hard(f: &Fleet, tenant: &str, resource: &str) -> String {
     f.quota_ids()
-        .filter_map(|i| f.quotas.get(i).and_then(Option::as_ref))
+        .filter_map(|i| f.quota(i))
         .find(|q| f.tenant(q.tenant).is_some_and(|t| f.s(t.name) == tenant) && f.s(q.resource) == resource)
         .map(|q| q.hard.to_string())
         .expect("the quota exists")
@@ -970,8 +970,7 @@ fn a_cluster_queues_borrowing_limit_is_picked_by_name_previewed_and_set() {
         .app
         .fleet
         .quotas
-        .iter()
-        .flatten()
+        .values()
         .find(|q| matches!(q.source, crate::model::QuotaSource::ClusterQueue { .. }))
         .expect("the ClusterQueue quota");
     assert_eq!(q.borrowing_limit.map(|b| b.value()), Some(4));
@@ -1448,11 +1447,9 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
         .fleet
         .gpus
         .iter()
-        .enumerate()
-        .find_map(|(i, g)| {
-            let g = g.as_ref()?;
+        .find_map(|(gid, g)| {
             let p = rig.app.fleet.pod(*g.pods.first()?)?;
-            Some((crate::model::GpuId(i as u32), rig.app.fleet.pod_display(p)))
+            Some((gid, rig.app.fleet.pod_display(p)))
         })
         .expect("a GPU held by a pod");
     let (uuid, node, index) = {
@@ -1563,7 +1560,7 @@ fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
     let mut rig = Rig::new(5);
     let (uuid, node, index) = {
         let f = &rig.app.fleet;
-        let g = f.gpus.iter().flatten().find(|g| !g.mig_enabled).expect("a whole GPU");
+        let g = f.gpus.values().find(|g| !g.mig_enabled).expect("a whole GPU");
         (f.s(g.uuid).to_string(), f.s(f.node(g.node).expect("node").name).to_string(), g.index)
     };
     let peer = |peer: u8, nvlinks: u8, path: &str| crate::model::PeerSample { peer, nvlinks, path: path.into() };

@@ -239,14 +239,14 @@ fn quotas_follow_their_namespace_tenant_and_vclusters_name_tenants() {
         "status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "6"}}
     }));
     feed(&mut t, &mut f, listed(Msg::Quota, vec![rq]));
-    let alpha = f.tenants.iter().flatten().find(|t| f.s(t.name) == "alpha");
+    let alpha = f.tenants.values().find(|t| f.s(t.name) == "alpha");
     let quotas = alpha.map(|t| t.quotas.len());
     assert_eq!(quotas, Some(2), "GPU and MIG keys; pods is not a GPU quota");
-    let lab = f.tenants.iter().flatten().find(|t| f.s(t.name) == "lab").map(|t| f.s(t.source).to_string());
+    let lab = f.tenants.values().find(|t| f.s(t.name) == "lab").map(|t| f.s(t.source).to_string());
     assert_eq!(lab.as_deref(), Some("vcluster"));
     // The namespace loses its label: the quota moves to the namespace's own tenant.
     feed(&mut t, &mut f, vec![Msg::Namespace(Event::Apply(obj(json!({"metadata": {"name": "team-a"}}))))]);
-    let moved = f.tenants.iter().flatten().find(|t| f.s(t.name) == "team-a").map(|t| t.quotas.len());
+    let moved = f.tenants.values().find(|t| f.s(t.name) == "team-a").map(|t| t.quotas.len());
     assert_eq!(moved, Some(2));
 }
 
@@ -291,14 +291,14 @@ fn kueue_queues_name_tenants_and_carry_nominal_quota_per_flavor() {
         "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "6", "borrowed": "0"}]}]}
     }));
     feed(&mut t, &mut f, listed(Msg::ClusterQueue, vec![cq]));
-    let tenant = f.tenants.iter().flatten().find(|t| f.s(t.name) == "inference");
+    let tenant = f.tenants.values().find(|t| f.s(t.name) == "inference");
     let Some(tenant) = tenant else { panic!("no tenant from the ClusterQueue") };
     assert_eq!(f.s(tenant.source), "kueue");
     assert_eq!(tenant.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>(), vec!["serving"]);
     let mut q: Vec<(String, i64, i64)> = tenant
         .quotas
         .iter()
-        .filter_map(|i| f.quotas.get(*i).and_then(|q| q.as_ref()))
+        .filter_map(|i| f.quota(*i))
         .map(|q| match &q.source {
             crate::model::QuotaSource::ClusterQueue { flavor, .. } => {
                 (f.s(*flavor).to_string(), q.hard.value(), q.used.value())
@@ -358,9 +358,8 @@ fn pods_follow_their_namespace_when_it_is_labelled_for_a_tenant() {
     feed(&mut t, &mut f, listed(Msg::Namespace, vec![obj::<Namespace>(json!({"metadata": {"name": "team-a"}}))]));
     feed(&mut t, &mut f, listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True")]));
     feed(&mut t, &mut f, listed(Msg::Pod, vec![pod("team-a", "p1", Some("gpu-1"), "Running", 2)]));
-    let usage = |f: &Fleet, name: &str| {
-        f.tenants.iter().flatten().find(|t| f.s(t.name) == name).map(|t| t.usage.allocated_gpus)
-    };
+    let usage =
+        |f: &Fleet, name: &str| f.tenants.values().find(|t| f.s(t.name) == name).map(|t| t.usage.allocated_gpus);
     assert_eq!(usage(&f, "team-a"), Some(2));
     // Someone labels the namespace: its pods and their GPUs move to the tenant.
     feed(

@@ -213,7 +213,7 @@ impl App {
 
     fn start_quota_edit(&mut self) {
         let quota = match self.ui.screen() {
-            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(|q| q as usize),
+            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(crate::model::QuotaId),
             Screen::Table(ViewKind::Tenants) => self
                 .ui
                 .selected_id(ViewKind::Tenants)
@@ -222,18 +222,12 @@ impl App {
                     t.quotas
                         .iter()
                         .copied()
-                        .find(|q| {
-                            self.fleet
-                                .quotas
-                                .get(*q)
-                                .and_then(Option::as_ref)
-                                .is_some_and(|q| self.fleet.is_gpu_resource(q.resource))
-                        })
+                        .find(|q| self.fleet.quota(*q).is_some_and(|q| self.fleet.is_gpu_resource(q.resource)))
                         .or(t.quotas.first().copied())
                 }),
             _ => None,
         };
-        let Some(q) = quota.and_then(|q| self.fleet.quotas.get(q)).and_then(Option::as_ref) else {
+        let Some(q) = quota.and_then(|q| self.fleet.quota(q)) else {
             self.ui.warn("select a quota (in :quotas) or a tenant with a quota (in :tenants) to edit it");
             return;
         };

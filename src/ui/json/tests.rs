@@ -135,7 +135,7 @@ fn unknown_telemetry_is_null_not_zero() {
             f.apply(d);
         }
     }
-    assert!(f.gpus.iter().flatten().all(|g| g.last_sample_at.is_none()), "no GPU was sampled");
+    assert!(f.gpus.values().all(|g| g.last_sample_at.is_none()), "no GPU was sampled");
     let d = doc(&f, ViewKind::Fleet);
     for r in rows(&d) {
         for k in ["util_pct", "mem_used_pct", "power_w", "idle_allocated"] {
@@ -229,12 +229,12 @@ fn quota_rows_count_their_own_namespace_and_resource() {
     let find = |ns: &str, res: &str| -> u32 {
         f.quota_ids()
             .find(|i| {
-                f.quotas[*i].as_ref().is_some_and(|q| {
+                f.quota(*i).is_some_and(|q| {
                     f.s(q.resource) == res
                         && matches!(q.source, QuotaSource::ResourceQuota { namespace, .. } if f.s(namespace) == ns)
                 })
             })
-            .map(|i| i as u32)
+            .map(|i| i.0)
             .expect("the quota")
     };
     let q = ViewKind::Quotas;
@@ -271,7 +271,7 @@ fn a_quota_with_nothing_allowed_has_no_percentage() {
     f.apply(quota("t", "t", "requests.nvidia.com/gpu", 0, 0));
     f.apply(quota("u", "u", "requests.nvidia.com/gpu", 0, 2));
     let q = ViewKind::Quotas;
-    let cells: Vec<(String, &str)> = f.quota_ids().map(|i| tables::cell(&f, q, i as u32, 6)).collect();
+    let cells: Vec<(String, &str)> = f.quota_ids().map(|i| tables::cell(&f, q, i.0, 6)).collect();
     assert_eq!(cells, vec![("-".to_string(), "ui.text.muted"), ("over".to_string(), "tenant.over_quota")]);
     let d = doc(&f, q);
     assert!(rows(&d).iter().all(|r| r["use_pct"].is_null()));

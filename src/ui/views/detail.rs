@@ -97,7 +97,7 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
         ),
     ];
     if g.mig_enabled {
-        let used = g.instances.iter().filter(|i| i.pod.is_some()).count();
+        let used = g.mig_in_use();
         let gid = f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0));
         let room = fits_text(f, gid);
         let unknown = match f.gpu_mig_maybe_held(gid) {

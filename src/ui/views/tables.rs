@@ -152,7 +152,7 @@ pub fn ids(f: &Fleet, v: ViewKind) -> Vec<u32> {
             })
             .map(|t| t.0)
             .collect(),
-        ViewKind::Quotas => f.quota_ids().map(|q| q as u32).collect(),
+        ViewKind::Quotas => f.quota_ids().map(|q| q.0).collect(),
         ViewKind::Pods => {
             f.pod_ids().filter(|p| f.pod(*p).is_some_and(|p| p.requests_devices())).map(|p| p.0).collect()
         }
@@ -611,7 +611,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
                 }
                 9 => {
                     if gpu.mig_enabled {
-                        let used = gpu.instances.iter().filter(|i| i.pod.is_some()).count();
+                        let used = gpu.mig_in_use();
                         match f.gpu_mig_maybe_held(g) {
                             0 => text(format!("{used}/{} MIG in use", gpu.instances.len())),
                             // Not known to be free: held on the node, which instance unknown.
@@ -693,7 +693,7 @@ pub fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> Cell {
             }
         }
         ViewKind::Quotas => {
-            let Some(q) = f.quotas.get(id as usize).and_then(Option::as_ref) else { return text("") };
+            let Some(q) = f.quota(QuotaId(id)) else { return text("") };
             let t = f.tenant(q.tenant);
             match col {
                 0 => text(t.map(|t| f.s(t.name)).unwrap_or("")),

@@ -1,0 +1,185 @@
+//! `Counters`: the fleet's incremental aggregates. Every device and pod remembers what it
+//! added to the totals and to its tenant's usage, so the next change subtracts exactly that
+//! and no view ever rescans the fleet to count.
+
+use super::super::intern::FastMap;
+use super::super::slab::Slab;
+use super::super::types::{GpuId, NodeId, PodId, Tenant, TenantId};
+
+/// Fleet-wide counters for the header, maintained incrementally.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub nodes: u32,
+    pub nodes_ready: u32,
+    pub nodes_cordoned: u32,
+    pub gpus: u32,
+    /// Physical GPUs with any allocation (whole, or any MIG instance); on a node whose
+    /// pods hold MIG instances the fleet cannot place, the fewest GPUs those must be on
+    /// (see [`crate::model::Fleet::node_allocated_gpus`]), so a lower bound there.
+    pub gpus_allocated: u32,
+    /// Physical GPUs at or above the busy threshold...
+    pub gpus_busy: u32,
+    /// ...among the GPUs whose utilisation is measured (the rest is unknown, not idle).
+    pub gpus_measured: u32,
+    pub gpus_mig: u32,
+    pub mig_instances: u32,
+    /// MIG instances held: bound to a pod, or held by a pod without a known instance...
+    pub mig_allocated: u32,
+    /// ...of which held without a known instance (device plugin, no node agent).
+    pub mig_unbound: u32,
+    /// Devices (whole GPUs and MIG instances) allocated but idle for the window...
+    pub idle_allocated: u32,
+    /// ...among the allocated devices whose utilisation is measured.
+    pub devices_measured: u32,
+    pub pods: u32,
+    pub pods_pending: u32,
+}
+
+/// What one device (a whole GPU or a MIG instance) contributes to the counters; kept so
+/// the next change can subtract exactly what was added.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct DeviceContrib {
+    pub tenant: Option<TenantId>,
+    pub busy: bool,
+    pub idle: bool,
+    /// Allocated and its utilisation measured.
+    pub measured: bool,
+}
+
+/// What one pod contributes to its tenant's usage and to the totals.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct PodContrib {
+    pub req_gpus: u32,
+    pub alloc_gpus: u32,
+    pub req_mig: u32,
+    pub alloc_mig: u32,
+    pub counted: bool,
+    pub pending: bool,
+}
+
+/// What each device, pod and node last added to the totals (and to tenants' usage).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Counters {
+    /// Per whole GPU.
+    pub gpu: FastMap<GpuId, DeviceContrib>,
+    /// Per MIG instance (GPU, instance index).
+    pub mig: FastMap<(GpuId, u8), DeviceContrib>,
+    pub pod: FastMap<PodId, PodContrib>,
+    /// Per node, the GPUs it counted as allocated (see `Fleet::node_allocated_gpus`).
+    pub node_alloc: FastMap<NodeId, u32>,
+}
+
+impl Counters {
+    /// Sets whole GPU `gid`'s contribution to `new`, moving the counters by the difference.
+    pub fn set_gpu(
+        &mut self,
+        gid: GpuId,
+        new: DeviceContrib,
+        totals: &mut Totals,
+        tenants: &mut Slab<TenantId, Tenant>,
+    ) {
+        let old = self.gpu.get(&gid).copied().unwrap_or_default();
+        if old != new {
+            old.unapply(totals, tenants);
+            new.apply(totals, tenants);
+            self.gpu.insert(gid, new);
+        }
+    }
+
+    /// Sets a MIG instance's contribution to `new`, moving the counters by the difference.
+    pub fn set_mig(
+        &mut self,
+        key: (GpuId, u8),
+        new: DeviceContrib,
+        totals: &mut Totals,
+        tenants: &mut Slab<TenantId, Tenant>,
+    ) {
+        let old = self.mig.get(&key).copied().unwrap_or_default();
+        if old != new {
+            old.unapply(totals, tenants);
+            new.apply(totals, tenants);
+            self.mig.insert(key, new);
+        }
+    }
+
+    /// Forgets a whole GPU, taking back what it added.
+    pub fn drop_gpu(&mut self, gid: GpuId, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        if let Some(c) = self.gpu.remove(&gid) {
+            c.unapply(totals, tenants);
+        }
+    }
+
+    /// Forgets a MIG instance, taking back what it added.
+    pub fn drop_mig(&mut self, key: (GpuId, u8), totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        if let Some(c) = self.mig.remove(&key) {
+            c.unapply(totals, tenants);
+        }
+    }
+
+    /// Sets how many GPUs `node` counts as allocated.
+    pub fn set_node_alloc(&mut self, node: NodeId, new: u32, totals: &mut Totals) {
+        let old = self.node_alloc.insert(node, new).unwrap_or(0);
+        totals.gpus_allocated = totals.gpus_allocated + new - old;
+    }
+
+    /// Forgets a node's allocated GPUs.
+    pub fn drop_node_alloc(&mut self, node: NodeId, totals: &mut Totals) {
+        if let Some(c) = self.node_alloc.remove(&node) {
+            totals.gpus_allocated -= c;
+        }
+    }
+}
+
+impl DeviceContrib {
+    fn apply(self, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        totals.idle_allocated += self.idle as u32;
+        totals.devices_measured += self.measured as u32;
+        if let Some(t) = self.tenant.and_then(|t| tenants.get_mut(t)) {
+            t.usage.busy += self.busy as u32;
+            t.usage.idle_allocated += self.idle as u32;
+            t.usage.measured += self.measured as u32;
+        }
+    }
+
+    fn unapply(self, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        totals.idle_allocated -= self.idle as u32;
+        totals.devices_measured -= self.measured as u32;
+        if let Some(t) = self.tenant.and_then(|t| tenants.get_mut(t)) {
+            t.usage.busy -= self.busy as u32;
+            t.usage.idle_allocated -= self.idle as u32;
+            t.usage.measured -= self.measured as u32;
+        }
+    }
+}
+
+impl PodContrib {
+    /// Adds the pod's share to its tenant's usage (if the tenant exists) and the totals.
+    pub fn apply(self, tenant: TenantId, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        if let Some(t) = tenants.get_mut(tenant) {
+            let u = &mut t.usage;
+            u.requested_gpus += self.req_gpus;
+            u.allocated_gpus += self.alloc_gpus;
+            u.requested_mig += self.req_mig;
+            u.allocated_mig += self.alloc_mig;
+            u.pods += self.counted as u32;
+            u.pending_pods += self.pending as u32;
+        }
+        totals.pods += self.counted as u32;
+        totals.pods_pending += self.pending as u32;
+    }
+
+    /// Takes back exactly what [`PodContrib::apply`] added.
+    pub fn unapply(self, tenant: TenantId, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
+        if let Some(t) = tenants.get_mut(tenant) {
+            let u = &mut t.usage;
+            u.requested_gpus -= self.req_gpus;
+            u.allocated_gpus -= self.alloc_gpus;
+            u.requested_mig -= self.req_mig;
+            u.allocated_mig -= self.alloc_mig;
+            u.pods -= self.counted as u32;
+            u.pending_pods -= self.pending as u32;
+        }
+        totals.pods -= self.counted as u32;
+        totals.pods_pending -= self.pending as u32;
+    }
+}

@@ -1,0 +1,148 @@
+//! What happened and what is under way: the bounded event list, operations and their
+//! progress, and how the feeds stand.
+
+use super::*;
+
+/// How the fleet's feeds stand, all together: what the header says about its sources.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FeedsState<'a> {
+    /// Not every watch has listed yet, and no feed is in trouble.
+    Loading,
+    /// Every feed is live.
+    Live,
+    /// Some feeds are reconnecting or stale: the worst of them (stale before reconnecting,
+    /// then the oldest), and how many are in trouble.
+    Trouble {
+        source: &'a str,
+        /// Will not recover by itself (e.g. forbidden); else reconnecting.
+        stale: bool,
+        since: Ts,
+        feeds: usize,
+        /// Still loading (not synced) as well.
+        loading: bool,
+    },
+}
+
+impl Fleet {
+    /// How the feeds stand: the worst trouble first (stale before reconnecting, the oldest
+    /// first), else loading until synced, else live.
+    pub fn feed_state(&self) -> FeedsState<'_> {
+        let mut worst: Option<(&str, bool, Ts)> = None;
+        let mut n = 0;
+        for (src, st) in &self.feeds {
+            let (stale, since) = match st {
+                FeedState::Live => continue,
+                FeedState::Reconnecting { since, .. } => (false, *since),
+                FeedState::Stale { since, .. } => (true, *since),
+            };
+            n += 1;
+            let better = match worst {
+                None => true,
+                Some((_, s, t)) => (stale && !s) || (stale == s && since < t),
+            };
+            if better {
+                worst = Some((src.as_str(), stale, since));
+            }
+        }
+        match worst {
+            None if !self.synced => FeedsState::Loading,
+            None => FeedsState::Live,
+            Some((source, stale, since)) => {
+                FeedsState::Trouble { source, stale, since, feeds: n, loading: !self.synced }
+            }
+        }
+    }
+
+    pub fn op(&self, id: u64) -> Option<&OpStatus> {
+        self.ops.iter().find(|o| o.id == id)
+    }
+
+    pub fn push_event(&mut self, e: EventSpec) {
+        let reason = self.interner.intern(&e.reason);
+        if self.events.len() >= EVENT_CAPACITY {
+            self.events.pop_front();
+        }
+        self.events.push_back(Event { ts: e.ts, severity: e.severity, reason, object: e.object, message: e.message });
+        self.events_gen += 1;
+    }
+
+    pub(super) fn apply_op(&mut self, p: OpProgress) {
+        let now = self.now;
+        let id = p.id();
+        if let OpProgress::Started { title, target, total, .. } = &p {
+            if self.ops.len() >= OP_CAPACITY
+                && let Some(pos) = self.ops.iter().position(|o| o.state.finished())
+            {
+                self.ops.remove(pos);
+            }
+            self.ops.push(OpStatus {
+                id,
+                title: title.clone(),
+                target: target.clone(),
+                state: OpState::Running,
+                step: "starting".into(),
+                done: 0,
+                total: *total,
+                started: now,
+                updated: now,
+                log: Vec::new(),
+            });
+            let msg = format!("{title} started");
+            self.push_event(EventSpec {
+                ts: now,
+                severity: Severity::Info,
+                reason: "OperationStarted".into(),
+                object: target.clone(),
+                message: msg,
+            });
+            return;
+        }
+        let Some(op) = self.ops.iter_mut().find(|o| o.id == id) else { return };
+        op.updated = now;
+        let mut event = None;
+        match p {
+            OpProgress::Started { .. } => {}
+            OpProgress::Step { step, done, total, .. } => {
+                op.state = OpState::Running;
+                op.log.push(step.clone());
+                op.step = step;
+                op.done = done;
+                op.total = total;
+            }
+            OpProgress::Blocked { reason, .. } => {
+                if op.state != OpState::Blocked(reason.clone()) {
+                    op.log.push(format!("blocked: {reason}"));
+                }
+                op.state = OpState::Blocked(reason);
+            }
+            OpProgress::Log { line, .. } => op.log.push(line),
+            OpProgress::Finished { outcome, .. } => {
+                let (sev, reason, msg) = match &outcome {
+                    Ok(m) => (Severity::Info, "OperationSucceeded", format!("{}: {m}", op.title)),
+                    Err(m) => (Severity::Error, "OperationFailed", format!("{}: {m}", op.title)),
+                };
+                op.state = match outcome {
+                    Ok(_) => OpState::Succeeded,
+                    Err(e) => OpState::Failed(e),
+                };
+                op.log.push(msg.clone());
+                event = Some((sev, reason, op.target.clone(), msg));
+            }
+            OpProgress::Cancelled { .. } => {
+                op.state = OpState::Cancelled;
+                event = Some((
+                    Severity::Warning,
+                    "OperationCancelled",
+                    op.target.clone(),
+                    format!("{} cancelled", op.title),
+                ));
+            }
+        }
+        if op.log.len() > 200 {
+            op.log.drain(..op.log.len() - 200);
+        }
+        if let Some((severity, reason, object, message)) = event {
+            self.push_event(EventSpec { ts: now, severity, reason: reason.into(), object, message });
+        }
+    }
+}

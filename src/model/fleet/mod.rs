@@ -1,0 +1,299 @@
+//! `Fleet`: what the cluster is. Owns every domain object, applies deltas, and keeps the
+//! indexes and derived facts (allocation, idle-but-allocated, fragmentation, tenant usage)
+//! up to date per delta, so no view ever has to rescan the fleet.
+//!
+//! The state is here; what changes it is split by concern: [`nodes`], [`gpus`], [`pods`],
+//! [`tenants`], [`quotas`], [`telemetry`] (what node agents say), [`events`] (events,
+//! operations, feeds). [`Indexes`] find objects by name, [`Counters`] keep the totals.
+
+mod counters;
+mod events;
+mod gpus;
+mod indexes;
+mod nodes;
+mod pods;
+mod quotas;
+mod telemetry;
+mod tenants;
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+use super::delta::*;
+use super::history::Ring;
+use super::intern::{FastMap, Interner, Sym};
+use super::slab::Slab;
+use super::types::*;
+use crate::mig::{self, Fragmentation, PlacedInstance};
+use counters::Counters;
+pub use counters::Totals;
+pub use events::FeedsState;
+use indexes::Indexes;
+use telemetry::Held;
+
+/// How many events the fleet keeps; older ones fall off.
+pub const EVENT_CAPACITY: usize = 5000;
+/// How many operations (running and finished) the fleet remembers.
+pub const OP_CAPACITY: usize = 200;
+
+/// The GPU-related resource names quotas are matched against.
+pub const GPU_QUOTA_RESOURCES: [&str; 3] =
+    ["requests.nvidia.com/gpu", "nvidia.com/gpu", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices"];
+
+#[derive(Debug, Clone)]
+pub struct Fleet {
+    pub interner: Interner,
+    pub now: Ts,
+    pub thresholds: Thresholds,
+    pub nodes: Slab<NodeId, Node>,
+    pub gpus: Slab<GpuId, Gpu>,
+    pub pods: Slab<PodId, Pod>,
+    pub tenants: Slab<TenantId, Tenant>,
+    pub quotas: Slab<QuotaId, Quota>,
+    pub pdbs: Vec<Pdb>,
+    pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
+    pub events: VecDeque<Event>,
+    pub ops: Vec<OpStatus>,
+    /// The access review's answer; `None` until it arrives (and always on the demo).
+    pub access: Option<AccessSpec>,
+    pub feeds: BTreeMap<String, FeedState>,
+    pub synced: bool,
+    pub totals: Totals,
+    /// Bumped on every change to what exists (not on telemetry).
+    pub structure_gen: u64,
+    /// Bumped on every telemetry batch.
+    pub telemetry_gen: u64,
+    /// Bumped when events are appended.
+    pub events_gen: u64,
+    /// Compute processes per GPU, from node agents (only GPUs an agent streams have them).
+    pub gpu_procs: FastMap<GpuId, Vec<ProcSample>>,
+    /// How each GPU reaches the other GPUs of its node, from node agents.
+    pub gpu_peers: FastMap<GpuId, Vec<PeerSample>>,
+
+    idx: Indexes,
+    counters: Counters,
+    /// Pods a node agent says hold a whole GPU or a MIG instance (namespace, name): the
+    /// kubelet's assignment when the agent reads its PodResources API, else (whole GPUs) the
+    /// pods whose processes run there.
+    /// With the device plugin the API server does not say which GPU or instance a pod got
+    /// (DRA does); this is how the fleet learns it, so idle-but-allocated works there too.
+    /// Used only for pods that ask for devices the cluster does not name for them.
+    holders: FastMap<Held, Vec<(Sym, Box<str>)>>,
+    /// Nodes whose MIG config is `pending`, watched for a stuck one.
+    mig_pending: BTreeSet<NodeId>,
+    frag: FastMap<GpuId, Fragmentation>,
+    gpu_resources: Vec<Sym>,
+}
+
+impl Default for Fleet {
+    fn default() -> Self {
+        Self::new(Thresholds::default())
+    }
+}
+
+impl Fleet {
+    pub fn new(thresholds: Thresholds) -> Self {
+        let mut interner = Interner::new();
+        let gpu_resources = GPU_QUOTA_RESOURCES.iter().map(|r| interner.intern(r)).collect();
+        Self {
+            interner,
+            now: 0,
+            thresholds,
+            nodes: Slab::new(),
+            gpus: Slab::new(),
+            pods: Slab::new(),
+            tenants: Slab::new(),
+            quotas: Slab::new(),
+            pdbs: Vec::new(),
+            alerts: BTreeMap::new(),
+            events: VecDeque::new(),
+            ops: Vec::new(),
+            access: None,
+            feeds: BTreeMap::new(),
+            synced: false,
+            totals: Totals::default(),
+            structure_gen: 0,
+            telemetry_gen: 0,
+            events_gen: 0,
+            gpu_procs: FastMap::default(),
+            gpu_peers: FastMap::default(),
+            idx: Indexes::default(),
+            counters: Counters::default(),
+            holders: FastMap::default(),
+            mig_pending: BTreeSet::new(),
+            frag: FastMap::default(),
+            gpu_resources,
+        }
+    }
+
+    // ---------- lookups ----------
+
+    pub fn s(&self, sym: Sym) -> &str {
+        self.interner.resolve(sym)
+    }
+    pub fn node(&self, id: NodeId) -> Option<&Node> {
+        self.nodes.get(id)
+    }
+    pub fn gpu(&self, id: GpuId) -> Option<&Gpu> {
+        self.gpus.get(id)
+    }
+    pub fn pod(&self, id: PodId) -> Option<&Pod> {
+        self.pods.get(id)
+    }
+    pub fn tenant(&self, id: TenantId) -> Option<&Tenant> {
+        self.tenants.get(id)
+    }
+    pub fn quota(&self, id: QuotaId) -> Option<&Quota> {
+        self.quotas.get(id)
+    }
+    pub fn node_by_name(&self, name: &str) -> Option<NodeId> {
+        self.idx.node_by_name.get(&self.interner.get(name)?).copied()
+    }
+    pub fn gpu_by_uuid(&self, uuid: &str) -> Option<GpuId> {
+        self.idx.gpu_by_uuid.get(&self.interner.get(uuid)?).copied()
+    }
+    pub fn pod_by_name(&self, namespace: &str, name: &str) -> Option<PodId> {
+        let ns = self.interner.get(namespace)?;
+        self.idx.pod_by_name.get(&ns)?.get(name).copied()
+    }
+    pub fn tenant_by_name(&self, name: &str) -> Option<TenantId> {
+        self.idx.tenant_by_name.get(&self.interner.get(name)?).copied()
+    }
+    pub fn pods_on_node(&self, node: NodeId) -> &[PodId] {
+        self.idx.pods_by_node.get(&node).map(Vec::as_slice).unwrap_or(&[])
+    }
+    pub fn mig_instance(&self, uuid: Sym) -> Option<(GpuId, u8)> {
+        self.idx.mig_by_uuid.get(&uuid).copied()
+    }
+    pub fn node_ids(&self) -> impl Iterator<Item = NodeId> + '_ {
+        self.nodes.ids()
+    }
+    pub fn gpu_ids(&self) -> impl Iterator<Item = GpuId> + '_ {
+        self.gpus.ids()
+    }
+    pub fn pod_ids(&self) -> impl Iterator<Item = PodId> + '_ {
+        self.pods.ids()
+    }
+    pub fn tenant_ids(&self) -> impl Iterator<Item = TenantId> + '_ {
+        self.tenants.ids()
+    }
+    pub fn quota_ids(&self) -> impl Iterator<Item = QuotaId> + '_ {
+        self.quotas.ids()
+    }
+
+    // ---------- applying deltas ----------
+
+    /// Applies one delta. Returns whether anything a person could see changed.
+    pub fn apply(&mut self, delta: Delta) -> bool {
+        match delta {
+            Delta::Clock(ts) => {
+                let before = self.now / 1000;
+                self.now = self.now.max(ts);
+                // A new second changes what ages and "since" read: worth a redraw (only the
+                // changed cells reach the terminal).
+                let ticked = self.now / 1000 != before;
+                self.check_stuck_mig() | ticked
+            }
+            Delta::NodeUpsert(spec) => {
+                self.upsert_node(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::NodeRemove(name) => {
+                let changed = self.remove_node(&name);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::GpuUpsert(spec) => {
+                let changed = self.upsert_gpu(spec);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::GpuRemove(uuid) => {
+                let changed = self.gpu_by_uuid(&uuid).map(|g| self.remove_gpu(g)).is_some();
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::Telemetry(samples) => {
+                for s in samples {
+                    self.apply_sample(s);
+                }
+                self.telemetry_gen += 1;
+                true
+            }
+            Delta::GpuFault { gpu_uuid, at, fault } => self.apply_fault(&gpu_uuid, at, fault),
+            Delta::GpuFaultClear { gpu_uuid } => {
+                let Some(gid) = self.gpu_by_uuid(&gpu_uuid) else { return false };
+                if let Some(g) = self.gpus.get_mut(gid) {
+                    g.xid = None;
+                    g.ecc_uncorrected = 0;
+                }
+                self.alerts.retain(|(k, t), _| {
+                    !(*t == AlertTarget::Gpu(gid) && matches!(k, AlertKind::Xid(_) | AlertKind::EccUncorrected))
+                });
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PodUpsert(spec) => {
+                self.upsert_pod(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PodRemove { namespace, name } => {
+                let Some(pid) = self.pod_by_name(&namespace, &name) else { return false };
+                self.remove_pod(pid);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::TenantUpsert(spec) => {
+                self.upsert_tenant(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::TenantRemove(name) => {
+                let Some(tid) = self.tenant_by_name(&name) else { return false };
+                self.remove_tenant(tid);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::QuotaUpsert(spec) => {
+                self.upsert_quota(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::QuotaRemove { tenant, source, resource } => {
+                let changed = self.remove_quota(&tenant, &source, &resource);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::PdbUpsert(spec) => {
+                self.upsert_pdb(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::PdbRemove { namespace, name } => {
+                let changed = self.remove_pdb(&namespace, &name);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::Event(e) => {
+                self.push_event(e);
+                true
+            }
+            Delta::Op(p) => {
+                self.apply_op(p);
+                true
+            }
+            Delta::Access(a) => {
+                self.access = Some(a);
+                true
+            }
+            Delta::Feed { source, state } => self.feeds.insert(source, state.clone()) != Some(state),
+            Delta::FeedRemove(source) => self.feeds.remove(&source).is_some(),
+            Delta::Synced => {
+                let changed = !self.synced;
+                self.synced = true;
+                changed
+            }
+        }
+    }
+}

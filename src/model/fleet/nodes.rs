@@ -1,0 +1,226 @@
+//! Nodes: upsert and removal (with their GPUs and pods), readiness and MIG-config alerts,
+//! and a node's allocation in physical GPUs.
+
+use super::*;
+
+impl Fleet {
+    /// Node allocation in physical GPUs: whole-GPU requests plus MIG GPUs with an instance
+    /// in use. Instances held without a known instance (see [`Node::mig_unbound`]) count on
+    /// the fewest GPUs that can hold them (beside the known ones, then as few more as the
+    /// free instances of their profile allow): a lower bound, since which GPU they are on
+    /// is not known. [`Fleet::node_allocation_is_estimate`] says when that is the case.
+    pub fn node_allocated_gpus(&self, node: &Node) -> u32 {
+        let cap = |n: u32| n.min(node.gpu_count().max(node.gpus_allocated));
+        if node.mig_unbound.is_empty() {
+            // Every instance in use is known: count the GPUs they are on.
+            let gpus = node.gpus.iter().filter_map(|g| self.gpu(*g));
+            let mig_in_use = gpus.filter(|g| g.mig_enabled && g.instances.iter().any(|i| i.pod.is_some())).count();
+            return cap(node.gpus_allocated + mig_in_use as u32);
+        }
+        let mig: Vec<&Gpu> = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| g.mig_enabled).collect();
+        let (used, open): (Vec<&Gpu>, Vec<&Gpu>) =
+            mig.iter().partition(|g| g.instances.iter().any(|i| i.pod.is_some()));
+        let mut more = 0u32;
+        for &(resource, held) in &node.mig_unbound {
+            let free = |g: &Gpu| self.free_instances_of(g, resource);
+            let rest = held.saturating_sub(used.iter().map(|g| free(g)).sum());
+            let most = open.iter().map(|g| free(g)).max().unwrap_or(0);
+            if rest > 0 && most > 0 {
+                more = more.max(rest.div_ceil(most));
+            }
+        }
+        let mut mig_in_use = used.len() as u32 + more.min(open.len() as u32);
+        if mig_in_use == 0 && node.mig_unbound_total() > 0 {
+            // Held somewhere the fleet's layout has no free instance of that profile for
+            // (a layout it guessed from counts): still at least one GPU.
+            mig_in_use = 1;
+        }
+        cap(node.gpus_allocated + mig_in_use)
+    }
+
+    /// Whether [`Fleet::node_allocated_gpus`] is a lower bound rather than a count: pods on
+    /// the node hold MIG instances the fleet cannot place on a GPU.
+    pub fn node_allocation_is_estimate(&self, node: &Node) -> bool {
+        node.mig_unbound_total() > 0
+    }
+
+    /// Whole GPUs pods on `node` hold that the fleet cannot name (device plugin without a
+    /// node agent): any GPU of the node no pod is known to hold may be one of them.
+    pub fn whole_gpus_unbound(&self, node: &Node) -> u32 {
+        let named = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| !g.mig_enabled && !g.pods.is_empty());
+        node.gpus_allocated.saturating_sub(named.count() as u32)
+    }
+
+    pub(super) fn upsert_node(&mut self, spec: NodeSpec) -> NodeId {
+        let name = self.interner.intern(&spec.name);
+        let labels = spec.labels.iter().map(|(k, v)| (self.interner.intern(k), self.interner.intern(v))).collect();
+        let capacity = spec.capacity.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
+        let allocatable = spec.allocatable.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
+        let mig_config = self.interner.intern(&spec.mig_config);
+        let cordoned_by = self.interner.intern(&spec.cordoned_by);
+        let now = self.now;
+        let id = match self.idx.node_by_name.get(&name).copied() {
+            Some(id) => {
+                let old = self.nodes.get(id).map(|n| (n.ready, n.cordoned));
+                if let Some((r, c)) = old {
+                    self.totals.nodes_ready -= r as u32;
+                    self.totals.nodes_cordoned -= c as u32;
+                }
+                let Some(n) = self.nodes.get_mut(id) else { return id };
+                if n.mig_state != spec.mig_state {
+                    n.mig_state_since = spec.mig_state_since.unwrap_or(now);
+                }
+                if n.ready && !spec.ready {
+                    n.not_ready_since = Some(spec.ready_since.unwrap_or(now));
+                } else if spec.ready {
+                    n.not_ready_since = None;
+                }
+                n.labels = labels;
+                n.ready = spec.ready;
+                n.cordoned = spec.cordoned;
+                n.cordoned_by = cordoned_by;
+                n.gpu_model = spec.gpu_model;
+                n.capacity = capacity;
+                n.allocatable = allocatable;
+                n.mig_config = mig_config;
+                n.mig_state = spec.mig_state;
+                id
+            }
+            None => {
+                let node = Node {
+                    name,
+                    labels,
+                    ready: spec.ready,
+                    cordoned: spec.cordoned,
+                    cordoned_by,
+                    gpu_model: spec.gpu_model,
+                    capacity,
+                    allocatable,
+                    mig_config,
+                    mig_state: spec.mig_state,
+                    mig_state_since: spec.mig_state_since.unwrap_or(now),
+                    not_ready_since: (!spec.ready).then_some(spec.ready_since.unwrap_or(now)),
+                    created: spec.created,
+                    gpus: Vec::new(),
+                    gpus_allocated: 0,
+                    mig_allocated: 0,
+                    mig_unbound: Vec::new(),
+                    pods: 0,
+                };
+                let id = self.nodes.insert(node);
+                self.idx.node_by_name.insert(name, id);
+                self.totals.nodes += 1;
+                // Pods may have arrived before their node (watches run side by side).
+                for pid in self.idx.waiting.remove(&name).unwrap_or_default() {
+                    self.unlink_pod(pid);
+                    self.link_pod(pid);
+                }
+                id
+            }
+        };
+        self.totals.nodes_ready += spec.ready as u32;
+        self.totals.nodes_cordoned += spec.cordoned as u32;
+        self.refresh_node_alerts(id);
+        id
+    }
+
+    fn refresh_node_alerts(&mut self, id: NodeId) {
+        let Some(n) = self.node(id) else { return };
+        let (ready, since, state, state_since, name, cfg) =
+            (n.ready, n.not_ready_since, n.mig_state, n.mig_state_since, n.name, n.mig_config);
+        let node_name = self.s(name).to_string();
+        let key = (AlertKind::NotReady, AlertTarget::Node(id));
+        if !ready {
+            self.alerts.entry(key).or_insert_with(|| Alert {
+                kind: AlertKind::NotReady,
+                target: AlertTarget::Node(id),
+                since: since.unwrap_or(0),
+                message: format!("node {node_name} is NotReady"),
+            });
+        } else {
+            self.alerts.remove(&key);
+        }
+        let cfg = self.s(cfg).to_string();
+        let failed_key = (AlertKind::MigFailed, AlertTarget::Node(id));
+        if state == MigConfigState::Failed {
+            self.alerts.entry(failed_key).or_insert_with(|| Alert {
+                kind: AlertKind::MigFailed,
+                target: AlertTarget::Node(id),
+                since: state_since,
+                message: format!("mig-manager failed to apply {cfg} on {node_name}"),
+            });
+        } else {
+            self.alerts.remove(&failed_key);
+        }
+        if state == MigConfigState::Pending {
+            self.mig_pending.insert(id);
+        } else {
+            self.mig_pending.remove(&id);
+            self.alerts.remove(&(AlertKind::MigStuck, AlertTarget::Node(id)));
+        }
+        self.check_stuck_mig();
+    }
+
+    /// Flags MIG configs that have sat in `pending` longer than the threshold. Only nodes
+    /// in `pending` are looked at, so this is cheap on every clock tick.
+    pub(super) fn check_stuck_mig(&mut self) -> bool {
+        let mut changed = false;
+        let pending: Vec<NodeId> = self.mig_pending.iter().copied().collect();
+        for id in pending {
+            let Some(n) = self.node(id) else { continue };
+            let age = self.now.saturating_sub(n.mig_state_since);
+            if age < self.thresholds.mig_stuck_ms {
+                continue;
+            }
+            let key = (AlertKind::MigStuck, AlertTarget::Node(id));
+            if self.alerts.contains_key(&key) {
+                continue;
+            }
+            let paused: Vec<String> = n
+                .labels
+                .iter()
+                .filter(|(_, v)| self.s(*v) == "paused-for-mig-change")
+                .map(|(k, _)| self.s(*k).trim_start_matches("nvidia.com/gpu.deploy.").to_string())
+                .collect();
+            let message = format!(
+                "{} has been pending for {} min applying {}; paused: {}",
+                self.s(n.name),
+                age / 60_000,
+                self.s(n.mig_config),
+                if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
+            );
+            let since = n.mig_state_since;
+            self.alerts.insert(key, Alert { kind: AlertKind::MigStuck, target: AlertTarget::Node(id), since, message });
+            changed = true;
+        }
+        changed
+    }
+
+    pub(super) fn remove_node(&mut self, name: &str) -> bool {
+        let Some(id) = self.node_by_name(name) else { return false };
+        let gpus = self.node(id).map(|n| n.gpus.clone()).unwrap_or_default();
+        for g in gpus {
+            self.remove_gpu(g);
+        }
+        for pid in self.idx.pods_by_node.get(&id).cloned().unwrap_or_default() {
+            self.remove_pod(pid);
+        }
+        if let Some(n) = self.nodes.remove(id) {
+            self.idx.node_by_name.remove(&n.name);
+            self.totals.nodes -= 1;
+            self.totals.nodes_ready -= n.ready as u32;
+            self.totals.nodes_cordoned -= n.cordoned as u32;
+        }
+        self.counters.drop_node_alloc(id, &mut self.totals);
+        self.idx.pods_by_node.remove(&id);
+        self.mig_pending.remove(&id);
+        self.alerts.retain(|(_, t), _| *t != AlertTarget::Node(id));
+        true
+    }
+
+    pub(super) fn refresh_node_alloc(&mut self, node: NodeId) {
+        let Some(n) = self.node(node) else { return };
+        let new = self.node_allocated_gpus(n);
+        self.counters.set_node_alloc(node, new, &mut self.totals);
+    }
+}

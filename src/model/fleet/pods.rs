@@ -1,0 +1,281 @@
+//! Pods: filed by namespace and name, linked to their node, tenant and devices. Linking
+//! adds a pod's whole effect on the counters and unlinking takes exactly that back, so any
+//! change is an unlink, the change, and a link. PodDisruptionBudgets live here too.
+
+use super::counters::PodContrib;
+use super::*;
+
+impl Fleet {
+    /// Pods of a PDB (same namespace, matching app label).
+    pub fn pdb_for_pod(&self, pod: &Pod) -> Option<&Pdb> {
+        self.pdbs
+            .iter()
+            .find(|p| p.namespace == pod.namespace && p.selector_app == pod.app && pod.app != Sym::default())
+    }
+
+    pub fn pod_display(&self, pod: &Pod) -> String {
+        format!("{}/{}", self.s(pod.namespace), pod.name)
+    }
+
+    pub(super) fn upsert_pdb(&mut self, spec: PdbSpec) {
+        let ns = self.interner.intern(&spec.namespace);
+        let name = self.interner.intern(&spec.name);
+        let pdb = Pdb {
+            namespace: ns,
+            name,
+            selector_app: self.interner.intern(&spec.selector_app),
+            disruptions_allowed: spec.disruptions_allowed,
+            current_healthy: spec.current_healthy,
+            desired_healthy: spec.desired_healthy,
+        };
+        match self.pdbs.iter_mut().find(|p| p.namespace == ns && p.name == name) {
+            Some(p) => *p = pdb,
+            None => self.pdbs.push(pdb),
+        }
+    }
+
+    pub(super) fn remove_pdb(&mut self, namespace: &str, name: &str) -> bool {
+        let (Some(ns), Some(n)) = (self.interner.get(namespace), self.interner.get(name)) else {
+            return false;
+        };
+        let before = self.pdbs.len();
+        self.pdbs.retain(|p| !(p.namespace == ns && p.name == n));
+        before != self.pdbs.len()
+    }
+
+    pub(super) fn upsert_pod(&mut self, spec: PodSpec) {
+        let ns = self.interner.intern(&spec.namespace);
+        if let Some(pid) = self.idx.pod_by_name.get(&ns).and_then(|m| m.get(spec.name.as_str())).copied() {
+            self.unlink_pod(pid);
+            let pod = self.build_pod(ns, spec);
+            if let Some(p) = self.pods.get_mut(pid) {
+                *p = pod;
+            }
+            self.link_pod(pid);
+            return;
+        }
+        let pod = self.build_pod(ns, spec);
+        let name = pod.name.clone();
+        let pid = self.pods.insert(pod);
+        self.idx.pod_by_name.entry(ns).or_default().insert(name, pid);
+        self.link_pod(pid);
+    }
+
+    fn build_pod(&mut self, ns: Sym, spec: PodSpec) -> Pod {
+        let tenant = self.tenant_for_namespace(ns);
+        let node_name = spec.node.as_deref().map(|n| self.interner.intern(n)).unwrap_or_default();
+        let gpu_uuids = spec.bound_gpus.iter().map(|u| self.interner.intern(u)).collect();
+        let mig_uuids: Vec<Sym> = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
+        Pod {
+            namespace: ns,
+            name: spec.name.into_boxed_str(),
+            tenant,
+            // Resolved by link_pod, which also files pods whose node is not known yet.
+            node: None,
+            node_name,
+            gpu_uuids,
+            phase: spec.phase,
+            created: spec.created,
+            owner: spec.owner,
+            app: self.interner.intern(&spec.app),
+            empty_dir: spec.empty_dir,
+            gpus: spec.gpus,
+            mig: spec.mig.iter().map(|(r, n)| (self.interner.intern(r), *n)).collect(),
+            dra: spec
+                .dra
+                .iter()
+                .map(|c| DraClaim {
+                    claim: self.interner.intern(&c.claim),
+                    device_class: self.interner.intern(&c.device_class),
+                    count: c.count,
+                    allocated: c.allocated.as_deref().map(|a| self.interner.intern(a)),
+                })
+                .collect(),
+            bound_gpus: Vec::new(),
+            bound_mig: mig_uuids.clone(),
+            mig_uuids,
+            mig_unbound: Vec::new(),
+            deletion: spec.deletion.map(Box::new),
+        }
+    }
+
+    /// Adds a pod's effects: node and tenant counters, device bindings.
+    pub(super) fn link_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        let node_name = p.node_name;
+        let node = self.idx.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
+        let mut bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.idx.gpu_by_uuid.get(u).copied()).collect();
+        let mut bound_mig = p.mig_uuids.clone();
+        if let Some(n) = node {
+            bound.extend(self.agent_bound_gpus(pid, n));
+            bound_mig.extend(self.agent_bound_mig(pid, n));
+        }
+        if node.is_none() && node_name != Sym::default() {
+            self.idx.waiting.entry(node_name).or_default().push(pid);
+        }
+        let holds = node.is_some() && self.pod(pid).is_some_and(|p| p.phase.holds_devices());
+        let unbound = match self.pod(pid) {
+            Some(p) if holds => self.unbound_mig(p, &bound_mig),
+            _ => Vec::new(),
+        };
+        if let Some(p) = self.pods.get_mut(pid) {
+            p.node = node;
+            p.bound_gpus = bound;
+            p.bound_mig = bound_mig;
+            p.mig_unbound = unbound;
+        }
+        let Some(p) = self.pod(pid) else { return };
+        let unfinished = !p.phase.finished();
+        let c = PodContrib {
+            req_gpus: if unfinished { p.gpus as u32 + p.dra_count() } else { 0 },
+            alloc_gpus: if holds { p.gpus as u32 + p.dra_count() } else { 0 },
+            req_mig: if unfinished { p.mig_count() } else { 0 },
+            alloc_mig: if holds { p.mig_count() } else { 0 },
+            counted: unfinished,
+            pending: p.phase == Phase::Pending,
+        };
+        let (tenant, node, bound_gpus, bound_mig) = (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone());
+        let unbound = p.mig_unbound.clone();
+        c.apply(tenant, &mut self.totals, &mut self.tenants);
+        if let Some(n) = node {
+            self.idx.pods_by_node.entry(n).or_default().push(pid);
+            if let Some(node) = self.nodes.get_mut(n) {
+                node.gpus_allocated += c.alloc_gpus;
+                node.mig_allocated += c.alloc_mig;
+                node.pods += (c.counted && self.pods.get(pid).is_some_and(|p| p.requests_devices())) as u32;
+                for &(r, k) in &unbound {
+                    match node.mig_unbound.iter_mut().find(|(x, _)| *x == r) {
+                        Some((_, held)) => *held += k as u32,
+                        None => node.mig_unbound.push((r, k as u32)),
+                    }
+                }
+            }
+        }
+        let unbound_total: u32 = unbound.iter().map(|(_, k)| *k as u32).sum();
+        self.totals.mig_unbound += unbound_total;
+        self.totals.mig_allocated += unbound_total;
+        self.counters.pod.insert(pid, c);
+        if holds {
+            for g in &bound_gpus {
+                if let Some(gpu) = self.gpus.get_mut(*g) {
+                    gpu.pods.push(pid);
+                }
+            }
+            for u in &bound_mig {
+                if let Some(&(g, i)) = self.idx.mig_by_uuid.get(u)
+                    && let Some(inst) = self.gpus.get_mut(g).and_then(|g| g.instances.get_mut(i as usize))
+                {
+                    if inst.pod.is_none() {
+                        self.totals.mig_allocated += 1;
+                    }
+                    inst.pod = Some(pid);
+                }
+            }
+        }
+        for g in self.devices_of(&bound_gpus, &bound_mig) {
+            self.refresh_gpu(g);
+        }
+        if let Some(n) = node {
+            self.refresh_node_alloc(n);
+        }
+        self.refresh_tenant_alerts(tenant);
+    }
+
+    /// Per MIG resource pod `p` asks for, how many of its instances are not among the known
+    /// instances `bound` names: held, but the fleet cannot say which.
+    fn unbound_mig(&self, p: &Pod, bound: &[Sym]) -> Vec<(Sym, u16)> {
+        let known_of = |resource: Sym| {
+            bound
+                .iter()
+                .filter_map(|u| self.idx.mig_by_uuid.get(u))
+                .filter_map(|&(g, i)| {
+                    let g = self.gpu(g)?;
+                    let inst = g.instances.get(i as usize)?;
+                    (mig::profile_from_resource(g.model, self.s(resource)) == Some(inst.placement.profile))
+                        .then_some(())
+                })
+                .count()
+        };
+        p.mig
+            .iter()
+            .filter_map(|&(r, n)| {
+                let left = (n as usize).saturating_sub(known_of(r));
+                (left > 0).then_some((r, left as u16))
+            })
+            .collect()
+    }
+
+    fn devices_of(&self, gpus: &[GpuId], mig: &[Sym]) -> Vec<GpuId> {
+        let mut v: Vec<GpuId> = gpus.to_vec();
+        v.extend(mig.iter().filter_map(|u| self.idx.mig_by_uuid.get(u).map(|(g, _)| *g)));
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Removes a pod's effects, the exact inverse of `link_pod`.
+    pub(super) fn unlink_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        if p.node.is_none() {
+            let name = p.node_name;
+            self.idx.stop_waiting(name, pid);
+        }
+        let Some(p) = self.pod(pid) else { return };
+        let (tenant, node, bound_gpus, bound_mig, dev) =
+            (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone(), p.requests_devices());
+        let unbound = self.pods.get_mut(pid).map(|p| std::mem::take(&mut p.mig_unbound)).unwrap_or_default();
+        let unbound_total: u32 = unbound.iter().map(|(_, k)| *k as u32).sum();
+        self.totals.mig_unbound -= unbound_total;
+        self.totals.mig_allocated -= unbound_total;
+        let c = self.counters.pod.remove(&pid).unwrap_or_default();
+        c.unapply(tenant, &mut self.totals, &mut self.tenants);
+        if let Some(n) = node {
+            if let Some(v) = self.idx.pods_by_node.get_mut(&n) {
+                v.retain(|x| *x != pid);
+            }
+            if let Some(node) = self.nodes.get_mut(n) {
+                node.gpus_allocated -= c.alloc_gpus;
+                node.mig_allocated -= c.alloc_mig;
+                node.pods -= (c.counted && dev) as u32;
+                for &(r, k) in &unbound {
+                    if let Some(pos) = node.mig_unbound.iter().position(|(x, _)| *x == r) {
+                        node.mig_unbound[pos].1 -= k as u32;
+                        if node.mig_unbound[pos].1 == 0 {
+                            node.mig_unbound.remove(pos);
+                        }
+                    }
+                }
+            }
+        }
+        for g in &bound_gpus {
+            if let Some(gpu) = self.gpus.get_mut(*g) {
+                gpu.pods.retain(|x| *x != pid);
+            }
+        }
+        for u in &bound_mig {
+            if let Some(&(g, i)) = self.idx.mig_by_uuid.get(u)
+                && let Some(inst) = self.gpus.get_mut(g).and_then(|g| g.instances.get_mut(i as usize))
+                && inst.pod == Some(pid)
+            {
+                inst.pod = None;
+                self.totals.mig_allocated -= 1;
+            }
+        }
+        for g in self.devices_of(&bound_gpus, &bound_mig) {
+            self.refresh_gpu(g);
+        }
+        if let Some(n) = node {
+            self.refresh_node_alloc(n);
+        }
+        self.refresh_tenant_alerts(tenant);
+    }
+
+    pub(super) fn remove_pod(&mut self, pid: PodId) {
+        self.unlink_pod(pid);
+        if let Some(p) = self.pods.remove(pid)
+            && let Some(m) = self.idx.pod_by_name.get_mut(&p.namespace)
+        {
+            m.remove(&p.name);
+        }
+    }
+}

@@ -1,0 +1,125 @@
+//! Tenants: who the pods belong to (by namespace), their usage, and the over-quota alert.
+
+use super::*;
+
+impl Fleet {
+    /// The tenant's hard limit on whole GPUs (sum of its GPU quotas), if it has one.
+    pub fn tenant_gpu_quota(&self, t: &Tenant) -> Option<i64> {
+        t.gpu_quota(&self.quotas, &self.gpu_resources)
+    }
+    pub fn is_gpu_resource(&self, resource: Sym) -> bool {
+        self.gpu_resources.contains(&resource)
+    }
+
+    pub(super) fn upsert_tenant(&mut self, spec: TenantSpec) -> TenantId {
+        let name = self.interner.intern(&spec.name);
+        let namespaces: Vec<Sym> = spec.namespaces.iter().map(|n| self.interner.intern(n)).collect();
+        let source = self.interner.intern(&spec.source);
+        let mut touched: Vec<Sym> = namespaces.clone();
+        let tid = match self.idx.tenant_by_name.get(&name).copied() {
+            Some(tid) => {
+                if let Some(t) = self.tenants.get_mut(tid) {
+                    for ns in &t.namespaces {
+                        // Only what is still this tenant's: another may have taken it already.
+                        if self.idx.tenant_by_ns.get(ns) == Some(&tid) {
+                            self.idx.tenant_by_ns.remove(ns);
+                        }
+                    }
+                    touched.extend(t.namespaces.iter().copied());
+                    t.namespaces = namespaces.clone();
+                    t.source = source;
+                }
+                tid
+            }
+            None => {
+                let tid = self.tenants.insert(Tenant {
+                    name,
+                    namespaces: namespaces.clone(),
+                    source,
+                    quotas: Vec::new(),
+                    usage: TenantUsage::default(),
+                });
+                self.idx.tenant_by_name.insert(name, tid);
+                tid
+            }
+        };
+        for ns in namespaces {
+            self.idx.tenant_by_ns.insert(ns, tid);
+        }
+        // Pods follow their namespace to its tenant now (a namespace labelled, a vCluster or
+        // a LocalQueue appearing), with every counter moved along.
+        touched.sort();
+        touched.dedup();
+        for ns in touched {
+            self.retenant_pods(ns);
+        }
+        tid
+    }
+
+    fn retenant_pods(&mut self, ns: Sym) {
+        let pids: Vec<PodId> = self.idx.pods_in(ns).collect();
+        if pids.is_empty() {
+            return;
+        }
+        let target = self.tenant_for_namespace(ns);
+        for pid in pids {
+            if self.pod(pid).is_some_and(|p| p.tenant != target) {
+                self.unlink_pod(pid);
+                if let Some(p) = self.pods.get_mut(pid) {
+                    p.tenant = target;
+                }
+                self.link_pod(pid);
+            }
+        }
+    }
+
+    pub(super) fn tenant_for_namespace(&mut self, ns: Sym) -> TenantId {
+        if let Some(t) = self.idx.tenant_by_ns.get(&ns) {
+            return *t;
+        }
+        let name = self.s(ns).to_string();
+        self.upsert_tenant(TenantSpec { name: name.clone(), namespaces: vec![name], source: "namespace".into() })
+    }
+
+    pub(super) fn remove_tenant(&mut self, tid: TenantId) {
+        let has_pods = self.pods.values().any(|p| p.tenant == tid);
+        let Some(t) = self.tenants.get_mut(tid) else { return };
+        // A tenant with pods stays (its pods still need an owner); it only loses its namespaces' mapping.
+        for ns in &t.namespaces {
+            if self.idx.tenant_by_ns.get(ns) == Some(&tid) {
+                self.idx.tenant_by_ns.remove(ns);
+            }
+        }
+        if has_pods {
+            return;
+        }
+        let name = t.name;
+        for q in std::mem::take(&mut t.quotas) {
+            self.quotas.remove(q);
+        }
+        self.idx.tenant_by_name.remove(&name);
+        self.tenants.remove(tid);
+    }
+
+    pub(super) fn refresh_tenant_alerts(&mut self, tid: TenantId) {
+        let Some(t) = self.tenant(tid) else { return };
+        let key = (AlertKind::OverQuota, AlertTarget::Tenant(tid));
+        match self.tenant_gpu_quota(t) {
+            Some(hard) if t.usage.requested_gpus as i64 > hard => {
+                let message =
+                    format!("tenant {} requests {} GPUs, quota {hard}", self.s(t.name), t.usage.requested_gpus);
+                let now = self.now;
+                let a = self.alerts.entry(key).or_insert_with(|| Alert {
+                    kind: AlertKind::OverQuota,
+                    target: AlertTarget::Tenant(tid),
+                    since: now,
+                    message: String::new(),
+                });
+                a.message = message;
+            }
+            _ => {
+                self.alerts.remove(&key);
+            }
+        }
+    }
+}
