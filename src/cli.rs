@@ -16,12 +16,8 @@ pub struct Cli {
     pub command: Option<Cmd>,
     #[command(flatten)]
     pub ui: UiArgs,
-    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long, global = true)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubernetes context to use (default: the current context).
-    #[arg(long, global = true)]
-    pub context: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Stream GPU telemetry from a node agent directly (repeatable): http://HOST:PORT.
     #[arg(long = "agent", value_name = "URL")]
     pub agents: Vec<String>,
@@ -38,17 +34,142 @@ pub struct Cli {
     pub prometheus_every: std::time::Duration,
 }
 
+/// The cockpit's own options (`fabrik` and `fabrik demo`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct UiArgs {
     /// Theme name: dark, light, high-contrast, or a file in the config directory's themes/.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub theme: Option<String>,
     /// Keymap name: default, k9s, or a file in the config directory's keymaps/.
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub keymap: Option<String>,
     /// Disable every operation (cordon, drain, reslice, quota edits).
-    #[arg(long, global = true)]
+    #[arg(long)]
     pub readonly: bool,
+}
+
+impl UiArgs {
+    /// Takes what `root` gave and `self` did not.
+    fn inherit(&mut self, root: &UiArgs) {
+        self.theme = self.theme.take().or_else(|| root.theme.clone());
+        self.keymap = self.keymap.take().or_else(|| root.keymap.clone());
+        self.readonly |= root.readonly;
+    }
+}
+
+/// Which cluster to talk to (`fabrik`, `fabrik snapshot`, `fabrik sim`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct ClusterArgs {
+    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubernetes context to use (default: the current context).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+impl ClusterArgs {
+    /// Takes what `root` gave and `self` did not.
+    fn inherit(&mut self, root: &ClusterArgs) {
+        self.kubeconfig = self.kubeconfig.take().or_else(|| root.kubeconfig.clone());
+        self.context = self.context.take().or_else(|| root.context.clone());
+    }
+}
+
+impl Cli {
+    /// Parses the process's arguments; on an error prints it (or the help) and exits, as
+    /// clap does.
+    pub fn parse_args() -> Cli {
+        Cli::try_parse_args(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the first is the program name). Each subcommand has only its own
+    /// options; for compatibility the cockpit's `--theme`, `--keymap` and `--readonly` may
+    /// also come before `demo` (and `--theme` before `screenshots`), and `--kubeconfig` and
+    /// `--context` before `snapshot` and `sim`: they are handed down to the subcommand
+    /// (its own flag wins). Any other option of the cockpit given with a subcommand is an
+    /// error rather than silently ignored.
+    pub fn try_parse_args<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        use clap::{CommandFactory, FromArgMatches};
+        let mut cmd = Cli::command();
+        let matches = cmd.try_get_matches_from_mut(args)?;
+        let mut cli = Cli::from_arg_matches(&matches)?;
+        let given: Vec<&str> = ROOT_ARGS
+            .iter()
+            .copied()
+            .filter(|id| matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+            .collect();
+        cli.hand_down(&given).map_err(|msg| cmd.error(clap::error::ErrorKind::ArgumentConflict, msg))?;
+        Ok(cli)
+    }
+
+    /// Moves the root options in `given` (argument ids) to the subcommand that uses them.
+    fn hand_down(&mut self, given: &[&str]) -> Result<(), String> {
+        let Some(sub) = self.command.as_mut() else { return Ok(()) };
+        let (name, takes): (&str, &[&str]) = match sub {
+            Cmd::Demo(d) => {
+                d.ui.inherit(&self.ui);
+                ("demo", &["theme", "keymap", "readonly"])
+            }
+            Cmd::Screenshots { theme, .. } => {
+                *theme = theme.take().or_else(|| self.ui.theme.clone());
+                ("screenshots", &["theme"])
+            }
+            Cmd::Snapshot(a) => {
+                a.cluster.inherit(&self.cluster);
+                ("snapshot", &["kubeconfig", "context"])
+            }
+            Cmd::Sim(a) => {
+                a.cluster.inherit(&self.cluster);
+                ("sim", &["kubeconfig", "context"])
+            }
+            Cmd::Audit(_) => ("audit", &[]),
+            Cmd::Mig(_) => ("mig", &[]),
+            Cmd::Agent(_) => ("agent", &[]),
+            Cmd::Bench { .. } => ("bench", &[]),
+        };
+        match given.iter().find(|id| !takes.contains(id)) {
+            Some(id) => Err(format!(
+                "{} is an option of the cockpit, not of `fabrik {name}` (see `fabrik {name} --help`)",
+                flag_of(id)
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The argument ids of the root command's own options.
+const ROOT_ARGS: [&str; 9] = [
+    "theme",
+    "keymap",
+    "readonly",
+    "kubeconfig",
+    "context",
+    "agents",
+    "agent_selector",
+    "prometheus",
+    "prometheus_every",
+];
+
+/// `--agent-selector` for the id `agent_selector`.
+fn flag_of(id: &str) -> String {
+    match id {
+        "agents" => "--agent".to_string(),
+        id => format!("--{}", id.replace('_', "-")),
+    }
+}
+
+/// `fabrik demo`: the simulated factory and the cockpit's options.
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    pub sim: SimArgs,
+    #[command(flatten)]
+    pub ui: UiArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -67,7 +188,7 @@ pub struct SimArgs {
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
     /// Run the cockpit on the embedded, simulated AI factory (no cluster needed).
-    Demo(SimArgs),
+    Demo(DemoArgs),
     /// Print one view once, for scripts and incident tickets.
     Snapshot(SnapshotArgs),
     /// Play simulated GPU nodes (kubelet, device plugin, DRA driver, mig-manager) against a
@@ -97,11 +218,16 @@ pub enum Cmd {
         out: PathBuf,
         #[arg(long, default_value_t = 42)]
         seed: u64,
+        /// Theme name: dark, light, high-contrast, or a file in the config directory's themes/.
+        #[arg(long)]
+        theme: Option<String>,
     },
 }
 
 #[derive(Args, Debug, Clone)]
 pub struct KubeSimArgs {
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
     /// Number of simulated GPU nodes (8 GPUs each).
     #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=20_000))]
     pub nodes: u32,
@@ -172,7 +298,21 @@ pub struct SnapshotArgs {
     #[arg(long, default_value_t = 60)]
     pub timeout_secs: u64,
     #[command(flatten)]
-    pub sim: SimArgs,
+    pub sim: DemoFactoryArgs,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+/// The simulated factory of `fabrik snapshot --demo` (it runs `--ticks` simulated seconds,
+/// so it has no `--tick-ms`).
+#[derive(Args, Debug, Clone)]
+pub struct DemoFactoryArgs {
+    /// Seed of the simulated factory: the same seed gives the same factory.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Number of simulated GPU nodes (8 GPUs each).
+    #[arg(long, default_value_t = 48, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub nodes: u32,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -250,4 +390,163 @@ fn parse_every(s: &str) -> Result<std::time::Duration, String> {
 /// "500ms", "2s", "1m", or plain seconds ("2"); 100 ms to 1 hour.
 pub fn parse_interval(s: &str) -> Result<std::time::Duration, String> {
     crate::agent::parse_interval(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// The long flags of the command at `path` (e.g. `["mig", "plan"]`), sorted.
+    fn flags(path: &[&str]) -> Vec<String> {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut at = &cmd;
+        for name in path {
+            at = at.find_subcommand(name).unwrap_or_else(|| panic!("no subcommand {name}"));
+        }
+        let mut out: Vec<String> = at
+            .get_arguments()
+            .filter(|a| !a.is_hide_set())
+            .filter_map(|a| a.get_long().map(String::from))
+            .filter(|l| l != "help" && l != "version")
+            .collect();
+        out.sort();
+        out
+    }
+
+    fn sorted(list: &[&str]) -> Vec<String> {
+        let mut v: Vec<String> = list.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn each_subcommand_shows_only_its_own_options() {
+        let cockpit = ["theme", "keymap", "readonly"];
+        let cluster = ["kubeconfig", "context"];
+        let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
+            (
+                vec![],
+                [&cockpit[..], &cluster[..], &["agent", "agent-selector", "prometheus", "prometheus-every"]].concat(),
+            ),
+            (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms"]].concat()),
+            (
+                vec!["snapshot"],
+                [&cluster[..], &["demo", "view", "format", "filter", "ticks", "timeout-secs", "seed", "nodes"]]
+                    .concat(),
+            ),
+            (
+                vec!["sim"],
+                [
+                    &cluster[..],
+                    &[
+                        "nodes",
+                        "seed",
+                        "workload",
+                        "pods",
+                        "dra-every",
+                        "mig-seconds",
+                        "mig-delay-ms",
+                        "agents",
+                        "cleanup",
+                    ],
+                ]
+                .concat(),
+            ),
+            (vec!["audit"], vec!["records", "filter", "limit", "path"]),
+            (vec!["mig"], vec![]),
+            (vec!["mig", "profiles"], vec!["model"]),
+            (vec!["mig", "plan"], vec!["model"]),
+            (vec!["agent"], vec!["listen", "fake", "seed", "interval", "node", "max-readers", "pod-resources"]),
+            (vec!["bench"], vec!["nodes", "frames", "ticks"]),
+            (vec!["screenshots"], vec!["out", "seed", "theme"]),
+        ];
+        let mut seen: Vec<String> = Vec::new();
+        for (path, want) in &cases {
+            assert_eq!(flags(path), sorted(want), "fabrik {}", path.join(" "));
+            seen.push(path.join(" "));
+        }
+        // Every subcommand is listed above.
+        for sub in Cli::command().get_subcommands() {
+            assert!(seen.contains(&sub.get_name().to_string()), "{} has no case", sub.get_name());
+        }
+        // And `--help` prints the same: the cockpit's options are not on `fabrik sim --help`.
+        let help = Cli::command().find_subcommand_mut("sim").map(|c| c.render_long_help().to_string());
+        let help = help.unwrap_or_default();
+        assert!(help.contains("--kubeconfig") && help.contains("--workload"), "{help}");
+        for flag in ["--theme", "--keymap", "--readonly", "--prometheus", "--agent "] {
+            assert!(!help.contains(flag), "{flag} in fabrik sim --help:\n{help}");
+        }
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_args(std::iter::once("fabrik").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn root_options_before_a_subcommand_go_where_they_apply() {
+        // As the e2e tests and scripts call it: cluster options before `snapshot` / `sim`.
+        let Ok(cli) = parse(&["--kubeconfig", "k", "--context", "c", "snapshot"]) else { panic!("snapshot") };
+        match cli.command {
+            Some(Cmd::Snapshot(a)) => {
+                assert_eq!(a.cluster.kubeconfig, Some(PathBuf::from("k")));
+                assert_eq!(a.cluster.context.as_deref(), Some("c"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let Ok(cli) = parse(&["--kubeconfig", "k", "sim", "--context", "mine"]) else { panic!("sim") };
+        match cli.command {
+            Some(Cmd::Sim(a)) => {
+                assert_eq!(a.cluster.kubeconfig, Some(PathBuf::from("k")));
+                assert_eq!(a.cluster.context.as_deref(), Some("mine"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The cockpit's options, before or after `demo`; the subcommand's own flag wins.
+        let Ok(cli) = parse(&["--readonly", "--theme", "light", "demo", "--theme", "dark", "--keymap", "k9s"]) else {
+            panic!("demo")
+        };
+        match cli.command {
+            Some(Cmd::Demo(d)) => {
+                assert!(d.ui.readonly);
+                assert_eq!(d.ui.theme.as_deref(), Some("dark"));
+                assert_eq!(d.ui.keymap.as_deref(), Some("k9s"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let Ok(cli) = parse(&["--theme", "light", "screenshots"]) else { panic!("screenshots") };
+        assert!(matches!(cli.command, Some(Cmd::Screenshots { theme: Some(ref t), .. }) if t == "light"));
+        // The cockpit alone keeps all of them.
+        let Ok(cli) = parse(&["--readonly", "--context", "c", "--agent", "http://h:9400"]) else { panic!("cockpit") };
+        assert!(cli.command.is_none() && cli.ui.readonly && cli.agents.len() == 1);
+        assert_eq!(cli.cluster.context.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn options_a_subcommand_does_not_use_are_refused() {
+        for args in [
+            &["sim", "--theme", "light"][..],
+            &["snapshot", "--readonly"],
+            &["agent", "--kubeconfig", "k"],
+            &["demo", "--context", "c"],
+        ] {
+            let e = parse(args).map(|_| ()).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::UnknownArgument, "{args:?}: {e}");
+        }
+        for (args, flag, sub) in [
+            (&["--theme", "light", "sim"][..], "--theme", "sim"),
+            (&["--readonly", "snapshot"], "--readonly", "snapshot"),
+            (&["--kubeconfig", "k", "agent"], "--kubeconfig", "agent"),
+            (&["--context", "c", "demo"], "--context", "demo"),
+            (&["--prometheus", "http://p:9090", "mig", "profiles", "--model", "B200"], "--prometheus", "mig"),
+            (&["--agent", "http://h:9400", "audit"], "--agent", "audit"),
+            (&["--keymap", "k9s", "screenshots"], "--keymap", "screenshots"),
+        ] {
+            let e = parse(args).map(|_| ()).unwrap_err();
+            assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{args:?}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("{flag} is an option of the cockpit, not of `fabrik {sub}`")), "{text}");
+        }
+    }
 }

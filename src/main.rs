@@ -2,8 +2,6 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
-
 use fabrik::cli::{Cli, Cmd, MigCmd};
 use fabrik::{mig, snapshot};
 
@@ -11,7 +9,7 @@ fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
         eprintln!("fabrik: {e}");
     }
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -40,8 +38,8 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             }
             rt.block_on(fabrik::live::run_cockpit(
                 &cli.ui,
-                cli.kubeconfig.clone(),
-                cli.context.clone(),
+                cli.cluster.kubeconfig.clone(),
+                cli.cluster.context.clone(),
                 &fabrik::live::Telemetry {
                     agents: cli.agents.clone(),
                     agent_selector: cli.agent_selector.clone(),
@@ -49,21 +47,23 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                 },
             ))
         }
-        Some(Cmd::Demo(sim)) => {
-            let setup = snapshot::Setup::load(&cli.ui);
+        Some(Cmd::Demo(demo)) => {
+            let setup = snapshot::Setup::load(&demo.ui);
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            rt.block_on(snapshot::run_demo(setup, sim, cli.ui.readonly))?;
+            rt.block_on(snapshot::run_demo(setup, demo.sim, demo.ui.readonly))?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Snapshot(args)) if args.demo => snapshot::snapshot(args),
         Some(Cmd::Snapshot(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let timeout = std::time::Duration::from_secs(args.timeout_secs);
-            rt.block_on(fabrik::live::snapshot(&args, cli.kubeconfig.clone(), cli.context.clone(), timeout))
+            let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context.clone());
+            rt.block_on(fabrik::live::snapshot(&args, kubeconfig, context, timeout))
         }
         Some(Cmd::Sim(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            rt.block_on(fabrik::kubesim::run(args, cli.kubeconfig.clone(), cli.context.clone()))
+            let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context.clone());
+            rt.block_on(fabrik::kubesim::run(args, kubeconfig, context))
         }
         Some(Cmd::Agent(args)) => run_agent(args),
         Some(Cmd::Audit(args)) => run_audit(&args),
@@ -71,7 +71,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             fabrik::bench::run(nodes as usize, frames, ticks);
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Screenshots { out, seed }) => snapshot::screenshots(&out, seed, cli.ui.theme.as_deref()),
+        Some(Cmd::Screenshots { out, seed, theme }) => snapshot::screenshots(&out, seed, theme.as_deref()),
         Some(Cmd::Mig(MigCmd::Profiles { model })) => {
             let Some(m) = mig::GpuModel::parse(&model) else {
                 eprintln!("unknown GPU model {model:?}: use one of {}", model_names());

@@ -3,13 +3,15 @@
 //! has the name, else from the names mig-parted always generates (`all-disabled`,
 //! `all-balanced`, `all-<profile>`) and fabrik's generated `custom-<profiles>` names.
 //!
-//! The YAML reader covers the mig-parted v1 subset that the GPU operator's ConfigMap and
-//! fabrik's own writer use: `version`, `mig-configs`, and per entry `device-filter` (string
-//! or flow list), `devices` (`all` or a flow list `[0, 1]`), `mig-enabled`, and
-//! `mig-devices` (a block map of `"profile": count`, or `{}`). Block-style lists and
-//! anchors are not read; such a file is reported as unreadable.
+//! The file is read with a YAML parser (serde-saphyr) into mig-parted's v1 schema:
+//! `version`, `mig-configs`, and per entry `device-filter` (a string or a list),
+//! `devices` (`all` or a list of indexes), `mig-enabled`, and `mig-devices` (a map of
+//! `"profile": count`). Any YAML style (block or flow, anchors, comments) is read; a key
+//! mig-parted does not know in an entry is refused, as mig-parted refuses it.
 
 use std::collections::BTreeMap;
+
+use serde::Deserialize;
 
 use crate::mig::{self, GpuModel, Layout};
 
@@ -37,133 +39,103 @@ pub struct MigPartedFile {
     pub configs: BTreeMap<String, Vec<Entry>>,
 }
 
-fn unquote(s: &str) -> &str {
-    let t = s.trim();
-    t.strip_prefix('"')
-        .and_then(|r| r.strip_suffix('"'))
-        .or_else(|| t.strip_prefix('\'').and_then(|r| r.strip_suffix('\'')))
-        .unwrap_or(t)
+/// The file as written, before the checks `parse` makes.
+#[derive(Deserialize)]
+struct RawFile {
+    version: Option<String>,
+    #[serde(rename = "mig-configs", default)]
+    mig_configs: Option<BTreeMap<String, Option<Vec<RawEntry>>>>,
 }
 
-fn flow_list(v: &str) -> Option<Vec<String>> {
-    let inner = v.trim().strip_prefix('[')?.strip_suffix(']')?;
-    Some(inner.split(',').map(|x| unquote(x).to_string()).filter(|x| !x.is_empty()).collect())
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct RawEntry {
+    device_filter: Option<OneOrMany>,
+    devices: Option<RawDevices>,
+    #[serde(default)]
+    mig_enabled: bool,
+    #[serde(default, deserialize_with = "ordered_counts")]
+    mig_devices: Vec<(String, usize)>,
 }
 
-fn strip_comment(line: &str) -> &str {
-    let mut in_q = None;
-    for (i, c) in line.char_indices() {
-        match (c, in_q) {
-            ('"' | '\'', None) => in_q = Some(c),
-            (q, Some(o)) if q == o => in_q = None,
-            ('#', None) if i == 0 || line[..i].ends_with(' ') => return &line[..i],
-            _ => {}
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum RawDevices {
+    List(Vec<u8>),
+    Name(String),
+}
+
+/// `mig-devices` in file order (`null` or `{}` for none).
+fn ordered_counts<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<(String, usize)>, D::Error> {
+    struct V;
+    impl<'de> serde::de::Visitor<'de> for V {
+        type Value = Vec<(String, usize)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a map of \"profile\": count")
+        }
+        fn visit_unit<E>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_none<E>(self) -> Result<Self::Value, E> {
+            Ok(Vec::new())
+        }
+        fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(V)
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(kv) = a.next_entry::<String, usize>()? {
+                out.push(kv);
+            }
+            Ok(out)
         }
     }
-    line
+    d.deserialize_option(V)
 }
 
-/// Reads a mig-parted config file (the subset described in the module docs).
+/// Reads a mig-parted config file (mig-parted's v1 schema, see the module docs).
 pub fn parse(text: &str) -> Result<MigPartedFile, String> {
-    let mut file = MigPartedFile::default();
-    let mut in_configs = false;
-    let mut name_indent: Option<usize> = None;
-    let mut current: Option<String> = None;
-    let mut entry: Option<Entry> = None;
-    let mut mig_devices_indent: Option<usize> = None;
-    let flush = |file: &mut MigPartedFile, current: &Option<String>, entry: &mut Option<Entry>| {
-        if let (Some(name), Some(e)) = (current, entry.take()) {
-            file.configs.entry(name.clone()).or_default().push(e);
-        }
-    };
-    for (n, raw) in text.lines().enumerate() {
-        let line = strip_comment(raw).trim_end();
-        if line.trim().is_empty() || line.trim() == "---" {
-            continue;
-        }
-        let err = |m: &str| format!("line {}: {m}: {}", n + 1, raw.trim());
-        let indent = line.len() - line.trim_start().len();
-        let body = line.trim_start();
-        if indent == 0 {
-            flush(&mut file, &current, &mut entry);
-            current = None;
-            mig_devices_indent = None;
-            let (k, v) = body.split_once(':').ok_or_else(|| err("expected key: value"))?;
-            match k.trim() {
-                "version" if unquote(v) == "v1" => {}
-                "version" => return Err(err("version must be v1")),
-                "mig-configs" => in_configs = true,
-                _ => in_configs = false,
-            }
-            continue;
-        }
-        if !in_configs {
-            continue;
-        }
-        if let Some(mi) = mig_devices_indent {
-            if indent > mi && !body.starts_with('-') {
-                let (k, v) = body.rsplit_once(':').ok_or_else(|| err("expected \"profile\": count"))?;
-                let count: usize = v.trim().parse().map_err(|_| err("count is not a number"))?;
-                if let Some(e) = entry.as_mut() {
-                    e.mig_devices.push((unquote(k).to_string(), count));
-                }
-                continue;
-            }
-            mig_devices_indent = None;
-        }
-        if name_indent.is_none_or(|ni| indent <= ni) && !body.starts_with('-') {
-            flush(&mut file, &current, &mut entry);
-            name_indent = Some(indent);
-            let k = body.strip_suffix(':').ok_or_else(|| err("expected a config name followed by ':'"))?;
-            current = Some(unquote(k).to_string());
-            continue;
-        }
-        let mut kv = body;
-        let mut key_indent = indent;
-        if let Some(rest) = body.strip_prefix('-') {
-            flush(&mut file, &current, &mut entry);
-            entry = Some(Entry { device_filter: None, devices: Devices::All, mig_enabled: false, mig_devices: vec![] });
-            kv = rest.trim_start();
-            key_indent = indent + (body.len() - kv.len());
-            if kv.is_empty() {
-                continue;
-            }
-        }
-        let Some(e) = entry.as_mut() else { return Err(err("a key outside a list entry")) };
-        let (k, v) = kv.split_once(':').ok_or_else(|| err("expected key: value"))?;
-        let v = v.trim();
-        match k.trim() {
-            "device-filter" => {
-                e.device_filter = Some(flow_list(v).unwrap_or_else(|| vec![unquote(v).to_string()]));
-            }
-            "devices" => {
-                e.devices = if unquote(v) == "all" {
-                    Devices::All
-                } else {
-                    let l = flow_list(v).ok_or_else(|| err("devices must be all or [i, j]"))?;
-                    Devices::List(
-                        l.iter()
-                            .map(|x| x.parse::<u8>().map_err(|_| err("device index is not a number")))
-                            .collect::<Result<_, _>>()?,
-                    )
-                };
-            }
-            "mig-enabled" => {
-                e.mig_enabled = match v {
-                    "true" => true,
-                    "false" => false,
-                    _ => return Err(err("mig-enabled must be true or false")),
-                }
-            }
-            "mig-devices" => match v {
-                "" => mig_devices_indent = Some(key_indent),
-                "{}" => {}
-                _ => return Err(err("mig-devices must be a block map or {}")),
-            },
-            other => return Err(err(&format!("unknown key {other:?}"))),
-        }
+    let raw: RawFile = serde_saphyr::from_str(text).map_err(|e| {
+        let e = e.to_string();
+        e.lines().find(|l| !l.trim().is_empty()).unwrap_or("unreadable YAML").trim().to_string()
+    })?;
+    if let Some(v) = raw.version.as_deref()
+        && v != "v1"
+    {
+        return Err(format!("version must be v1, not {v:?}"));
     }
-    flush(&mut file, &current, &mut entry);
+    let mut file = MigPartedFile::default();
+    for (name, entries) in raw.mig_configs.unwrap_or_default() {
+        let Some(entries) = entries else { continue };
+        let mut out = Vec::with_capacity(entries.len());
+        for e in entries {
+            let devices = match e.devices {
+                None => Devices::All,
+                Some(RawDevices::Name(n)) if n == "all" => Devices::All,
+                Some(RawDevices::Name(n)) => {
+                    return Err(format!("config {name:?}: devices must be all or a list of indexes, not {n:?}"));
+                }
+                Some(RawDevices::List(l)) => Devices::List(l),
+            };
+            out.push(Entry {
+                device_filter: e.device_filter.map(|f| match f {
+                    OneOrMany::One(s) => vec![s],
+                    OneOrMany::Many(v) => v,
+                }),
+                devices,
+                mig_enabled: e.mig_enabled,
+                mig_devices: e.mig_devices,
+            });
+        }
+        file.configs.insert(name, out);
+    }
     Ok(file)
 }
 
@@ -326,6 +298,36 @@ mig-configs:
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn reads_the_gpu_operators_default_config_and_any_yaml_style() {
+        let cm = include_str!(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/mig-parted/gpu-operator-default-config.yaml"
+        ));
+        #[derive(Deserialize)]
+        struct ConfigMap {
+            data: BTreeMap<String, String>,
+        }
+        let cm: ConfigMap = serde_saphyr::from_str(cm).expect("the ConfigMap");
+        let f = parse(&cm.data["config.yaml"]).expect("parses");
+        assert!(f.configs.len() > 40, "{}", f.configs.len());
+        for m in GpuModel::ALL {
+            match decide(m, 8, "all-balanced", Some(&f)) {
+                Decision::Apply(l) => assert_eq!(l.len(), 8, "{m}"),
+                other => panic!("{m}: {other:?}"),
+            }
+        }
+        assert!(matches!(decide(GpuModel::H100_80GB, 8, "all-1g.10gb", Some(&f)), Decision::Apply(_)));
+        // Flow style, block lists, anchors and comments read the same.
+        let flow = "version: v1\nmig-configs: {a: &e [{devices: [0, 1], mig-enabled: true, \
+                    mig-devices: {\"3g.40gb\": 2}}], b: *e}\n";
+        let block = "version: v1\nmig-configs:\n  a:\n  - devices:\n    - 0\n    - 1 # second\n    mig-enabled: true\n    \
+                     mig-devices:\n      \"3g.40gb\": 2\n  b:\n  - devices: [0, 1]\n    mig-enabled: true\n    \
+                     mig-devices: {\"3g.40gb\": 2}\n";
+        assert_eq!(parse(flow), parse(block));
+        assert_eq!(parse(flow).map(|f| f.configs["b"][0].devices.clone()), Ok(Devices::List(vec![0, 1])));
     }
 
     #[test]

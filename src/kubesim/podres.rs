@@ -17,7 +17,7 @@ use kube::api::{Api, ListParams};
 
 use crate::agent::backend::Gpus;
 use crate::agent::fake::FakeGpus;
-use crate::agent::podres::Assignment;
+use crate::agent::podres::{Assignment, answer_of, v1};
 
 /// GPUs per fake agent (`--fake 8`).
 pub const FAKE_GPUS: u32 = 8;
@@ -127,22 +127,51 @@ impl Devices {
     }
 }
 
-/// Serves node `devices.node`'s PodResources on `listener`, from the pods the API server
-/// has bound there at the time of each call. An API error answers with the assignments
-/// as they were (a kubelet keeps its own state).
+/// Serves node `devices.node`'s PodResources (gRPC, the kubelet's `podresources/v1`) on
+/// `listener`, from the pods the API server has bound there at the time of each call. An
+/// API error answers with the assignments as they were (a kubelet keeps its own state).
 pub async fn serve(client: kube::Client, devices: Arc<Devices>, listener: tokio::net::UnixListener) {
-    let api: Api<Pod> = Api::all(client);
-    crate::agent::podres::serve(listener, move || {
-        let (api, devices) = (api.clone(), devices.clone());
-        async move {
-            let lp = ListParams::default().fields(&format!("spec.nodeName={}", devices.node));
-            match api.list(&lp).await {
-                Ok(list) => devices.assign(&list.items),
-                Err(_) => devices.current(),
-            }
-        }
-    })
-    .await
+    let kubelet = Kubelet { api: Api::all(client), devices };
+    let incoming = futures::stream::unfold(listener, |l| async move { Some((l.accept().await.map(|(s, _)| s), l)) });
+    let svc = v1::pod_resources_lister_server::PodResourcesListerServer::new(kubelet);
+    if let Err(e) = tonic::transport::Server::builder().serve_with_incoming(svc, incoming).await {
+        eprintln!("fabrik sim: pod-resources server: {e}");
+    }
+}
+
+/// The simulated kubelet's `PodResourcesLister`: `List` only, as fabrik's agent calls.
+struct Kubelet {
+    api: Api<Pod>,
+    devices: Arc<Devices>,
+}
+
+#[tonic::async_trait]
+impl v1::pod_resources_lister_server::PodResourcesLister for Kubelet {
+    async fn list(
+        &self,
+        _: tonic::Request<v1::ListPodResourcesRequest>,
+    ) -> Result<tonic::Response<v1::ListPodResourcesResponse>, tonic::Status> {
+        let lp = ListParams::default().fields(&format!("spec.nodeName={}", self.devices.node));
+        let rows = match self.api.list(&lp).await {
+            Ok(list) => self.devices.assign(&list.items),
+            Err(_) => self.devices.current(),
+        };
+        Ok(tonic::Response::new(answer_of(&rows)))
+    }
+
+    async fn get_allocatable_resources(
+        &self,
+        _: tonic::Request<v1::AllocatableResourcesRequest>,
+    ) -> Result<tonic::Response<v1::AllocatableResourcesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("the simulated kubelet serves List only"))
+    }
+
+    async fn get(
+        &self,
+        _: tonic::Request<v1::GetPodResourcesRequest>,
+    ) -> Result<tonic::Response<v1::GetPodResourcesResponse>, tonic::Status> {
+        Err(tonic::Status::unimplemented("the simulated kubelet serves List only"))
+    }
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
 //! MIG (Multi-Instance GPU) knowledge for fabrik: the profile catalog per GPU model, the
 //! layout planner, mig-parted config names and YAML, and the text reports the CLI prints.
 //!
-//! Pure and synchronous, std only: the model, simulator, UI and CLI all call into it.
+//! Pure and synchronous (std, and serde-saphyr to read and write mig-parted YAML): the model,
+//! simulator, UI and CLI all call into it.
 
 mod catalog;
 mod configs;
+pub mod parted;
 mod planner;
 mod report;
 
