@@ -8,6 +8,7 @@ mod exec;
 mod rng;
 mod world;
 
+pub use exec::SimRequest;
 pub use rng::Rng;
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};
 
