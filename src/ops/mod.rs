@@ -1,7 +1,9 @@
 //! Operations on the cluster, as data: a request is planned from the current `Fleet`
-//! (pure, previewable), shown, confirmed, then handed to an executor (`sim::exec` on the
-//! demo, [`kube`] on a cluster), which reports progress back as `Delta::Op`. [`access`]
-//! asks the API server up front what the person may do; [`audit`] records every step.
+//! (pure, previewable), shown, confirmed, then sent through the [`Executor`] seam as an
+//! [`ExecRequest`] to an executor (`sim::exec` on the demo; [`serve_ops`] and [`kube`] on a
+//! cluster), which reports progress back as `Delta::Op`. Both executors announce and count
+//! steps and word a cancel through [`runner`]. [`access`] asks the API server up front what
+//! the person may do; [`audit`] records every step.
 
 pub mod access;
 pub mod audit;

@@ -9,15 +9,15 @@ use crate::model::OpProgress;
 
 /// The steps a plan announces when it starts: a cordon or a quota edit is one step; a drain
 /// is its cordon, one step per pod that must go (evicted, or waited for when it is already
-/// terminating) and the final look at the node; a reslice adds the mig-parted config, the
-/// label write and the end of its cordon. Pods that appear later raise the total as they
-/// are met.
+/// terminating) and the final look at the node; a reslice is its cordon, its pods, the look
+/// at the node, the mig-parted config (counted when there is none to add), the label write
+/// and the end of its cordon. Pods that appear later raise the total as they are met.
 pub fn step_total(plan: &Plan) -> u32 {
     let must_go = |pods: &[super::DrainPod]| pods.iter().filter(|p| p.action.must_go()).count() as u32;
     match &plan.detail {
         PlanDetail::Cordon { .. } => 1,
         PlanDetail::Drain(d) => 2 + must_go(&d.pods),
-        PlanDetail::Reslice(r) => 4 + must_go(&r.pods),
+        PlanDetail::Reslice(r) => 5 + must_go(&r.pods),
         PlanDetail::Quota(_) => 1,
     }
 }
