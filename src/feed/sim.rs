@@ -9,13 +9,12 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::Batch;
-use crate::ops::ExecRequest;
-use crate::sim::{Sim, SimConfig};
+use crate::sim::{Sim, SimConfig, SimRequest};
 
-pub fn spawn(
+pub fn spawn<R: SimRequest>(
     cfg: SimConfig,
     tx: mpsc::Sender<Batch>,
-    exec: Receiver<ExecRequest>,
+    exec: Receiver<R>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new().name("fabrik-sim".into()).spawn(move || {
         let tick = Duration::from_millis(cfg.tick_ms.max(10));
@@ -31,10 +30,7 @@ pub fn spawn(
                 // Wait for the next tick, or for an operation to run before it.
                 let out = if exec_open {
                     match exec.recv_timeout(next - now) {
-                        Ok(ExecRequest::Execute { id, plan }) => sim.execute(id, *plan),
-                        Ok(ExecRequest::Cancel { id }) => sim.cancel(id),
-                        // The demo keeps no audit log: previews leave no trace there.
-                        Ok(ExecRequest::Preview { .. }) => Vec::new(),
+                        Ok(req) => req.apply(&mut sim),
                         Err(RecvTimeoutError::Timeout) => Vec::new(),
                         Err(RecvTimeoutError::Disconnected) => {
                             exec_open = false;

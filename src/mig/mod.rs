@@ -1,15 +1,18 @@
 //! MIG (Multi-Instance GPU) knowledge for fabrik: the profile catalog per GPU model, the
-//! layout planner, mig-parted config names and YAML, and the text reports the CLI prints.
+//! layout planner, mig-parted config names and YAML, capacity facts, and the text reports
+//! the CLI prints.
 //!
 //! Pure and synchronous (std, and serde-saphyr to read and write mig-parted YAML): the model,
 //! simulator, UI and CLI all call into it.
 
+mod capacity;
 mod catalog;
 mod configs;
 pub mod parted;
 mod planner;
 mod report;
 
+pub use capacity::{capacity, caps_text};
 pub use catalog::{
     COMPUTE_SLICES, GpuModel, MEMORY_SLICES, Profile, ProfileId, catalog, find_profile, get_profile, profile,
     profile_from_resource, profile_ids,

@@ -389,4 +389,21 @@ mod tests {
         assert!(add_config(two, "custom-x", "  custom-y:\n    - devices: all\n").is_err());
         assert!(add_config(two, "custom-x", "  custom-x: [\n").is_err());
     }
+
+    #[test]
+    fn mig_configs_are_added_once_in_the_files_indentation() {
+        let entry =
+            "  custom-x:\n    - devices: all\n      mig-enabled: true\n      mig-devices:\n        \"1g.18gb\": 7\n";
+        let file =
+            "version: v1\nmig-configs:\n    all-disabled:\n        - devices: all\n          mig-enabled: false\n";
+        let out = add_config(file, "custom-x", entry).unwrap().unwrap();
+        assert!(out.contains("\n    custom-x:\n        - devices: all\n          mig-enabled: true\n"), "{out}");
+        assert!(out.contains("          mig-devices:\n              \"1g.18gb\": 7\n"), "one step in: {out}");
+        assert!(out.contains("    all-disabled:"), "the existing config stays: {out}");
+        assert_eq!(add_config(&out, "custom-x", entry).unwrap(), None, "added once");
+        assert!(add_config("version: v1\n", "custom-x", entry).is_err());
+        let two = "version: v1\nmig-configs:\n  all-disabled:\n    - devices: all\n      mig-enabled: false\n";
+        let out = add_config(two, "custom-x", entry).unwrap().unwrap();
+        assert!(out.contains(entry), "a file in the entry's own style takes it as written: {out}");
+    }
 }

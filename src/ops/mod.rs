@@ -1,42 +1,32 @@
 //! Operations on the cluster, as data: a request is planned from the current `Fleet`
-//! (pure, previewable), shown, confirmed, then handed to an executor (`sim::exec` on the
-//! demo, [`kube`] on a cluster), which reports progress back as `Delta::Op`. [`access`]
-//! asks the API server up front what the person may do; [`audit`] records every step.
+//! (pure, previewable), shown, confirmed, then sent through the [`Executor`] seam as an
+//! [`ExecRequest`] to an executor (`sim::exec` on the demo; [`serve_ops`] and [`kube`] on a
+//! cluster), which reports progress back as `Delta::Op`. Both executors announce and count
+//! steps and word a cancel through [`runner`]. [`access`] asks the API server up front what
+//! the person may do; [`audit`] records every step.
 
 pub mod access;
 pub mod audit;
 pub mod cordon;
 mod drain;
+mod executor;
 pub mod kube;
 pub mod mig_ack;
 mod quota;
 mod reslice;
 pub mod retry;
+pub mod runner;
+mod serve;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
+pub use executor::{ExecRequest, Executor, Recorder};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
-pub use reslice::{GpuReslice, ReslicePlan, capacity, caps_text, describe_layout};
+pub use reslice::{GpuReslice, ReslicePlan, describe_layout};
+pub use serve::{KubeExecutor, Refuse, serve_ops};
 
 use crate::mig::LayoutError;
 use crate::model::Fleet;
 use crate::quantity::QuantityError;
-
-/// What the cockpit asks of an executor (the simulator, or the cluster).
-#[derive(Clone, Debug)]
-pub enum ExecRequest {
-    /// The person opened a preview: audited as `planned`; nothing is sent to the cluster.
-    Preview {
-        id: u64,
-        plan: Box<Plan>,
-    },
-    Execute {
-        id: u64,
-        plan: Box<Plan>,
-    },
-    Cancel {
-        id: u64,
-    },
-}
 
 /// What a person asked for, by name: the plan resolves it against the fleet.
 #[derive(Clone, Debug, PartialEq)]

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use super::cordon::{CordonEnd, CordonMark, preview_line, reslice_end};
 use super::drain::{DrainPod, select_pods};
 use super::{OpKind, OpRequest, Plan, PlanDetail, PlanError};
-use crate::mig::{self, GpuModel, Layout, PlacedInstance};
+use crate::mig::{self, GpuModel, Layout, PlacedInstance, capacity, caps_text};
 use crate::model::{Fleet, MigConfigState, PodId};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -326,34 +326,6 @@ fn example_layout(model: GpuModel) -> String {
         .into_iter()
         .find(|n| n.starts_with("all-") && n != "all-disabled" && n != "all-enabled" && n != "all-balanced")
         .unwrap_or_else(|| "all-balanced".into())
-}
-
-/// Device-plugin capacity (mixed strategy) the node advertises for a set of GPU layouts.
-pub fn capacity(model: GpuModel, gpus: impl Iterator<Item = (bool, Vec<PlacedInstance>)>) -> Vec<(String, i64)> {
-    let mut whole = 0i64;
-    let mut mig_caps: BTreeMap<String, i64> = BTreeMap::new();
-    for (mig_enabled, instances) in gpus {
-        if mig_enabled {
-            for i in instances {
-                *mig_caps.entry(mig::profile(model, i.profile).resource_name()).or_default() += 1;
-            }
-        } else {
-            whole += 1;
-        }
-    }
-    let mut v = vec![("nvidia.com/gpu".to_string(), whole)];
-    v.extend(mig_caps);
-    v
-}
-
-/// "8×mig-3g.40gb, 16×mig-1g.10gb": GPU resources and their counts, as people read them.
-pub fn caps_text<S: AsRef<str>>(c: impl IntoIterator<Item = (S, i64)>) -> String {
-    let parts: Vec<String> = c
-        .into_iter()
-        .filter(|(_, n)| *n > 0)
-        .map(|(r, n)| format!("{n}×{}", r.as_ref().trim_start_matches("nvidia.com/")))
-        .collect();
-    if parts.is_empty() { "no GPU devices".into() } else { parts.join(", ") }
 }
 
 fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8, Layout)>, model: GpuModel) -> String {

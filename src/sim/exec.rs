@@ -5,7 +5,8 @@
 use super::world::Sim;
 use crate::mig::Layout;
 use crate::model::{Delta, MigConfigState, OpProgress};
-use crate::ops::{Plan, PlanDetail, PodAction};
+use crate::ops::runner::{self, Progress};
+use crate::ops::{ExecRequest, Plan, PlanDetail, PodAction};
 
 #[derive(Clone, Debug)]
 pub(super) enum Stage {
@@ -35,11 +36,9 @@ pub(super) enum Stage {
 
 #[derive(Clone, Debug)]
 pub(super) struct RunningOp {
-    pub id: u64,
     pub plan: Plan,
     pub stage: Stage,
-    pub total: u32,
-    pub done: u32,
+    pub progress: Progress,
 }
 
 /// kubectl waits 5 s between eviction retries on a 429.
@@ -47,34 +46,42 @@ const EVICT_RETRY_TICKS: u32 = 5;
 /// Give up waiting for pods to go after this many ticks.
 const WAIT_GONE_TICKS: u32 = 120;
 
+/// A request the simulator serves between its ticks: the feed that runs it knows no more.
+pub trait SimRequest: Send + 'static {
+    fn apply(self, sim: &mut Sim) -> Vec<Delta>;
+}
+
+impl SimRequest for ExecRequest {
+    fn apply(self, sim: &mut Sim) -> Vec<Delta> {
+        match self {
+            ExecRequest::Execute { id, plan } => sim.execute(id, *plan),
+            ExecRequest::Cancel { id } => sim.cancel(id),
+            // The demo keeps no audit log: previews leave no trace there.
+            ExecRequest::Preview { .. } => Vec::new(),
+        }
+    }
+}
+
 impl Sim {
     /// Starts executing a confirmed plan. Progress arrives in later `step()` output.
     pub fn execute(&mut self, id: u64, plan: Plan) -> Vec<Delta> {
-        let (stage, total) = match &plan.detail {
-            PlanDetail::Cordon { .. } => (Stage::Cordon, 1),
-            PlanDetail::Drain(d) => (Stage::Cordon, 2 + d.pods.iter().filter(|p| p.action.must_go()).count() as u32),
-            PlanDetail::Reslice(r) => (Stage::Cordon, 4 + r.pods.len() as u32),
-            PlanDetail::Quota(_) => (Stage::SetQuota, 1),
+        let stage = match &plan.detail {
+            PlanDetail::Quota(_) => Stage::SetQuota,
+            PlanDetail::Cordon { .. } | PlanDetail::Drain(_) | PlanDetail::Reslice(_) => Stage::Cordon,
         };
-        let mut out =
-            vec![Delta::Op(OpProgress::Started { id, title: plan.title.clone(), target: plan.target.clone(), total })];
-        self.ops.push(RunningOp { id, plan, stage, total, done: 0 });
+        let mut out = vec![Delta::Op(runner::started(id, &plan))];
+        let progress = Progress::new(id, &plan);
+        self.ops.push(RunningOp { plan, stage, progress });
         out.append(&mut self.out);
         out
     }
 
     /// Stops an operation where it is; what was done stays done, and is reported.
     pub fn cancel(&mut self, id: u64) -> Vec<Delta> {
-        if let Some(pos) = self.ops.iter().position(|o| o.id == id) {
+        if let Some(pos) = self.ops.iter().position(|o| o.progress.id == id) {
             let op = self.ops.remove(pos);
             return vec![
-                Delta::Op(OpProgress::Log {
-                    id,
-                    line: format!(
-                        "cancelled after {} of {} steps; what was done stays (a cordon stays until you uncordon)",
-                        op.done, op.total
-                    ),
-                }),
+                Delta::Op(OpProgress::Log { id, line: op.progress.cancelled() }),
                 Delta::Op(OpProgress::Cancelled { id }),
             ];
         }
@@ -104,12 +111,12 @@ impl Sim {
     }
 
     fn progress(&mut self, op: &mut RunningOp, step: String) {
-        op.done = (op.done + 1).min(op.total);
-        self.out.push(Delta::Op(OpProgress::Step { id: op.id, step, done: op.done, total: op.total }));
+        let step = op.progress.step(step);
+        self.out.push(Delta::Op(step));
     }
 
     fn finish(&mut self, op: &mut RunningOp, outcome: Result<String, String>) {
-        self.out.push(Delta::Op(OpProgress::Finished { id: op.id, outcome }));
+        self.out.push(Delta::Op(OpProgress::Finished { id: op.progress.id, outcome }));
         op.stage = Stage::Done;
     }
 
@@ -126,7 +133,7 @@ impl Sim {
     }
 
     fn advance_op(&mut self, op: &mut RunningOp) {
-        let id = op.id;
+        let id = op.progress.id;
         let detail = op.plan.detail.clone();
         let node_name = match &detail {
             PlanDetail::Cordon { node, .. } => Some(node.clone()),
@@ -359,7 +366,7 @@ impl Sim {
                 let Some(ni) = ni else { return };
                 self.set_cordon(ni, false);
                 self.progress(op, format!("uncordoned {}", r.node));
-                let caps = crate::ops::caps_text(r.capacity_after.iter().map(|(k, n)| (k, *n)));
+                let caps = crate::mig::caps_text(r.capacity_after.iter().map(|(k, n)| (k, *n)));
                 self.finish(op, Ok(format!("{} now offers {caps}", r.node)));
             }
             (Stage::SetQuota, PlanDetail::Quota(q)) => {

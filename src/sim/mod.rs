@@ -7,6 +7,7 @@
 mod exec;
 mod world;
 
+pub use exec::SimRequest;
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};
 
 #[cfg(test)]

@@ -1116,7 +1116,7 @@ impl SNode {
         }
         labels.push(("nvidia.com/gpu.deploy.mig-manager".to_string(), "true".into()));
         self.spec.labels = labels;
-        let caps = crate::ops::capacity(
+        let caps = crate::mig::capacity(
             model,
             self.gpus.iter().map(|g| (g.spec.mig_enabled, g.spec.instances.iter().map(|i| i.placement).collect())),
         );

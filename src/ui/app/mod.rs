@@ -28,30 +28,7 @@ mod line;
 mod mouse;
 mod table;
 
-pub use crate::ops::ExecRequest;
-
-pub trait Executor: Send {
-    fn send(&mut self, req: ExecRequest);
-}
-
-impl Executor for std::sync::mpsc::Sender<ExecRequest> {
-    fn send(&mut self, req: ExecRequest) {
-        // A stopped executor (the feed ended) shows as an operation that never starts.
-        let _ = std::sync::mpsc::Sender::send(self, req);
-    }
-}
-
-/// Collects requests; for tests and for the headless paths.
-#[derive(Default)]
-pub struct Recorder(pub std::sync::Arc<std::sync::Mutex<Vec<ExecRequest>>>);
-
-impl Executor for Recorder {
-    fn send(&mut self, req: ExecRequest) {
-        if let Ok(mut v) = self.0.lock() {
-            v.push(req);
-        }
-    }
-}
+pub use crate::ops::{ExecRequest, Executor, Recorder};
 
 /// What is open, and so what a key means. Each has its own key handling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,0 +1,176 @@
+//! Quota edits: a ResourceQuota's hard limit, or a Kueue ClusterQueue's nominal, borrowing
+//! or lending quota, written only over the resourceVersion the preview showed.
+
+use kube::api::{Api, Patch, PostParams};
+use serde_json::{Value, json};
+
+use super::super::retry;
+use super::super::{QuotaField, QuotaPlan};
+use super::run::{Run, Step, Stop};
+use super::{FIELD_MANAGER, api_failure, pp};
+use crate::cluster::{describe, is_status, labels};
+use crate::model::QuotaSourceSpec;
+
+// ---------- quota ----------
+
+pub(super) fn quantity_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        _ => "unset".into(),
+    }
+}
+
+pub(super) fn conflict(what: &str, resource: &str, expected: &str, now_version: &str, now_value: &str) -> Stop {
+    Stop::Failed(format!(
+        "conflict: {what} changed since the preview (version {expected} → {now_version}); {resource} is now {now_value}. Nothing was overwritten — review the new value and edit again"
+    ))
+}
+
+pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
+    match &q.key.source {
+        QuotaSourceSpec::ResourceQuota { namespace, name } => {
+            let what = format!("ResourceQuota {namespace}/{name}");
+            if q.key.field != QuotaField::Hard {
+                return Err(Stop::Failed(format!("{what} has no {}; nothing was changed", q.key.field.kueue_name())));
+            }
+            let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(run.ex.client.clone(), namespace);
+            let read = async |run: &mut Run<'_>| match run
+                .call(&format!("reading {what}"), retry::transient, || api.get_opt(name))
+                .await?
+            {
+                Ok(Some(rq)) => Ok(rq),
+                Ok(None) => Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
+                Err(e) => Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+            };
+            let value_of = |rq: &k8s_openapi::api::core::v1::ResourceQuota| {
+                rq.spec
+                    .as_ref()
+                    .and_then(|s| s.hard.as_ref())
+                    .and_then(|h| h.get(&q.key.resource))
+                    .map(|v| v.0.clone())
+                    .unwrap_or_else(|| "unset".into())
+            };
+            let rq = read(run).await?;
+            let version = rq.metadata.resource_version.clone().unwrap_or_default();
+            if version != q.expected_version {
+                return Err(conflict(&what, &q.key.resource, &q.expected_version, &version, &value_of(&rq)));
+            }
+            run.check_cancel()?;
+            // The resourceVersion in the patch is a precondition: the server answers 409
+            // if the object moved on, and nothing is written.
+            let patch = json!({
+                "metadata": { "resourceVersion": q.expected_version },
+                "spec": { "hard": { q.key.resource.clone(): q.new.to_string() } },
+            });
+            // Retrying it is safe: a retry after a write that landed meets 409, and then the
+            // value read back tells our write from someone else's.
+            let (params, body) = (pp(), Patch::Merge(&patch));
+            let sent =
+                run.mutate(&format!("patching {what}"), retry::transient, || api.patch(name, &params, &body)).await?;
+            match sent {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 409) => {
+                    let now = read(run).await?;
+                    let v = now.metadata.resource_version.clone().unwrap_or_default();
+                    if value_of(&now) != q.new.to_string() {
+                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &value_of(&now)));
+                    }
+                    run.log(format!("{what} already has {} = {} (an earlier try landed)", q.key.resource, q.new))
+                        .await?;
+                }
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
+            }
+            let old = super::super::shown(q.old);
+            run.step(format!("{what}: {} {old} → {}", q.key.resource, q.new)).await?;
+            Ok(format!("{} quota of {} is {} (was {old})", q.key.resource, q.tenant, q.new))
+        }
+        QuotaSourceSpec::ClusterQueue { queue, flavor } => {
+            let what = format!("ClusterQueue {queue}");
+            let field = q.key.field.kueue_name();
+            let ar = kueue_cluster_queues(&run.ex.client).await?;
+            let api: Api<kube::api::DynamicObject> = Api::all_with(run.ex.client.clone(), &ar);
+            let value_of = |o: &mut kube::api::DynamicObject| {
+                cq_slot(&mut o.data, flavor, &q.key.resource)
+                    .map(|s| quantity_text(s.get(field)))
+                    .unwrap_or_else(|| "gone".into())
+            };
+            let mut obj = match run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await? {
+                Ok(Some(o)) => o,
+                Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+            };
+            let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
+            let current = value_of(&mut obj);
+            if version_now != q.expected_version {
+                return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
+            }
+            let Some(slot) = cq_slot(&mut obj.data, flavor, &q.key.resource) else {
+                return Err(Stop::Failed(format!(
+                    "{what} has no {} in flavor {flavor} any more; nothing was changed",
+                    q.key.resource
+                )));
+            };
+            slot[field] = json!(q.new.to_string());
+            run.check_cancel()?;
+            // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
+            let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            match run
+                .mutate(&format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj))
+                .await?
+            {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 409) => {
+                    let reread = run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
+                    let (v, val) = match reread.ok().flatten() {
+                        Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
+                        None => ("(deleted)".into(), "gone".into()),
+                    };
+                    if val != q.new.to_string() {
+                        return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
+                    }
+                    run.log(format!("{what} already has {field} = {} (an earlier try landed)", q.new)).await?;
+                }
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
+            }
+            let old = super::super::shown(q.old);
+            run.step(format!("{what} flavor {flavor}: {} {field} {old} → {}", q.key.resource, q.new)).await?;
+            Ok(format!("{} {field} of {queue} ({flavor}) is {} (was {old})", q.key.resource, q.new))
+        }
+    }
+}
+
+/// Where Kueue serves ClusterQueues: v1beta2 (storage since v0.16), else v1beta1.
+pub(super) async fn kueue_cluster_queues(client: &kube::Client) -> Step<kube::api::ApiResource> {
+    let mut last = String::new();
+    for version in ["v1beta2", "v1beta1"] {
+        let gvk = kube::api::GroupVersionKind::gvk(labels::KUEUE_GROUP, version, "ClusterQueue");
+        match kube::discovery::pinned_kind(client, &gvk).await {
+            Ok((ar, _)) => return Ok(ar),
+            Err(e) => last = describe(&e),
+        }
+    }
+    Err(Stop::Failed(format!(
+        "Kueue's ClusterQueue API (kueue.x-k8s.io v1beta2 or v1beta1) is not served here ({last}); nothing was changed"
+    )))
+}
+
+/// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.
+pub(super) fn cq_slot<'a>(data: &'a mut Value, flavor: &str, resource: &str) -> Option<&'a mut Value> {
+    let groups = data.get_mut("spec")?.get_mut("resourceGroups")?.as_array_mut()?;
+    for g in groups {
+        let Some(flavors) = g.get_mut("flavors").and_then(|f| f.as_array_mut()) else { continue };
+        for f in flavors {
+            if f.get("name").and_then(|n| n.as_str()) != Some(flavor) {
+                continue;
+            }
+            let Some(resources) = f.get_mut("resources").and_then(|r| r.as_array_mut()) else { continue };
+            for r in resources {
+                if r.get("name").and_then(|n| n.as_str()) == Some(resource) {
+                    return Some(r);
+                }
+            }
+        }
+    }
+    None
+}
