@@ -11,9 +11,9 @@ use super::keymap::Keymap;
 use super::render::{self, areas, table_height};
 use super::state::{Dialog, EditKind, Input, InputKind, RowCache, Screen, Ui};
 use super::theme::Theme;
-use super::views::{detail, tables};
+use super::views::{RowId, detail, tables};
 use crate::mig;
-use crate::model::{Delta, Fleet, GpuId, NodeId, PodId};
+use crate::model::{Delta, Fleet, GpuId, NodeId};
 use crate::ops::{self, OpRequest, Plan, PlanDetail, QuotaKey};
 
 pub use crate::ops::ExecRequest;
@@ -53,16 +53,6 @@ pub struct App {
     /// Told the names of the nodes on screen whenever they change (agent streams follow).
     view_nodes: Option<ViewNodes>,
     last_view_nodes: BTreeSet<String>,
-}
-
-fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
-    match v {
-        ViewKind::Fleet => matches!(col, 5 | 6 | 7 | 9),
-        ViewKind::Gpus => matches!(col, 4..=7 | 10),
-        ViewKind::Tenants => matches!(col, 9..=11),
-        ViewKind::Pods => matches!(col, 7 | 8),
-        _ => false,
-    }
 }
 
 impl App {
@@ -134,9 +124,11 @@ impl App {
                 let rows = self.ui.rows(v);
                 let window = rows.iter().skip(t.offset).take(h).copied();
                 match v {
-                    ViewKind::Fleet => window.map(NodeId).collect(),
-                    ViewKind::Gpus => window.filter_map(|id| gpu_node(GpuId(id >> 3))).collect(),
-                    ViewKind::Pods => window.filter_map(|p| self.fleet.pod(PodId(p)).and_then(|p| p.node)).collect(),
+                    ViewKind::Fleet => window.filter_map(RowId::node).collect(),
+                    ViewKind::Gpus => window.filter_map(RowId::gpu).filter_map(gpu_node).collect(),
+                    ViewKind::Pods => {
+                        window.filter_map(RowId::pod).filter_map(|p| self.fleet.pod(p).and_then(|p| p.node)).collect()
+                    }
                     _ => Vec::new(),
                 }
             }
@@ -155,7 +147,7 @@ impl App {
             ViewKind::Ops => self.fleet.structure_gen ^ (self.fleet.ops.len() as u64) << 40 ^ self.fleet.events_gen,
             _ => self.fleet.structure_gen,
         };
-        let tele = if sort_uses_telemetry(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
+        let tele = if tables::sort_is_live(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
         let key = (data_gen, tele, t.filter.clone(), t.sort_col, t.descending);
         let stale = match self.ui.caches.get(&v) {
             None => true,
@@ -637,20 +629,25 @@ impl App {
             Command::Collapse | Command::Expand => self.tree_toggle(c == Command::Expand),
             Command::SortNext | Command::SortPrev | Command::SortReverse => {
                 if let Screen::Table(v) = self.ui.screen() {
-                    let n = tables::columns(v).len();
+                    let cols = tables::columns(v);
+                    let (n, i) = (cols.len(), tables::sort_index(v, self.ui.table(v).sort_col));
                     let t = self.ui.table_mut(v);
                     match c {
-                        Command::SortNext => t.sort_col = (t.sort_col + 1) % n,
-                        Command::SortPrev => t.sort_col = (t.sort_col + n - 1) % n,
+                        Command::SortNext => t.sort_col = Some(cols[(i + 1) % n].name),
+                        Command::SortPrev => t.sort_col = Some(cols[(i + n - 1) % n].name),
                         _ => t.descending = !t.descending,
                     }
-                    let (col, desc) = (t.sort_col, t.descending);
+                    let (col, desc) = (tables::sort_index(v, t.sort_col), t.descending);
                     self.ui.info(format!(
                         "sorted by {} {}",
-                        tables::columns(v)[col].name,
+                        cols[col].name,
                         if desc { "descending" } else { "ascending" }
                     ));
                 }
+            }
+            Command::ToggleWide => {
+                self.ui.wide = !self.ui.wide;
+                self.ui.info(if self.ui.wide { "wide: every column" } else { "columns that fit the terminal" });
             }
             Command::NextView | Command::PrevView => {
                 let cur = match self.ui.screen() {
@@ -706,10 +703,18 @@ impl App {
             Screen::Table(v) => {
                 let Some(id) = self.ui.selected_id(v) else { return };
                 match v {
-                    ViewKind::Fleet => self.push(Screen::Node(NodeId(id))),
-                    ViewKind::Gpus => self.push(Screen::Gpu(GpuId(id >> 3))),
+                    ViewKind::Fleet => {
+                        if let Some(n) = id.node() {
+                            self.push(Screen::Node(n))
+                        }
+                    }
+                    ViewKind::Gpus => {
+                        if let Some(g) = id.gpu() {
+                            self.push(Screen::Gpu(g))
+                        }
+                    }
                     ViewKind::Tenants => {
-                        if let Some(t) = self.fleet.tenant(crate::model::TenantId(id)) {
+                        if let Some(t) = id.tenant().and_then(|t| self.fleet.tenant(t)) {
                             let name = self.fleet.s(t.name).to_string();
                             self.open_view(ViewKind::Pods);
                             let t = self.ui.table_mut(ViewKind::Pods);
@@ -719,7 +724,7 @@ impl App {
                         }
                     }
                     ViewKind::Pods => {
-                        if let Some(n) = self.fleet.pod(PodId(id)).and_then(|p| p.node) {
+                        if let Some(n) = id.pod().and_then(|p| self.fleet.pod(p)).and_then(|p| p.node) {
                             self.push(Screen::Node(n));
                         } else {
                             self.ui.warn("this pod is not scheduled on a node yet");
@@ -727,7 +732,7 @@ impl App {
                     }
                     ViewKind::Quotas => self.start_op(Command::EditQuota),
                     ViewKind::Events => {
-                        if let Some(e) = tables::event_at(&self.fleet, id) {
+                        if let Some(e) = id.event().and_then(|e| tables::event_at(&self.fleet, e)) {
                             let obj = e.object.split('/').next().unwrap_or("").to_string();
                             match self.fleet.node_by_name(&obj) {
                                 Some(n) => self.push(Screen::Node(n)),
@@ -736,7 +741,7 @@ impl App {
                         }
                     }
                     ViewKind::Ops => {
-                        if let Some(o) = tables::op_at(&self.fleet, id) {
+                        if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
                             self.ui.info(format!(
                                 "#{}: {}",
@@ -762,7 +767,7 @@ impl App {
 
     fn cancel_selected_op(&mut self) {
         let Some(id) = self.ui.selected_id(ViewKind::Ops) else { return };
-        let Some(o) = tables::op_at(&self.fleet, id) else { return };
+        let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) else { return };
         if o.state.finished() {
             self.ui.warn(format!("operation #{} has already finished", o.id));
             return;
@@ -775,13 +780,14 @@ impl App {
     /// The node and GPU the person is pointing at, wherever they are.
     fn target(&self) -> (Option<NodeId>, Option<GpuId>) {
         match self.ui.screen() {
-            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).map(NodeId), None),
+            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).and_then(RowId::node), None),
             Screen::Table(ViewKind::Gpus) => {
-                let g = self.ui.selected_id(ViewKind::Gpus).map(|id| GpuId(id >> 3));
+                let g = self.ui.selected_id(ViewKind::Gpus).and_then(RowId::gpu);
                 (g.and_then(|g| self.fleet.gpu(g)).map(|g| g.node), g)
             }
             Screen::Table(ViewKind::Pods) => {
-                (self.ui.selected_id(ViewKind::Pods).and_then(|p| self.fleet.pod(PodId(p))).and_then(|p| p.node), None)
+                let pod = self.ui.selected_id(ViewKind::Pods).and_then(RowId::pod);
+                (pod.and_then(|p| self.fleet.pod(p)).and_then(|p| p.node), None)
             }
             Screen::Node(n) => {
                 let rows = detail::tree_rows(&self.fleet, n, &self.ui.node_closed);
@@ -887,11 +893,12 @@ impl App {
 
     fn start_quota_edit(&mut self) {
         let quota = match self.ui.screen() {
-            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(|q| q as usize),
+            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).and_then(RowId::quota),
             Screen::Table(ViewKind::Tenants) => self
                 .ui
                 .selected_id(ViewKind::Tenants)
-                .and_then(|t| self.fleet.tenant(crate::model::TenantId(t)))
+                .and_then(RowId::tenant)
+                .and_then(|t| self.fleet.tenant(t))
                 .and_then(|t| {
                     t.quotas
                         .iter()
