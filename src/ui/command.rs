@@ -156,6 +156,7 @@ commands! {
         SortNext => "sort_next", "Sort by the next column";
         SortPrev => "sort_prev", "Sort by the previous column";
         SortReverse => "sort_reverse", "Reverse the sort order";
+        ToggleWide => "toggle_wide", "Show every column, or only those that fit the terminal";
         NextView => "next_view", "Switch to the next top-level view";
         PrevView => "prev_view", "Switch to the previous top-level view";
         ViewFleet => "view_fleet", "Open the fleet (nodes) view", aliases: &["fleet", "nodes", "node", "no", "n"], arg: VIEW;

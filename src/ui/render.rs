@@ -12,6 +12,7 @@ use super::keymap::Keymap;
 use super::permission::{self, Denied};
 use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
+use super::views::column::{Align, Column, layout};
 use super::views::{detail, tables};
 use crate::model::{FeedsState, Fleet, OpState, Severity};
 
@@ -200,48 +201,32 @@ fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {
 }
 
 fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Frame, area: Rect) {
-    // Columns that do not fit are dropped from the right, rather than squeezing every
-    // column until names are cut (the first columns say what a row is); each is at least
-    // one wider than its name, so the sort arrow never clips it.
+    // The columns that fit the width, the least important dropped first and the spare
+    // width given to names (all of them when wide); see `column::layout`.
     let all = tables::columns(v);
-    let avail = area.width.saturating_sub(2);
-    let mut used = 0u16;
-    let mut widths: Vec<Constraint> = Vec::new();
-    for c in all {
-        let min = c.name.chars().count() as u16 + 1;
-        let w = c.width.max(min);
-        let left = (avail + 1).saturating_sub(used);
-        if w < left {
-            widths.push(Constraint::Length(w));
-            used += w + 1;
-        } else {
-            // The first column that does not fit gets what is left, if its name fits.
-            if left > min || widths.is_empty() {
-                widths.push(Constraint::Length(left.saturating_sub(1).max(1)));
-            }
-            break;
-        }
-    }
-    let cols = &all[..widths.len()];
+    let shown = layout(all, area.width.saturating_sub(2), ui.wide);
+    let widths: Vec<Constraint> = shown.iter().map(|(_, w)| Constraint::Length(*w)).collect();
+    let cols: Vec<&Column> = shown.iter().map(|(i, _)| &all[*i]).collect();
     let t = ui.table(v);
+    let sorted = all[tables::sort_index(v, t.sort_col)].name;
     let ids = ui.rows(v);
     let h = table_height(area);
     let start = t.offset.min(ids.len());
     let end = (start + h).min(ids.len());
-    let header = Row::new(cols.iter().enumerate().map(|(i, c)| {
-        let mark = if i == t.sort_col { if t.descending { "↓" } else { "↑" } } else { "" };
-        Line::from(format!("{}{mark}", c.name)).alignment(if c.right { Alignment::Right } else { Alignment::Left })
+    let align = |c: &Column| if c.align == Align::Right { Alignment::Right } else { Alignment::Left };
+    let header = Row::new(cols.iter().map(|c| {
+        let mark = if c.name == sorted { if t.descending { "↓" } else { "↑" } } else { "" };
+        Line::from(format!("{}{mark}", c.name)).alignment(align(c))
     }))
     .style(theme.style("ui.header"));
     let selection = theme.style("ui.selection");
     let rows = ids[start..end].iter().enumerate().map(|(i, id)| {
         let selected = start + i == t.selected;
-        let row = Row::new(cols.iter().enumerate().map(|(ci, c)| {
-            let (s, tok) = tables::cell(f, v, *id, ci);
+        let row = Row::new(cols.iter().map(|c| {
+            let (s, tok) = c.cell_of(f, *id);
             // On the selected row the selection colours win, so every cell stays readable.
             let style = if selected { theme.style(tok).patch(selection) } else { theme.style(tok) };
-            let align = if c.right { Alignment::Right } else { Alignment::Left };
-            Line::from(Span::styled(s, style)).alignment(align)
+            Line::from(Span::styled(s, style)).alignment(align(c))
         }));
         if selected { row.style(selection) } else { row }
     });
@@ -251,7 +236,7 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
         Span::styled(format!(" {} ", v.title()), theme.style("ui.title")),
         Span::styled(
             if v == ViewKind::Gpus {
-                let gpus = ids.iter().filter(|i| *i & 7 == 0).count();
+                let gpus = ids.iter().filter(|i| !i.is_child()).count();
                 format!("[{gpus}/{total} GPUs, {} MIG instances]", f.totals.mig_instances)
             } else {
                 format!("[{}/{total}]", ids.len())
@@ -628,7 +613,7 @@ fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
             (format!(" Active alerts ({}) ", f.alerts.len()), lines)
         }
         ViewKind::Ops => {
-            let op = ui.selected_id(ViewKind::Ops).and_then(|id| tables::op_at(f, id));
+            let op = ui.selected_id(ViewKind::Ops).and_then(|id| id.op()).and_then(|id| tables::op_at(f, id));
             match op {
                 Some(o) => {
                     let skip = o.log.len().saturating_sub(rows);

@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::command::ViewKind;
+use super::views::RowId;
 use crate::model::{GpuId, NodeId, Severity};
 use crate::ops::Plan;
 
@@ -21,7 +22,8 @@ pub enum Screen {
 pub struct TableState {
     pub selected: usize,
     pub offset: usize,
-    pub sort_col: usize,
+    /// The column sorted by, by name; `None`: the view's first.
+    pub sort_col: Option<&'static str>,
     pub descending: bool,
     pub filter: String,
 }
@@ -29,8 +31,8 @@ pub struct TableState {
 /// Rows of a table view, filtered and sorted; rebuilt only when its inputs change.
 #[derive(Clone, Debug, Default)]
 pub struct RowCache {
-    pub key: (u64, u64, String, usize, bool),
-    pub ids: Vec<u32>,
+    pub key: (u64, u64, String, Option<&'static str>, bool),
+    pub ids: Vec<RowId>,
     /// Rows before filtering, for the "[shown/total]" title.
     pub total: usize,
     /// When and how fast it was built: big views are rebuilt less often for data changes.
@@ -124,6 +126,8 @@ pub struct Ui {
     pub dialog: Option<Dialog>,
     pub help: bool,
     pub help_scroll: u16,
+    /// Every column, however narrow the terminal (k9s's wide).
+    pub wide: bool,
     pub message: Option<(Severity, String)>,
     /// The terminal's size.
     pub size: (u16, u16),
@@ -147,6 +151,7 @@ impl Ui {
             dialog: None,
             help: false,
             help_scroll: 0,
+            wide: false,
             message: None,
             size: (120, 40),
             session: Session { source, theme_name: "dark".into(), keymap_name: "default".into(), ..Session::default() },
@@ -167,12 +172,12 @@ impl Ui {
         self.nav.tables.entry(v).or_default()
     }
 
-    pub fn rows(&self, v: ViewKind) -> &[u32] {
+    pub fn rows(&self, v: ViewKind) -> &[RowId] {
         self.caches.get(&v).map(|c| c.ids.as_slice()).unwrap_or(&[])
     }
 
     /// The id under the selection of a table view.
-    pub fn selected_id(&self, v: ViewKind) -> Option<u32> {
+    pub fn selected_id(&self, v: ViewKind) -> Option<RowId> {
         let t = self.table(v);
         self.rows(v).get(t.selected).copied()
     }

@@ -21,7 +21,7 @@ use crate::ui::export::to_text;
 use crate::ui::keymap::Keymap;
 use crate::ui::state::{Dialog, InputKind, Screen};
 use crate::ui::theme::Theme;
-use crate::ui::views::tables;
+use crate::ui::views::{RowId, tables};
 use crate::ui::{App, ExecRequest, Recorder, Ui};
 
 const SEED: u64 = 42;
@@ -95,7 +95,7 @@ fn shot(keys: &str) -> String {
 
 /// Column `col` of the current rows of view `v`, in display order.
 fn column(app: &App, v: ViewKind, col: usize) -> Vec<String> {
-    app.ui.rows(v).iter().map(|id| tables::cell(&app.fleet, v, *id, col).0).collect()
+    app.ui.rows(v).iter().map(|id| tables::columns(v)[col].cell_of(&app.fleet, *id).0).collect()
 }
 
 /// The first text line of a screen that contains `needle`, if any.
@@ -498,14 +498,14 @@ fn sort_keys_change_row_order_by_the_column() {
 
     // s moves to the next column: STATUS, then on to PODS (column 10), numerically.
     send(&mut app, "s");
-    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 1);
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, Some("STATUS"));
     assert_eq!(message(&app), "sorted by STATUS ascending");
     let status = column(&app, ViewKind::Fleet, 1);
     let mut st = status.clone();
     st.sort_by_key(|s| s.to_lowercase());
     assert_eq!(status, st);
     send(&mut app, "sssssssss");
-    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 10);
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, Some("PODS"));
     assert_eq!(message(&app), "sorted by PODS ascending");
     let pods = sorted_nums(&column(&app, ViewKind::Fleet, 10));
     assert!(pods.windows(2).all(|w| w[0] <= w[1]), "{pods:?}");
@@ -518,7 +518,7 @@ fn sort_keys_change_row_order_by_the_column() {
     assert!(header.contains("↓") && !header.contains("NAME↓"), "{header}");
     // S goes back one column.
     send(&mut app, "S");
-    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, 9);
+    assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, Some("IDLE"));
 
     // The selection stays on the same node when the order changes.
     send(&mut app, "<Esc>gjjj");
@@ -534,8 +534,8 @@ fn sort_mark_does_not_clip_the_column_name() {
     let mut clipped = Vec::new();
     for v in ViewKind::ALL {
         app.open_view(v);
-        for (i, c) in tables::columns(v).iter().enumerate() {
-            app.ui.table_mut(v).sort_col = i;
+        for c in tables::columns(v) {
+            app.ui.table_mut(v).sort_col = Some(c.name);
             app.prepare();
             let s = screen(&mut app);
             // The header row is wherever the table starts (the events view has its alerts above).
@@ -574,7 +574,7 @@ fn node_screen_opens_from_the_fleet_and_esc_goes_back() {
     let id = app.ui.selected_id(ViewKind::Fleet).expect("a selected node");
     let name = column(&app, ViewKind::Fleet, 0)[5].clone();
     send(&mut app, "<Enter>");
-    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+    assert_eq!(app.ui.screen(), Screen::Node(id.node().expect("a node row")));
     let s = screen(&mut app);
     assert!(s.contains("Topology: node → GPU → MIG instance → pod"), "{s}");
     assert!(s.contains(&format!("▶ ▼ {name} · ")), "{s}");
@@ -583,7 +583,7 @@ fn node_screen_opens_from_the_fleet_and_esc_goes_back() {
     assert!(matches!(app.ui.screen(), Screen::Gpu(_)));
     assert!(screen(&mut app).contains(&format!("MIG slice map · {name} gpu0")));
     send(&mut app, "<Esc>");
-    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+    assert_eq!(app.ui.screen(), Screen::Node(id.node().expect("a node row")));
     send(&mut app, "<Esc>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet));
     assert_eq!(app.ui.selected_id(ViewKind::Fleet), Some(id), "the selection is kept");
@@ -670,7 +670,7 @@ fn mouse_click_selects_a_row_and_a_second_click_opens_it() {
     assert_eq!(app.ui.table(ViewKind::Fleet).selected, 3);
     let id = app.ui.selected_id(ViewKind::Fleet).expect("a node");
     app.handle_mouse(click(5, 7));
-    assert_eq!(app.ui.screen(), Screen::Node(crate::model::NodeId(id)));
+    assert_eq!(app.ui.screen(), Screen::Node(id.node().expect("a node row")));
 
     // A click on a tab opens that view.
     let s = screen(&mut app);
@@ -1511,12 +1511,12 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
     let batch = vec![unmeasured(whole), unmeasured(mig)];
     rig.app.apply([Delta::Telemetry(batch)]);
     let f = &rig.app.fleet;
-    let util = |row: u32| tables::cell(f, ViewKind::Gpus, row, 4);
-    assert_eq!(util(whole.0 << 3), ("—".to_string(), "ui.text.muted"), "a whole GPU without utilisation");
-    assert_eq!(util(mig.0 << 3), ("—".to_string(), "ui.text.muted"), "a MIG GPU whose instances are unmeasured");
+    let util = |row: RowId| tables::cell(f, ViewKind::Gpus, row, "UTIL");
+    assert_eq!(util(RowId::Gpu(whole)), ("—".to_string(), "ui.text.muted"), "a whole GPU without utilisation");
+    assert_eq!(util(RowId::Gpu(mig)), ("—".to_string(), "ui.text.muted"), "a MIG GPU whose instances are unmeasured");
     let g = f.gpu(mig).expect("mig gpu");
     let held = g.instances.iter().position(|i| i.pod.is_some()).expect("an allocated instance");
-    assert_eq!(util(mig.0 << 3 | (held as u32 + 1)).0, "—", "an allocated instance nobody measured");
+    assert_eq!(util(RowId::Mig(mig, held as u8)).0, "—", "an allocated instance nobody measured");
     assert!(g.instances.iter().all(|i| i.util.is_none() && !i.idle_allocated));
     // The node's topology screen says the same, with the rest of the sample intact.
     let node = f.s(f.node(f.gpu(whole).expect("gpu").node).expect("node").name).to_string();
@@ -1669,24 +1669,29 @@ fn agentless_app() -> App {
 /// The text of one cell of the row of view `v` whose first cell is `name`.
 fn cell_of(app: &App, v: ViewKind, name: &str, col: usize) -> String {
     let f = &app.fleet;
-    let id = tables::ids(f, v).into_iter().find(|id| tables::cell(f, v, *id, 0).0 == name);
+    let cols = tables::columns(v);
+    let id = tables::ids(f, v).into_iter().find(|id| cols[0].cell_of(f, *id).0 == name);
     let id = id.unwrap_or_else(|| panic!("a {v:?} row named {name}"));
-    tables::cell(f, v, id, col).0
+    cols[col].cell_of(f, id).0
 }
 
 fn pod_cell(app: &App, name: &str, col: usize) -> String {
     let f = &app.fleet;
     let id = f.pod_by_name("a", name).unwrap_or_else(|| panic!("pod a/{name}"));
-    tables::cell(f, ViewKind::Pods, id.0, col).0
+    tables::columns(ViewKind::Pods)[col].cell_of(f, RowId::Pod(id)).0
 }
 
 /// Column `col` of GPU `index` of `node` (`instance` 0 for the GPU row, else its n-th
-/// MIG instance row).
+/// MIG instance row, from 1).
 fn gpu_cell(app: &App, node: &str, index: u8, instance: u32, col: usize) -> String {
     let f = &app.fleet;
     let n = f.node(f.node_by_name(node).expect("node")).expect("node");
     let gid = n.gpus.iter().copied().find(|g| f.gpu(*g).is_some_and(|g| g.index == index)).expect("gpu");
-    tables::cell(f, ViewKind::Gpus, gid.0 << 3 | instance, col).0
+    let row = match instance {
+        0 => RowId::Gpu(gid),
+        i => RowId::Mig(gid, (i - 1) as u8),
+    };
+    tables::columns(ViewKind::Gpus)[col].cell_of(f, row).0
 }
 
 #[test]
@@ -1831,5 +1836,147 @@ fn every_tab_click_opens_the_tab_drawn_under_it() {
             });
             assert_eq!(app.ui.screen(), Screen::Table(v), "column {col} of {title}");
         }
+    }
+}
+
+// Columns by the terminal's width (issue 13 item 1).
+
+/// The column header line of a table view's screen.
+fn header_line(s: &str) -> String {
+    s.lines().nth(3).unwrap_or_default().to_string()
+}
+
+#[test]
+fn at_80_columns_the_fleet_and_tenants_keep_what_on_call_needs() {
+    let (_, mut app) = demo_app(SEED, 20, dark());
+    let s = to_text(&render_app(&mut app, 80, 24));
+    let header = header_line(&s);
+    for name in ["NAME", "STATUS", "ALLOC", "IDLE", "ALERTS"] {
+        assert!(header.contains(name), "fleet at 80 columns lacks {name}: {header}");
+    }
+    // The alerts of the NotReady node are on screen, not past the right edge.
+    assert!(s.contains("NotReady"), "{s}");
+    send(&mut app, ":tenants<Enter>");
+    let header = header_line(&to_text(&render_app(&mut app, 80, 24)));
+    for name in ["TENANT", "BUSY", "IDLE", "STATUS"] {
+        assert!(header.contains(name), "tenants at 80 columns lacks {name}: {header}");
+    }
+}
+
+#[test]
+fn at_200_columns_names_are_not_cut() {
+    let (_, mut app) = demo_app(SEED, 20, dark());
+    let checks = [
+        (ViewKind::Fleet, "NAME"),
+        (ViewKind::Gpus, "NODE"),
+        (ViewKind::Tenants, "TENANT"),
+        (ViewKind::Quotas, "SOURCE"),
+        (ViewKind::Quotas, "RESOURCE"),
+        (ViewKind::Pods, "NAME"),
+        (ViewKind::Pods, "NODE"),
+    ];
+    let mut longest = 0;
+    for (v, col) in checks {
+        app.open_view(v);
+        let s = to_text(&render_app(&mut app, 200, 40));
+        let lines: Vec<&str> = s.lines().collect();
+        for (i, id) in app.ui.rows(v).iter().take(20).enumerate() {
+            let cell = tables::cell(&app.fleet, v, *id, col).0;
+            longest = longest.max(cell.chars().count());
+            assert!(lines[4 + i].contains(&cell), "{} {col} {cell:?} is cut: {}", v.name(), lines[4 + i]);
+        }
+    }
+    assert!(longest > 28, "some name is longer than its column's width, or this checks nothing");
+}
+
+#[test]
+fn wide_shows_every_column_and_toggles_back() {
+    let (_, mut app) = demo_app(SEED, 20, dark());
+    for v in [ViewKind::Fleet, ViewKind::Gpus, ViewKind::Tenants, ViewKind::Pods] {
+        app.open_view(v);
+        app.ui.wide = false;
+        let narrow = header_line(&to_text(&render_app(&mut app, 100, 30)));
+        let missing = |h: &str| -> Vec<&str> {
+            tables::columns(v)
+                .iter()
+                .map(|c| c.name)
+                .filter(|n| !h.split_whitespace().any(|w| w.trim_matches(['│', '↑', '↓']) == *n))
+                .collect()
+        };
+        assert!(!missing(&narrow).is_empty(), "{} at 100 columns drops some: {narrow}", v.name());
+        send(&mut app, "W");
+        assert!(app.ui.wide);
+        let wide = header_line(&to_text(&render_app(&mut app, 140, 30)));
+        assert_eq!(missing(&wide), Vec::<&str>::new(), "{} wide: {wide}", v.name());
+        send(&mut app, "W");
+        assert!(!app.ui.wide);
+    }
+    // Wide on a narrow screen: every column of the fleet still fits, each at its narrowest.
+    app.open_view(ViewKind::Fleet);
+    send(&mut app, "W");
+    let wide = header_line(&to_text(&render_app(&mut app, 100, 30)));
+    for c in tables::columns(ViewKind::Fleet) {
+        assert!(wide.contains(c.name), "{} missing: {wide}", c.name);
+    }
+}
+
+/// The order the table had before typed values: each row's cell text, its leading digits
+/// for number columns, else the text in lower case; ties by row.
+fn order_by_text(f: &Fleet, v: ViewKind, col: &str) -> Vec<RowId> {
+    #[derive(PartialEq, Eq, PartialOrd, Ord)]
+    enum Key {
+        Num(i64),
+        Str(String),
+    }
+    let c = tables::columns(v).iter().find(|c| c.name == col).expect("the column");
+    let numeric = c.align == crate::ui::views::column::Align::Right || (v == ViewKind::Gpus && col == "MEM");
+    let mut keyed: Vec<(Key, RowId)> = tables::ids(f, v)
+        .into_iter()
+        .map(|id| {
+            let s = c.cell_of(f, id).0;
+            let digits: String = s
+                .trim_start()
+                .trim_start_matches('≥')
+                .chars()
+                .take_while(|c| c.is_ascii_digit() || *c == '-')
+                .collect();
+            match digits.parse::<i64>() {
+                Ok(n) if numeric => (Key::Num(n), id),
+                _ => (Key::Str(s.to_lowercase()), id),
+            }
+        })
+        .collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, id)| id).collect()
+}
+
+#[test]
+fn sorting_by_typed_values_keeps_the_order_the_text_gave() {
+    let (_, app) = demo_app(SEED, 20, dark());
+    let f = &app.fleet;
+    let cases = [
+        (ViewKind::Fleet, "NAME"),
+        (ViewKind::Fleet, "STATUS"),
+        (ViewKind::Fleet, "UTIL"),
+        (ViewKind::Fleet, "POWER"),
+        (ViewKind::Fleet, "IDLE"),
+        (ViewKind::Gpus, "NODE"),
+        (ViewKind::Gpus, "UTIL"),
+        (ViewKind::Gpus, "MEM"),
+        (ViewKind::Tenants, "TENANT"),
+        (ViewKind::Tenants, "BUSY%"),
+        (ViewKind::Pods, "NAME"),
+        (ViewKind::Pods, "UTIL"),
+        (ViewKind::Pods, "PHASE"),
+    ];
+    for (v, col) in cases {
+        let typed: Vec<RowId> =
+            tables::rows(f, v, "", Some(col), false).into_iter().filter(|r| !r.is_child()).collect();
+        assert_eq!(typed, order_by_text(f, v, col), "{} by {col}", v.name());
+        assert!(
+            tables::columns(v)
+                .iter()
+                .any(|c| c.name == col && c.live == matches!(col, "UTIL" | "POWER" | "IDLE" | "MEM" | "BUSY%"))
+        );
     }
 }

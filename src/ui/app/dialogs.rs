@@ -6,11 +6,11 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::{App, describe_gpu};
 use crate::mig;
-use crate::model::{GpuId, NodeId, PodId};
+use crate::model::{GpuId, NodeId};
 use crate::ops::{self, ExecRequest, OpRequest, Plan, QuotaKey};
 use crate::ui::command::{Command, Mode, ViewKind};
 use crate::ui::state::{Dialog, EditKind, Screen};
-use crate::ui::views::detail;
+use crate::ui::views::{RowId, detail};
 
 impl App {
     pub(super) fn key_editor(&mut self, key: KeyEvent) {
@@ -131,13 +131,14 @@ impl App {
     /// The node and GPU the person is pointing at, wherever they are.
     fn target(&self) -> (Option<NodeId>, Option<GpuId>) {
         match self.ui.screen() {
-            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).map(NodeId), None),
+            Screen::Table(ViewKind::Fleet) => (self.ui.selected_id(ViewKind::Fleet).and_then(RowId::node), None),
             Screen::Table(ViewKind::Gpus) => {
-                let g = self.ui.selected_id(ViewKind::Gpus).map(|id| GpuId(id >> 3));
+                let g = self.ui.selected_id(ViewKind::Gpus).and_then(RowId::gpu);
                 (g.and_then(|g| self.fleet.gpu(g)).map(|g| g.node), g)
             }
             Screen::Table(ViewKind::Pods) => {
-                (self.ui.selected_id(ViewKind::Pods).and_then(|p| self.fleet.pod(PodId(p))).and_then(|p| p.node), None)
+                let pod = self.ui.selected_id(ViewKind::Pods).and_then(RowId::pod);
+                (pod.and_then(|p| self.fleet.pod(p)).and_then(|p| p.node), None)
             }
             Screen::Node(n) => {
                 let rows = detail::tree_rows(&self.fleet, n, &self.ui.nav.node_closed);
@@ -213,11 +214,12 @@ impl App {
 
     fn start_quota_edit(&mut self) {
         let quota = match self.ui.screen() {
-            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).map(crate::model::QuotaId),
+            Screen::Table(ViewKind::Quotas) => self.ui.selected_id(ViewKind::Quotas).and_then(RowId::quota),
             Screen::Table(ViewKind::Tenants) => self
                 .ui
                 .selected_id(ViewKind::Tenants)
-                .and_then(|t| self.fleet.tenant(crate::model::TenantId(t)))
+                .and_then(RowId::tenant)
+                .and_then(|t| self.fleet.tenant(t))
                 .and_then(|t| {
                     t.quotas
                         .iter()

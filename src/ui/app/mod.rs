@@ -17,9 +17,9 @@ use super::permission::{self, Denied};
 use super::render::{self, areas, table_height};
 use super::state::{Dialog, InputKind, RowCache, Screen, Ui};
 use super::theme::Theme;
-use super::views::{detail, tables};
+use super::views::{RowId, detail, tables};
 use crate::mig;
-use crate::model::{Delta, Fleet, GpuId, NodeId, PodId};
+use crate::model::{Delta, Fleet, GpuId, NodeId};
 use crate::ops::{self, Plan, PlanDetail};
 
 mod cmdline;
@@ -59,16 +59,6 @@ pub struct App {
     /// Told the names of the nodes on screen whenever they change (agent streams follow).
     view_nodes: Option<ViewNodes>,
     last_view_nodes: BTreeSet<String>,
-}
-
-fn sort_uses_telemetry(v: ViewKind, col: usize) -> bool {
-    match v {
-        ViewKind::Fleet => matches!(col, 5 | 6 | 7 | 9),
-        ViewKind::Gpus => matches!(col, 4..=7 | 10),
-        ViewKind::Tenants => matches!(col, 9..=11),
-        ViewKind::Pods => matches!(col, 7 | 8),
-        _ => false,
-    }
 }
 
 impl App {
@@ -140,9 +130,11 @@ impl App {
                 let rows = self.ui.rows(v);
                 let window = rows.iter().skip(t.offset).take(h).copied();
                 match v {
-                    ViewKind::Fleet => window.map(NodeId).collect(),
-                    ViewKind::Gpus => window.filter_map(|id| gpu_node(GpuId(id >> 3))).collect(),
-                    ViewKind::Pods => window.filter_map(|p| self.fleet.pod(PodId(p)).and_then(|p| p.node)).collect(),
+                    ViewKind::Fleet => window.filter_map(RowId::node).collect(),
+                    ViewKind::Gpus => window.filter_map(RowId::gpu).filter_map(gpu_node).collect(),
+                    ViewKind::Pods => {
+                        window.filter_map(RowId::pod).filter_map(|p| self.fleet.pod(p).and_then(|p| p.node)).collect()
+                    }
                     _ => Vec::new(),
                 }
             }
@@ -161,7 +153,7 @@ impl App {
             ViewKind::Ops => self.fleet.structure_gen ^ (self.fleet.ops.len() as u64) << 40 ^ self.fleet.events_gen,
             _ => self.fleet.structure_gen,
         };
-        let tele = if sort_uses_telemetry(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
+        let tele = if tables::sort_is_live(v, t.sort_col) { self.fleet.telemetry_gen } else { 0 };
         let key = (data_gen, tele, t.filter.clone(), t.sort_col, t.descending);
         let stale = match self.ui.caches.get(&v) {
             None => true,

@@ -4,7 +4,6 @@
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use super::App;
-use crate::model::{GpuId, NodeId, PodId};
 use crate::ops::ExecRequest;
 use crate::ui::command::{Command, Mode, ViewKind};
 use crate::ui::render::{self, table_height};
@@ -69,20 +68,25 @@ impl App {
             Command::Collapse | Command::Expand => self.tree_toggle(c == Command::Expand),
             Command::SortNext | Command::SortPrev | Command::SortReverse => {
                 if let Screen::Table(v) = self.ui.screen() {
-                    let n = tables::columns(v).len();
+                    let cols = tables::columns(v);
+                    let (n, i) = (cols.len(), tables::sort_index(v, self.ui.table(v).sort_col));
                     let t = self.ui.table_mut(v);
                     match c {
-                        Command::SortNext => t.sort_col = (t.sort_col + 1) % n,
-                        Command::SortPrev => t.sort_col = (t.sort_col + n - 1) % n,
+                        Command::SortNext => t.sort_col = Some(cols[(i + 1) % n].name),
+                        Command::SortPrev => t.sort_col = Some(cols[(i + n - 1) % n].name),
                         _ => t.descending = !t.descending,
                     }
-                    let (col, desc) = (t.sort_col, t.descending);
+                    let (col, desc) = (tables::sort_index(v, t.sort_col), t.descending);
                     self.ui.info(format!(
                         "sorted by {} {}",
-                        tables::columns(v)[col].name,
+                        cols[col].name,
                         if desc { "descending" } else { "ascending" }
                     ));
                 }
+            }
+            Command::ToggleWide => {
+                self.ui.wide = !self.ui.wide;
+                self.ui.info(if self.ui.wide { "wide: every column" } else { "columns that fit the terminal" });
             }
             Command::NextView | Command::PrevView => {
                 let cur = match self.ui.screen() {
@@ -181,10 +185,18 @@ impl App {
             Screen::Table(v) => {
                 let Some(id) = self.ui.selected_id(v) else { return };
                 match v {
-                    ViewKind::Fleet => self.push(Screen::Node(NodeId(id))),
-                    ViewKind::Gpus => self.push(Screen::Gpu(GpuId(id >> 3))),
+                    ViewKind::Fleet => {
+                        if let Some(n) = id.node() {
+                            self.push(Screen::Node(n))
+                        }
+                    }
+                    ViewKind::Gpus => {
+                        if let Some(g) = id.gpu() {
+                            self.push(Screen::Gpu(g))
+                        }
+                    }
                     ViewKind::Tenants => {
-                        if let Some(t) = self.fleet.tenant(crate::model::TenantId(id)) {
+                        if let Some(t) = id.tenant().and_then(|t| self.fleet.tenant(t)) {
                             let name = self.fleet.s(t.name).to_string();
                             self.open_view(ViewKind::Pods);
                             let t = self.ui.table_mut(ViewKind::Pods);
@@ -194,7 +206,7 @@ impl App {
                         }
                     }
                     ViewKind::Pods => {
-                        if let Some(n) = self.fleet.pod(PodId(id)).and_then(|p| p.node) {
+                        if let Some(n) = id.pod().and_then(|p| self.fleet.pod(p)).and_then(|p| p.node) {
                             self.push(Screen::Node(n));
                         } else {
                             self.ui.warn("this pod is not scheduled on a node yet");
@@ -202,7 +214,7 @@ impl App {
                     }
                     ViewKind::Quotas => self.start_op(Command::EditQuota),
                     ViewKind::Events => {
-                        if let Some(e) = tables::event_at(&self.fleet, id) {
+                        if let Some(e) = id.event().and_then(|e| tables::event_at(&self.fleet, e)) {
                             let obj = e.object.split('/').next().unwrap_or("").to_string();
                             match self.fleet.node_by_name(&obj) {
                                 Some(n) => self.push(Screen::Node(n)),
@@ -211,7 +223,7 @@ impl App {
                         }
                     }
                     ViewKind::Ops => {
-                        if let Some(o) = tables::op_at(&self.fleet, id) {
+                        if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
                             self.ui.info(format!(
                                 "#{}: {}",
@@ -237,7 +249,7 @@ impl App {
 
     fn cancel_selected_op(&mut self) {
         let Some(id) = self.ui.selected_id(ViewKind::Ops) else { return };
-        let Some(o) = tables::op_at(&self.fleet, id) else { return };
+        let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) else { return };
         if o.state.finished() {
             self.ui.warn(format!("operation #{} has already finished", o.id));
             return;

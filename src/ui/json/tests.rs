@@ -86,15 +86,15 @@ fn every_view_is_versioned_and_typed() {
 }
 
 /// The table's text of a cell, for comparing with the typed value.
-fn cell(f: &Fleet, v: ViewKind, id: u32, col: usize) -> String {
-    tables::cell(f, v, id, col).0.trim().to_string()
+fn cell(f: &Fleet, v: ViewKind, id: RowId, col: usize) -> String {
+    tables::columns(v)[col].cell_of(f, id).0.trim().to_string()
 }
 
 #[test]
 fn fleet_and_gpu_rows_carry_the_tables_numbers() {
     let f = demo();
     let d = doc(&f, ViewKind::Fleet);
-    let ids = tables::rows(&f, ViewKind::Fleet, "", 0, false);
+    let ids = tables::rows(&f, ViewKind::Fleet, "", None, false);
     assert_eq!(rows(&d).len(), ids.len());
     for (r, id) in rows(&d).iter().zip(&ids) {
         assert_eq!(r["name"], cell(&f, ViewKind::Fleet, *id, 0));
@@ -226,7 +226,7 @@ fn quota_rows_count_their_own_namespace_and_resource() {
     f.apply(quota("recsys", "recsys", "requests.nvidia.com/gpu", 4, 0));
     f.apply(quota("recsys", "recsys", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices", 300, 226));
 
-    let find = |ns: &str, res: &str| -> u32 {
+    let find = |ns: &str, res: &str| -> RowId {
         f.quota_ids()
             .find(|i| {
                 f.quota(*i).is_some_and(|q| {
@@ -234,7 +234,7 @@ fn quota_rows_count_their_own_namespace_and_resource() {
                         && matches!(q.source, QuotaSource::ResourceQuota { namespace, .. } if f.s(namespace) == ns)
                 })
             })
-            .map(|i| i.0)
+            .map(|i| RowId::Quota(i.0))
             .expect("the quota")
     };
     let q = ViewKind::Quotas;
@@ -242,7 +242,7 @@ fn quota_rows_count_their_own_namespace_and_resource() {
     assert_eq!((cell(&f, q, ft, 4), cell(&f, q, ft, 5), cell(&f, q, ft, 6)), ("60".into(), "60".into(), "34%".into()));
     let rs = find("recsys", "requests.nvidia.com/gpu");
     assert_eq!((cell(&f, q, rs, 5), cell(&f, q, rs, 6)), ("0".into(), "0%".into()));
-    assert_eq!(tables::cell(&f, q, rs, 6).1, "tenant.ok");
+    assert_eq!(tables::cell(&f, q, rs, "USE%").1, "tenant.ok");
     let dra = find("recsys", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices");
     assert_eq!((cell(&f, q, dra, 5), cell(&f, q, dra, 6)), ("226".into(), "75%".into()));
 
@@ -271,7 +271,7 @@ fn a_quota_with_nothing_allowed_has_no_percentage() {
     f.apply(quota("t", "t", "requests.nvidia.com/gpu", 0, 0));
     f.apply(quota("u", "u", "requests.nvidia.com/gpu", 0, 2));
     let q = ViewKind::Quotas;
-    let cells: Vec<(String, &str)> = f.quota_ids().map(|i| tables::cell(&f, q, i.0, 6)).collect();
+    let cells: Vec<(String, &str)> = f.quota_ids().map(|i| tables::cell(&f, q, RowId::Quota(i.0), "USE%")).collect();
     assert_eq!(cells, vec![("-".to_string(), "ui.text.muted"), ("over".to_string(), "tenant.over_quota")]);
     let d = doc(&f, q);
     assert!(rows(&d).iter().all(|r| r["use_pct"].is_null()));

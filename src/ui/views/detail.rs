@@ -8,7 +8,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Axis, Block, Borders, Chart, Dataset, GraphType, Paragraph, Wrap};
 use tui_tree_widget::{Tree, TreeItem, TreeState};
 
-use super::tables::{age, fits_text, gpu_util_cell, node_status, util_cell};
+use super::cell::{age, gpu_util_cell, util_cell};
+use super::fleet::node_status;
+use super::gpus::fits_text;
 use crate::mig;
 use crate::model::*;
 use crate::ui::theme::Theme;

@@ -1,0 +1,285 @@
+//! The GPUs view: one row per physical GPU, its MIG instances as rows under it.
+
+use serde_json::json;
+
+use super::cell::*;
+use super::column::{Column, RowId, Value};
+use super::tables::value_of;
+use crate::model::*;
+use crate::ui::json::{MIB, age_s, alloc, opt};
+
+/// The row's GPU, and the MIG instance when it is an instance row.
+enum Row<'a> {
+    Gpu(GpuId, &'a Gpu),
+    Mig(GpuId, &'a Gpu, usize, &'a MigInstance),
+}
+
+fn row(f: &Fleet, r: RowId) -> Option<Row<'_>> {
+    match r {
+        RowId::Gpu(g) => Some(Row::Gpu(g, f.gpu(g)?)),
+        RowId::Mig(g, i) => {
+            let gpu = f.gpu(g)?;
+            Some(Row::Mig(g, gpu, i as usize, gpu.instances.get(i as usize)?))
+        }
+        _ => None,
+    }
+}
+
+/// A GPU row's value; MIG instance rows follow their GPU and are never sorted by it.
+fn on<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(GpuId, &'a Gpu) -> Value<'a>) -> Value<'a> {
+    match row(f, r) {
+        Some(Row::Gpu(g, gpu)) => v(g, gpu),
+        _ => Value::Absent,
+    }
+}
+
+/// A cell of a GPU row, muted-empty on an instance row.
+fn gpu_only(f: &Fleet, r: RowId, c: impl FnOnce(GpuId, &Gpu) -> Cell) -> Cell {
+    match row(f, r) {
+        Some(Row::Gpu(g, gpu)) => c(g, gpu),
+        Some(Row::Mig(..)) => muted(""),
+        None => blank(),
+    }
+}
+
+/// A measured figure of a GPU row: `Unknown` before its first sample.
+fn sampled<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(&Gpu) -> Option<i64>) -> Value<'a> {
+    on(f, r, |_, g| g.last_sample_at.and(v(g)).map_or(Value::Unknown, Value::Num))
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("NODE", 10)
+        .grow(1)
+        .filter()
+        .value(|f, r| on(f, r, |_, g| f.node(g.node).map_or(Value::Absent, |n| Value::text(f.s(n.name)))))
+        .cell(|f, r| gpu_only(f, r, |_, g| text(f.node(g.node).map(|n| f.s(n.name)).unwrap_or("")))),
+    Column::new("GPU", 15).min(6).grow(1).filter().value(|f, r| on(f, r, |_, g| Value::Num(g.index.into()))).cell(
+        |f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) => text(format!("gpu{}", g.index)),
+            Some(Row::Mig(_, g, _, i)) => {
+                let p = crate::mig::profile(g.model, i.placement.profile);
+                (format!("  └ {} @{}", p.name, i.placement.start), "gpu.mig.used")
+            }
+            None => blank(),
+        },
+    ),
+    Column::new("MODEL", 10)
+        .min(6)
+        .priority(3)
+        .filter()
+        .value(|f, r| on(f, r, |_, g| Value::text(g.model.name())))
+        .cell(|f, r| gpu_only(f, r, |_, g| text(g.model.name()))),
+    Column::new("MODE", 4)
+        .priority(4)
+        .filter()
+        .value(|f, r| on(f, r, |_, g| Value::text(if g.mig_enabled { "mig" } else { "full" })))
+        .cell(|f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) if g.mig_enabled => ("MIG".into(), "gpu.mig.used"),
+            Some(Row::Gpu(..)) => muted("full"),
+            Some(Row::Mig(..)) => muted("mig"),
+            None => blank(),
+        }),
+    Column::new("UTIL", 4).right().live().value(|f, r| sampled(f, r, |g| g.last.util.map(i64::from))).cell(|f, r| {
+        match row(f, r) {
+            Some(Row::Gpu(_, g)) if g.last_sample_at.is_none() => muted("—"),
+            Some(Row::Gpu(_, g)) => gpu_util_cell(f, g),
+            Some(Row::Mig(gid, _, idx, i)) => {
+                // Pods on the node hold this many of its profile without a known instance:
+                // this one may be among them.
+                if i.pod.is_some() || f.instance_maybe_held(gid, idx) > 0 { util_cell(i.util) } else { muted("-") }
+            }
+            None => blank(),
+        }
+    }),
+    Column::new("MEM", 8)
+        .min(5)
+        .right()
+        .priority(5)
+        .live()
+        .value(|f, r| sampled(f, r, |g| Some((g.mem_used_mib() / 1024).into())))
+        .cell(|f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) if g.last_sample_at.is_none() => muted(format!("?/{}G", g.memory_mib / 1024)),
+            Some(Row::Gpu(_, g)) => text(format!("{}/{}G", g.mem_used_mib() / 1024, g.memory_mib / 1024)),
+            Some(Row::Mig(_, g, _, i)) => {
+                let p = crate::mig::profile(g.model, i.placement.profile);
+                text(format!("{}/{}G", i.mem_used_mib / 1024, p.memory_mib / 1024))
+            }
+            None => blank(),
+        }),
+    Column::new("POWER", 5)
+        .right()
+        .priority(4)
+        .live()
+        .value(|f, r| sampled(f, r, |g| Some(g.last.power_w.into())))
+        .cell(|f, r| {
+            gpu_only(
+                f,
+                r,
+                |_, g| {
+                    if g.last_sample_at.is_none() { muted("—") } else { text(format!("{}W", g.last.power_w)) }
+                },
+            )
+        }),
+    Column::new("TEMP", 4).right().priority(5).live().value(|f, r| sampled(f, r, |g| Some(g.last.temp_c.into()))).cell(
+        |f, r| {
+            gpu_only(
+                f,
+                r,
+                |_, g| {
+                    if g.last_sample_at.is_none() { muted("—") } else { text(format!("{}C", g.last.temp_c)) }
+                },
+            )
+        },
+    ),
+    Column::new("TENANT", 13)
+        .min(8)
+        .grow(1)
+        .priority(2)
+        .filter()
+        .value(|f, r| on(f, r, |_, g| tenant(f, g.pods.first().copied()).map_or(Value::Absent, Value::text)))
+        .cell(|f, r| {
+            let pod = match row(f, r) {
+                Some(Row::Gpu(_, g)) => g.pods.first().copied(),
+                Some(Row::Mig(.., i)) => i.pod,
+                None => return blank(),
+            };
+            tenant(f, pod).map(text).unwrap_or_else(|| muted(""))
+        }),
+    Column::new("POD", 22).min(12).grow(2).priority(1).filter().value(|f, r| Value::of_cell(pod(f, r))).cell(pod),
+    Column::new("IDLE", 8)
+        .priority(1)
+        .live()
+        .value(|f, r| on(f, r, |_, g| g.low_since.filter(|_| g.idle_allocated).map_or(Value::Absent, Value::Age)))
+        .cell(|f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) => idle_for(f, g.low_since, g.idle_allocated),
+            Some(Row::Mig(.., i)) => idle_for(f, i.low_since, i.idle_allocated),
+            None => blank(),
+        }),
+    Column::new("FITS", 12).priority(5).value(|f, r| Value::of_cell(fits(f, r))).cell(fits),
+    Column::new("HEALTH", 7).filter().value(|f, r| Value::of_cell(health(f, r))).cell(health),
+];
+
+fn tenant(f: &Fleet, pod: Option<PodId>) -> Option<&str> {
+    pod.and_then(|p| f.pod(p)).and_then(|p| f.tenant(p.tenant)).map(|t| f.s(t.name))
+}
+
+fn pod(f: &Fleet, r: RowId) -> Cell {
+    match row(f, r) {
+        Some(Row::Gpu(gid, gpu)) if gpu.mig_enabled => {
+            let used = gpu.mig_in_use() as usize;
+            match f.gpu_mig_maybe_held(gid) {
+                0 => text(format!("{used}/{} MIG in use", gpu.instances.len())),
+                // Not known to be free: held on the node, which instance unknown.
+                maybe => text(format!("{used}/{} in use, {maybe} unknown", gpu.instances.len())),
+            }
+        }
+        Some(Row::Gpu(_, gpu)) => match gpu.pods.first().and_then(|p| f.pod(*p)) {
+            Some(p) => text(&*p.name),
+            None => match f.node(gpu.node).map_or(0, |n| f.whole_gpus_unbound(n)) {
+                0 => ("free".into(), "gpu.free"),
+                // Pods hold GPUs here nobody named: this may be one.
+                k => muted(format!("unknown: node holds {k}")),
+            },
+        },
+        Some(Row::Mig(gid, _, idx, i)) => match i.pod.and_then(|p| f.pod(p)) {
+            Some(p) => text(&*p.name),
+            None => match f.instance_maybe_held(gid, idx) {
+                0 => ("free".into(), "gpu.free"),
+                maybe => muted(format!("unknown: node holds {maybe}")),
+            },
+        },
+        None => blank(),
+    }
+}
+
+fn fits(f: &Fleet, r: RowId) -> Cell {
+    gpu_only(f, r, |gid, g| if g.mig_enabled { text(fits_text(f, gid)) } else { muted("") })
+}
+
+fn health(f: &Fleet, r: RowId) -> Cell {
+    gpu_only(f, r, |_, gpu| match (gpu.xid, gpu.ecc_uncorrected) {
+        _ if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => (
+            match gpu.last_sample_at {
+                Some(t) => format!("stale {}", age(f.now, t)),
+                None => "no data".into(),
+            },
+            "ui.stale",
+        ),
+        (Some((code, _)), _) => (format!("XID {code}"), "severity.error"),
+        (None, n) if n > 0 => (format!("ECC {n}"), "severity.error"),
+        _ => ("ok".into(), "status.ready"),
+    })
+}
+
+/// The MIG profiles that still fit on a GPU: `1g×3 2g×1`, `no room`, or `-` before the
+/// fleet has worked it out.
+pub fn fits_text(f: &Fleet, g: GpuId) -> String {
+    let Some(gpu) = f.gpu(g) else { return String::new() };
+    let Some(frag) = f.fragmentation(g) else { return "-".into() };
+    let mut v: Vec<String> = frag
+        .fits
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(p, n)| format!("{}×{n}", crate::mig::profile(gpu.model, *p).name.split('.').next().unwrap_or("")))
+        .collect();
+    v.dedup();
+    if v.is_empty() { "no room".into() } else { v.join(" ") }
+}
+
+/// The table's text of a cell, `null` where the table shows nothing or a dash.
+fn cell_json(c: Cell) -> serde_json::Value {
+    let s = c.0;
+    let s = s.trim();
+    if s.is_empty() || s == "-" || s == "—" { serde_json::Value::Null } else { s.into() }
+}
+
+/// The GPU's row of the JSON snapshot (docs/snapshot.md, `gpus`), its instances inside.
+pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
+    let Some(Row::Gpu(_, g)) = row(f, r) else { return None };
+    let col = |name| value_of(COLUMNS, name, f, r).to_json();
+    let m = g.last_sample_at.is_some();
+    let tenant_of = |p: Option<PodId>| opt(tenant(f, p));
+    let instances: Vec<serde_json::Value> = g
+        .instances
+        .iter()
+        .map(|i| {
+            let p = crate::mig::profile(g.model, i.placement.profile);
+            let pod = i.pod.and_then(|p| f.pod(p));
+            json!({
+                "profile": p.name,
+                "start": i.placement.start,
+                "uuid": f.s(i.uuid),
+                "util_pct": opt(i.util),
+                "mem_used_bytes": opt(m.then(|| u64::from(i.mem_used_mib) * MIB)),
+                "mem_total_bytes": u64::from(p.memory_mib) * MIB,
+                "tenant": tenant_of(i.pod),
+                "pod": opt(pod.map(|p| f.pod_display(p))),
+                "idle_for_s": opt(i.low_since.filter(|_| i.idle_allocated).map(|t| age_s(f, t))),
+            })
+        })
+        .collect();
+    let used = g.mig_in_use();
+    let stale = m && g.telemetry_stale(f.now, f.thresholds.stale_ms);
+    Some(json!({
+        "node": col("NODE"),
+        "gpu": col("GPU"),
+        "uuid": f.s(g.uuid),
+        "model": col("MODEL"),
+        "mode": col("MODE"),
+        "util_pct": col("UTIL"),
+        "telemetry_stale": stale,
+        "mem_used_bytes": opt(m.then(|| u64::from(g.mem_used_mib()) * MIB)),
+        "mem_total_bytes": u64::from(g.memory_mib) * MIB,
+        "power_w": col("POWER"),
+        "temp_c": col("TEMP"),
+        "tenant": col("TENANT"),
+        "pods": g.pods.iter().filter_map(|p| f.pod(*p)).map(|p| f.pod_display(p)).collect::<Vec<_>>(),
+        "mig_alloc": if g.mig_enabled { alloc(used, g.instances.len() as u32) } else { serde_json::Value::Null },
+        "idle_for_s": opt(g.low_since.filter(|_| g.idle_allocated).map(|t| age_s(f, t))),
+        "fits": if g.mig_enabled { cell_json(fits(f, r)) } else { serde_json::Value::Null },
+        "health": cell_json(health(f, r)),
+        "xid": opt(g.xid.map(|(c, _)| c)),
+        "ecc_uncorrected": g.ecc_uncorrected,
+        "instances": instances,
+    }))
+}

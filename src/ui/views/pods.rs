@@ -1,0 +1,219 @@
+//! The pods view: one row per pod that asks for GPUs, MIG instances or DRA devices — what
+//! it asks for, what it holds, and how busy that is.
+
+use serde_json::{Map, json};
+
+use super::cell::*;
+use super::column::{Column, RowId, Value};
+use super::tables::value_of;
+use crate::model::*;
+use crate::ui::json::{age_s, opt};
+
+fn pod(f: &Fleet, r: RowId) -> Option<&Pod> {
+    f.pod(r.pod()?)
+}
+
+fn on<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(&'a Pod) -> Value<'a>) -> Value<'a> {
+    pod(f, r).map_or(Value::Absent, v)
+}
+
+fn draw(f: &Fleet, r: RowId, c: impl FnOnce(&Pod) -> Cell) -> Cell {
+    pod(f, r).map_or_else(blank, c)
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("NAMESPACE", 13).priority(3).filter().value(|f, r| on(f, r, |p| Value::text(f.s(p.namespace)))),
+    Column::new("NAME", 26).min(20).grow(3).filter().value(|f, r| on(f, r, |p| Value::text(&p.name))),
+    Column::new("TENANT", 13)
+        .min(8)
+        .grow(1)
+        .priority(2)
+        .filter()
+        .value(|f, r| on(f, r, |p| f.tenant(p.tenant).map_or(Value::Absent, |t| Value::text(f.s(t.name)))))
+        .cell(|f, r| draw(f, r, |p| text(f.tenant(p.tenant).map(|t| f.s(t.name)).unwrap_or("")))),
+    Column::new("NODE", 10)
+        .grow(1)
+        .priority(1)
+        .filter()
+        .value(|f, r| on(f, r, |p| p.node.and_then(|n| f.node(n)).map_or(Value::Absent, |n| Value::text(f.s(n.name)))))
+        .cell(|f, r| {
+            draw(f, r, |p| p.node.and_then(|n| f.node(n)).map(|n| text(f.s(n.name))).unwrap_or_else(|| muted("<none>")))
+        }),
+    Column::new("PHASE", 11).min(8).filter().value(|f, r| on(f, r, |p| Value::text(p.phase.as_str()))).cell(|f, r| {
+        draw(f, r, |p| {
+            let tok = match p.phase {
+                Phase::Running => "status.running",
+                Phase::Pending => "status.pending",
+                Phase::Succeeded => "status.succeeded",
+                Phase::Failed => "status.failed",
+                _ => "status.pending",
+            };
+            (p.phase.as_str().into(), tok)
+        })
+    }),
+    Column::new("REQUEST", 13)
+        .priority(4)
+        .filter()
+        .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_request(f, p)))))
+        .cell(|f, r| draw(f, r, |p| text(pod_request(f, p)))),
+    Column::new("DEVICES", 14)
+        .grow(1)
+        .priority(3)
+        .filter()
+        .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_devices(f, p)))))
+        .cell(|f, r| draw(f, r, |p| text(pod_devices(f, p)))),
+    Column::new("UTIL", 8)
+        .min(5)
+        .right()
+        .live()
+        .value(|f, r| {
+            on(f, r, |p| match pod_util_of(f, p) {
+                Some((Some(u), ..)) => Value::Num(u.into()),
+                Some((None, ..)) => Value::Unknown,
+                None => Value::Absent,
+            })
+        })
+        .cell(|f, r| {
+            draw(f, r, |p| match pod_util_of(f, p) {
+                Some((Some(u), _, measured, all)) => (format!("{u}%{}", of_measured(measured, all)), util_token(u)),
+                Some((None, ..)) => muted("—"),
+                None => muted("-"),
+            })
+        }),
+    Column::new("IDLE", 5)
+        .live()
+        .value(|f, r| on(f, r, |p| Value::Num(matches!(pod_util(f, p), Some((_, true))).into())))
+        .cell(|f, r| {
+            draw(f, r, |p| match pod_util(f, p) {
+                Some((_, true)) => ("idle".into(), "gpu.idle"),
+                _ => muted("-"),
+            })
+        }),
+    Column::new("OWNER", 11)
+        .priority(5)
+        .filter()
+        .value(|f, r| on(f, r, |p| Value::text(p.owner.as_str())))
+        .cell(|f, r| draw(f, r, |p| muted(p.owner.as_str()))),
+    Column::new("AGE", 4).right().priority(4).value(|f, r| on(f, r, |p| Value::Age(p.created))),
+];
+
+fn pod_request(f: &Fleet, p: &Pod) -> String {
+    let mut parts = Vec::new();
+    if p.gpus > 0 {
+        parts.push(format!("gpu×{}", p.gpus));
+    }
+    for (r, n) in &p.mig {
+        parts.push(format!("{}×{n}", f.s(*r).trim_start_matches("nvidia.com/")));
+    }
+    for c in &p.dra {
+        parts.push(format!("dra:{}×{}", f.s(c.device_class), c.count));
+    }
+    parts.join(" ")
+}
+
+fn pod_devices(f: &Fleet, p: &Pod) -> String {
+    let mut parts: Vec<String> =
+        p.bound_gpus.iter().filter_map(|g| f.gpu(*g)).map(|g| format!("gpu{}", g.index)).collect();
+    for u in &p.bound_mig {
+        let found = f.mig_instance(*u).and_then(|(gid, idx)| {
+            let g = f.gpu(gid)?;
+            let i = g.instances.get(idx as usize)?;
+            Some(format!(
+                "gpu{}/{}@{}",
+                g.index,
+                crate::mig::profile(g.model, i.placement.profile).name,
+                i.placement.start
+            ))
+        });
+        if let Some(s) = found {
+            parts.push(s);
+        }
+    }
+    for c in &p.dra {
+        match c.allocated {
+            Some(a) => {
+                let s = f.s(a);
+                parts = vec![s.rsplit('/').next().unwrap_or(s).to_string()];
+            }
+            None => parts.push("unallocated".into()),
+        }
+    }
+    // Held all the same: the device plugin does not say which instance, and no node agent
+    // told the fleet. The first words fit the column: `1g.18gb×1 held`.
+    for (r, n) in &p.mig_unbound {
+        parts.push(format!(
+            "{}×{n} held, instance unknown without an agent",
+            f.s(*r).trim_start_matches("nvidia.com/mig-")
+        ));
+    }
+    if parts.is_empty() { "-".into() } else { parts.join(",") }
+}
+
+/// Utilisation of the devices a pod holds (the mean of those measured; `None` inside when
+/// none is), and whether they are idle-but-allocated; `None` when it holds no device the
+/// fleet knows of, nor one it holds without a known instance.
+pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
+    pod_util_of(f, p).map(|(u, idle, _, _)| (u, idle))
+}
+
+/// [`pod_util`] with over how many of how many devices the mean was measured.
+fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
+    let mut utils = Vec::new();
+    let mut idle = false;
+    for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
+        utils.push(g.last.util);
+        idle |= g.idle_allocated;
+    }
+    if let Some(node) = p.node.and_then(|n| f.node(n)) {
+        for g in node.gpus.iter().filter_map(|g| f.gpu(*g)) {
+            for i in &g.instances {
+                if p.bound_mig.contains(&i.uuid) {
+                    utils.push(i.util);
+                    idle |= i.idle_allocated;
+                }
+            }
+        }
+    }
+    // Instances it holds that nobody can name cannot be measured either.
+    for (_, n) in &p.mig_unbound {
+        utils.extend(std::iter::repeat_n(None, *n as usize));
+    }
+    if utils.is_empty() {
+        return None;
+    }
+    let measured = utils.iter().flatten().count() as u32;
+    let all = utils.len() as u32;
+    Some((mean_util(utils.into_iter()), idle, measured, all))
+}
+
+/// The pod's row of the JSON snapshot (docs/snapshot.md, `pods`).
+pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
+    let p = pod(f, r)?;
+    let col = |name| value_of(COLUMNS, name, f, r).to_json();
+    let mig: Map<String, serde_json::Value> = p.mig.iter().map(|(r, n)| (f.s(*r).to_string(), (*n).into())).collect();
+    let dra: Vec<serde_json::Value> = p
+        .dra
+        .iter()
+        .map(|c| {
+            json!({ "claim": f.s(c.claim), "device_class": f.s(c.device_class), "count": c.count,
+                "allocated": opt(c.allocated.map(|a| f.s(a))) })
+        })
+        .collect();
+    let util = pod_util(f, p);
+    let devices = pod_devices(f, p);
+    let devices = devices.trim();
+    Some(json!({
+        "namespace": col("NAMESPACE"),
+        "name": col("NAME"),
+        "tenant": col("TENANT"),
+        "node": col("NODE"),
+        "phase": col("PHASE"),
+        "request": { "gpus": p.gpus, "mig": mig, "dra": dra },
+        "devices": if devices.is_empty() || devices == "-" { serde_json::Value::Null } else { devices.into() },
+        "util_pct": col("UTIL"),
+        "idle": opt(util.and_then(|(u, idle)| u.map(|_| idle))),
+        "owner": col("OWNER"),
+        "created_ms": col("AGE"),
+        "age_s": age_s(f, p.created),
+    }))
+}

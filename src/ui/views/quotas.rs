@@ -1,0 +1,128 @@
+//! The quotas view: one row per quota (a ResourceQuota's resource, or a Kueue
+//! ClusterQueue's flavor and resource) — its limit, use and what its pods request.
+
+use serde_json::json;
+
+use super::cell::*;
+use super::column::{Column, RowId, Value};
+use super::tables::value_of;
+use crate::model::*;
+use crate::ui::json::{opt, quantity};
+
+fn quota(f: &Fleet, r: RowId) -> Option<&Quota> {
+    f.quota(r.quota()?)
+}
+
+fn on<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(&'a Quota) -> Value<'a>) -> Value<'a> {
+    quota(f, r).map_or(Value::Absent, v)
+}
+
+fn draw(f: &Fleet, r: RowId, c: impl FnOnce(&Quota) -> Cell) -> Cell {
+    quota(f, r).map_or_else(blank, c)
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("TENANT", 15)
+        .grow(1)
+        .filter()
+        .value(|f, r| on(f, r, |q| f.tenant(q.tenant).map_or(Value::Absent, |t| Value::text(f.s(t.name)))))
+        .cell(|f, r| draw(f, r, |q| text(f.tenant(q.tenant).map(|t| f.s(t.name)).unwrap_or("")))),
+    Column::new("SOURCE", 28)
+        .min(16)
+        .grow(1)
+        .priority(3)
+        .filter()
+        .value(|f, r| on(f, r, |q| Value::Text(source(f, &q.source).into())))
+        .cell(|f, r| draw(f, r, |q| muted(source(f, &q.source)))),
+    Column::new("RESOURCE", 32)
+        .min(16)
+        .grow(1)
+        .priority(1)
+        .filter()
+        .value(|f, r| on(f, r, |q| Value::text(f.s(q.resource)))),
+    // Quantities sort by their amount (500m before 2), not by their digits.
+    Column::new("HARD", 6)
+        .right()
+        .value(|f, r| on(f, r, |q| Value::Num(q.hard.milli_value())))
+        .cell(|f, r| draw(f, r, |q| text(q.hard.to_string()))),
+    Column::new("USED", 6)
+        .right()
+        .value(|f, r| on(f, r, |q| Value::Num(q.used.milli_value())))
+        .cell(|f, r| draw(f, r, |q| text(q.used.to_string()))),
+    // This quota's namespace and resource only; a tenant-wide total is the tenants view's.
+    Column::new("REQ", 6)
+        .right()
+        .priority(2)
+        .value(|f, r| on(f, r, |q| f.quota_requested(q).map_or(Value::Absent, Value::Num))),
+    Column::new("USE%", 5)
+        .right()
+        .value(|f, r| {
+            on(f, r, |q| match quota_use_pct(q) {
+                Some(p) => Value::Num(p),
+                // Nothing allowed and something used: over, by no percentage.
+                None if q.used.value() > 0 => Value::text("over"),
+                None => Value::Absent,
+            })
+        })
+        .cell(|f, r| {
+            draw(f, r, |q| match quota_use_pct(q) {
+                Some(p) => {
+                    let (used, hard) = (q.used.milli_value(), q.hard.milli_value());
+                    let tok = if used > hard {
+                        "tenant.over_quota"
+                    } else if i128::from(used) * 10 >= i128::from(hard) * 9 {
+                        "tenant.near_quota"
+                    } else {
+                        "tenant.ok"
+                    };
+                    (format!("{p}%"), tok)
+                }
+                None if q.used.value() > 0 => ("over".into(), "tenant.over_quota"),
+                None => muted("-"),
+            })
+        }),
+    Column::new("VERSION", 7)
+        .priority(4)
+        .value(|f, r| on(f, r, |q| Value::text(f.s(q.version))))
+        .cell(|f, r| draw(f, r, |q| muted(f.s(q.version)))),
+];
+
+/// A quota's use: its used over its hard, in percent rounded to the nearest (60 of 177 is
+/// 34 %); `None` when the hard limit is 0.
+pub fn quota_use_pct(q: &Quota) -> Option<i64> {
+    let (used, hard) = (i128::from(q.used.milli_value()), i128::from(q.hard.milli_value()));
+    (hard > 0).then(|| ((used * 200 + hard) / (hard * 2)) as i64)
+}
+
+fn source(f: &Fleet, s: &QuotaSource) -> String {
+    match s {
+        QuotaSource::ResourceQuota { namespace, name } => format!("ResourceQuota {}/{}", f.s(*namespace), f.s(*name)),
+        QuotaSource::ClusterQueue { queue, flavor } => format!("ClusterQueue {}/{}", f.s(*queue), f.s(*flavor)),
+    }
+}
+
+/// The quota's row of the JSON snapshot (docs/snapshot.md, `quotas`).
+pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
+    let q = quota(f, r)?;
+    let col = |name| value_of(COLUMNS, name, f, r).to_json();
+    let source = match &q.source {
+        QuotaSource::ResourceQuota { namespace, name } => {
+            json!({ "kind": "ResourceQuota", "namespace": f.s(*namespace), "name": f.s(*name) })
+        }
+        QuotaSource::ClusterQueue { queue, flavor } => {
+            json!({ "kind": "ClusterQueue", "queue": f.s(*queue), "flavor": f.s(*flavor) })
+        }
+    };
+    Some(json!({
+        "tenant": col("TENANT"),
+        "source": source,
+        "resource": col("RESOURCE"),
+        "hard": quantity(q.hard),
+        "used": quantity(q.used),
+        "requested": col("REQ"),
+        "use_pct": opt(quota_use_pct(q)),
+        "version": col("VERSION"),
+        "borrowing_limit": opt(q.borrowing_limit.map(quantity)),
+        "lending_limit": opt(q.lending_limit.map(quantity)),
+    }))
+}

@@ -1,0 +1,141 @@
+//! The tenants view: one row per tenant with GPU demand or a quota — its pods, its quota,
+//! what it asks for, holds and keeps busy.
+
+use serde_json::json;
+
+use super::cell::*;
+use super::column::{Column, RowId, Value};
+use super::tables::value_of;
+use crate::model::*;
+use crate::ui::json::opt;
+
+fn tenant(f: &Fleet, r: RowId) -> Option<&Tenant> {
+    f.tenant(r.tenant()?)
+}
+
+fn on<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(&'a Tenant) -> Value<'a>) -> Value<'a> {
+    tenant(f, r).map_or(Value::Absent, v)
+}
+
+fn draw(f: &Fleet, r: RowId, c: impl FnOnce(&Tenant) -> Cell) -> Cell {
+    tenant(f, r).map_or_else(blank, c)
+}
+
+/// Busy and idle are counted among the measured devices only; with none measured while
+/// something is allocated they are unknown, not 0.
+fn unmeasured(u: &TenantUsage) -> bool {
+    u.measured == 0 && u.allocated_gpus + u.allocated_mig > 0
+}
+
+pub const COLUMNS: &[Column] = &[
+    Column::new("TENANT", 15).grow(2).filter().value(|f, r| on(f, r, |t| Value::text(f.s(t.name)))),
+    Column::new("SOURCE", 8)
+        .priority(5)
+        .filter()
+        .value(|f, r| on(f, r, |t| Value::text(f.s(t.source))))
+        .cell(|f, r| draw(f, r, |t| muted(f.s(t.source)))),
+    Column::new("NAMESPACES", 24)
+        .min(12)
+        .grow(1)
+        .priority(4)
+        .filter()
+        .value(|f, r| Value::of_cell(namespaces(f, r)))
+        .cell(namespaces),
+    Column::new("PODS", 5).right().priority(2).value(|f, r| on(f, r, |t| Value::Num(t.usage.pods.into()))),
+    Column::new("PEND", 4)
+        .right()
+        .priority(3)
+        .value(|f, r| on(f, r, |t| Value::Num(t.usage.pending_pods.into())))
+        .cell(|f, r| {
+            draw(f, r, |t| match t.usage.pending_pods {
+                0 => muted("0"),
+                n => (n.to_string(), "status.pending"),
+            })
+        }),
+    Column::new("QUOTA", 5)
+        .right()
+        .priority(1)
+        .value(|f, r| on(f, r, |t| f.tenant_gpu_quota(t).map_or(Value::Absent, Value::Num))),
+    Column::new("REQ", 5).right().priority(1).value(|f, r| on(f, r, |t| Value::Num(t.usage.requested_gpus.into()))),
+    Column::new("ALLOC", 5).right().priority(1).value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_gpus.into()))),
+    Column::new("MIG", 4).right().priority(3).value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_mig.into()))),
+    Column::new("BUSY", 5).right().live().value(|f, r| {
+        on(f, r, |t| if unmeasured(&t.usage) { Value::Unknown } else { Value::Num(t.usage.busy.into()) })
+    }),
+    Column::new("IDLE", 4)
+        .right()
+        .live()
+        .value(|f, r| {
+            on(f, r, |t| if unmeasured(&t.usage) { Value::Unknown } else { Value::Num(t.usage.idle_allocated.into()) })
+        })
+        .cell(|f, r| {
+            draw(f, r, |t| match t.usage.idle_allocated {
+                _ if unmeasured(&t.usage) => muted("—"),
+                0 => muted("0"),
+                n => (n.to_string(), "gpu.idle"),
+            })
+        }),
+    Column::new("BUSY%", 10)
+        .min(6)
+        .right()
+        .priority(2)
+        .live()
+        .value(|f, r| {
+            // Nothing measured (or nothing allocated): a share of nothing is no figure.
+            on(f, r, |t| match t.usage.measured {
+                0 => Value::Unknown,
+                m => Value::Num(pct(t.usage.busy, m).into()),
+            })
+        })
+        .cell(|f, r| {
+            draw(f, r, |t| {
+                let u = &t.usage;
+                if u.measured == 0 {
+                    return muted("—");
+                }
+                let p = pct(u.busy, u.measured);
+                let of = of_measured(u.measured, u.allocated_gpus + u.allocated_mig);
+                (format!("{p}%{of}"), util_token(p as u8))
+            })
+        }),
+    Column::new("STATUS", 10).filter().value(|f, r| Value::of_cell(status(f, r))).cell(status),
+];
+
+fn namespaces(f: &Fleet, r: RowId) -> Cell {
+    draw(f, r, |t| text(t.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>().join(",")))
+}
+
+fn status(f: &Fleet, r: RowId) -> Cell {
+    draw(f, r, |t| match f.tenant_gpu_quota(t) {
+        Some(q) if t.usage.requested_gpus as i64 > q => ("over quota".into(), "tenant.over_quota"),
+        Some(q) if q > 0 && t.usage.requested_gpus as i64 * 100 >= q * 90 => ("near quota".into(), "tenant.near_quota"),
+        Some(_) => ("ok".into(), "tenant.ok"),
+        None => muted("no quota"),
+    })
+}
+
+/// The tenant's row of the JSON snapshot (docs/snapshot.md, `tenants`).
+pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
+    let t = tenant(f, r)?;
+    let col = |name| value_of(COLUMNS, name, f, r).to_json();
+    let u = &t.usage;
+    // Busy is counted among the allocated devices a source measures; with none measured,
+    // busy and idle are unknown even when nothing is allocated.
+    let known = u.measured > 0;
+    Some(json!({
+        "tenant": col("TENANT"),
+        "source": col("SOURCE"),
+        "namespaces": t.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>(),
+        "pods": col("PODS"),
+        "pending_pods": col("PEND"),
+        "gpu_quota_hard": col("QUOTA"),
+        "requested_gpus": col("REQ"),
+        "allocated_gpus": col("ALLOC"),
+        "allocated_mig": col("MIG"),
+        "busy": opt(known.then_some(u.busy)),
+        "busy_measured": u.measured,
+        "busy_pct": col("BUSY%"),
+        "idle_allocated": opt(known.then_some(u.idle_allocated)),
+        "status": status(f, r).0,
+    }))
+}
