@@ -23,7 +23,7 @@ pub struct Cli {
     pub agents: Vec<String>,
     /// Label selector of the agent DaemonSet's pods; their telemetry streams through the API
     /// server's pod proxy for the nodes on screen. An empty value turns this off.
-    #[arg(long, value_name = "SELECTOR", default_value = crate::feed::agents::DEFAULT_SELECTOR)]
+    #[arg(long, value_name = "SELECTOR", default_value = crate::feed::agent_discovery::DEFAULT_SELECTOR)]
     pub agent_selector: String,
     /// Fleet-wide GPU telemetry from Prometheus (dcgm-exporter or agent series), one query
     /// every --prometheus-every: http://HOST:PORT[/PREFIX].
@@ -263,6 +263,23 @@ pub struct KubeSimArgs {
     pub cleanup: bool,
 }
 
+impl KubeSimArgs {
+    /// The simulator's options, less the connection.
+    pub fn options(&self) -> crate::kubesim::Options {
+        crate::kubesim::Options {
+            nodes: self.nodes,
+            seed: self.seed,
+            workload: self.workload,
+            pods: self.pods,
+            dra_every: self.dra_every,
+            mig_seconds: self.mig_seconds,
+            mig_delay_ms: self.mig_delay_ms,
+            agents: self.agents,
+            cleanup: self.cleanup,
+        }
+    }
+}
+
 #[derive(Args, Debug, Clone)]
 pub struct AuditArgs {
     /// Every record (each step, block and log line) instead of one line per operation.
@@ -331,6 +348,16 @@ pub enum Format {
     Table,
     Json,
     Markdown,
+}
+
+impl From<Format> for crate::ui::export::Format {
+    fn from(f: Format) -> Self {
+        match f {
+            Format::Table => Self::Table,
+            Format::Json => Self::Json,
+            Format::Markdown => Self::Markdown,
+        }
+    }
 }
 
 #[derive(Subcommand, Debug)]

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod cli;
 pub mod cluster;
 pub mod config;
+pub mod demo;
 pub mod feed;
 pub mod kubesim;
 pub mod live;
@@ -14,9 +15,10 @@ pub mod model;
 pub mod ops;
 pub mod quantity;
 pub mod rng;
+pub mod screenshots;
 pub mod settings;
 pub mod sim;
-pub mod snapshot;
+pub mod testing;
 pub mod ui;
 
 /// Wall-clock time in milliseconds since the Unix epoch (0 if the clock is before it): the

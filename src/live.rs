@@ -11,12 +11,13 @@ use tokio::sync::{mpsc, watch};
 
 use crate::cli::SnapshotArgs;
 use crate::cluster;
+use crate::demo::{Setup, config_warnings_into, view_kind};
 use crate::feed::kube::KubeFeedConfig;
 use crate::model::{Delta, Fleet, Thresholds};
 use crate::ops::audit::Audit;
 use crate::ops::kube::ExecOptions;
 use crate::ops::{Executor, KubeExecutor, Refuse, serve_ops};
-use crate::snapshot::{Setup, config_warnings_into, render_rows, view_kind};
+use crate::ui::export;
 use crate::ui::run::Exit;
 use crate::ui::{App, Ui};
 
@@ -54,12 +55,12 @@ pub async fn run_cockpit(
         let mut feeds =
             vec![tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx.clone()))];
         for a in &telemetry.agents {
-            feeds.push(tokio::spawn(crate::feed::agent::run(a.clone(), Duration::from_secs(1), tx.clone())));
+            feeds.push(tokio::spawn(crate::feed::agent_stream::run(a.clone(), Duration::from_secs(1), tx.clone())));
         }
         // Agent pods stream through the pod proxy for the nodes on screen.
         let (view_tx, view_rx) = watch::channel(std::collections::BTreeSet::new());
         if !telemetry.agent_selector.trim().is_empty() {
-            feeds.push(tokio::spawn(crate::feed::agents::run(
+            feeds.push(tokio::spawn(crate::feed::agent_discovery::run(
                 conn.client.clone(),
                 telemetry.agent_selector.clone(),
                 Duration::from_secs(1),
@@ -166,7 +167,7 @@ pub async fn snapshot(
             return Ok(ExitCode::from(1));
         }
     };
-    let out = render_rows(&fleet, view_kind(args.view), &args.filter, args.format);
+    let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)
 }

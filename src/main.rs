@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use fabrik::cli::{Cli, Cmd, MigCmd};
-use fabrik::{mig, snapshot};
+use fabrik::{demo, mig, screenshots};
 
 fn main() -> ExitCode {
     if let Err(e) = color_eyre::install() {
@@ -27,7 +27,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         None => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             for a in &cli.agents {
-                if let Err(e) = fabrik::feed::agent::parse_agent_url(a) {
+                if let Err(e) = fabrik::feed::agent_stream::parse_agent_url(a) {
                     eprintln!("fabrik: {e}");
                     return Ok(ExitCode::from(2));
                 }
@@ -48,12 +48,12 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             ))
         }
         Some(Cmd::Demo(demo)) => {
-            let setup = snapshot::Setup::load(&demo.ui);
+            let setup = demo::Setup::load(&demo.ui);
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            rt.block_on(snapshot::run_demo(setup, demo.sim, demo.ui.readonly))?;
+            rt.block_on(demo::run_demo(setup, demo.sim, demo.ui.readonly))?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Snapshot(args)) if args.demo => snapshot::snapshot(args),
+        Some(Cmd::Snapshot(args)) if args.demo => demo::snapshot(args),
         Some(Cmd::Snapshot(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let timeout = std::time::Duration::from_secs(args.timeout_secs);
@@ -63,7 +63,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         Some(Cmd::Sim(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context.clone());
-            rt.block_on(fabrik::kubesim::run(args, kubeconfig, context))
+            rt.block_on(fabrik::kubesim::run(args.options(), kubeconfig, context))
         }
         Some(Cmd::Agent(args)) => run_agent(args),
         Some(Cmd::Audit(args)) => run_audit(&args),
@@ -71,7 +71,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             fabrik::bench::run(nodes as usize, frames, ticks);
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Screenshots { out, seed, theme }) => snapshot::screenshots(&out, seed, theme.as_deref()),
+        Some(Cmd::Screenshots { out, seed, theme }) => screenshots::screenshots(&out, seed, theme.as_deref()),
         Some(Cmd::Mig(MigCmd::Profiles { model })) => {
             let Some(m) = mig::GpuModel::parse(&model) else {
                 eprintln!("unknown GPU model {model:?}: use one of {}", model_names());

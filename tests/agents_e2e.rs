@@ -86,7 +86,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
     let deadline = Instant::now() + Duration::from_secs(60);
     let ips: BTreeMap<String, String> = loop {
-        let list = pods.list(&ListParams::default().labels(fabrik::feed::agents::DEFAULT_SELECTOR)).await;
+        let list = pods.list(&ListParams::default().labels(fabrik::feed::agent_discovery::DEFAULT_SELECTOR)).await;
         let list = list.expect("list agent pods");
         let ips: BTreeMap<String, String> = list
             .items
@@ -151,9 +151,9 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let (tx, rx) = mpsc::channel(256);
     let (view, view_rx) = watch::channel(BTreeSet::from([nodes[0].clone()]));
     let _kube = tokio::spawn(fabrik::feed::kube::run(c.clone(), KubeFeedConfig::default(), tx.clone()));
-    let _agents = tokio::spawn(fabrik::feed::agents::run(
+    let _agents = tokio::spawn(fabrik::feed::agent_discovery::run(
         c.clone(),
-        fabrik::feed::agents::DEFAULT_SELECTOR.into(),
+        fabrik::feed::agent_discovery::DEFAULT_SELECTOR.into(),
         Duration::from_millis(500),
         view_rx,
         tx.clone(),
@@ -235,7 +235,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         let holder = |i: u8| {
             let g = gpu(i)?;
             let p = f.pod(*g.pods.first()?)?;
-            Some((f.s(p.namespace).to_string(), p.name.to_string()))
+            Some((f.str_of(p.namespace).to_string(), p.name.to_string()))
         };
         let idle = |i: u8| gpu(i).is_some_and(|g| g.idle_allocated);
         // GPU 7, the fake's unused GPU, is the first the sim's kubelet hands out.

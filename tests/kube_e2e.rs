@@ -234,21 +234,21 @@ async fn truth(c: &kube::Client) -> Result<Truth, String> {
 fn seen(f: &Fleet) -> Truth {
     let mut t = Truth::default();
     for n in f.nodes.values() {
-        let name = f.s(n.name).to_string();
+        let name = f.str_of(n.name).to_string();
         let gpus = n.gpus.len() as u32;
         t.nodes.insert(name.clone(), (n.ready, gpus));
     }
     for p in f.pods.values() {
-        let key = format!("{}/{}", f.s(p.namespace), p.name);
+        let key = format!("{}/{}", f.str_of(p.namespace), p.name);
         t.pods.insert(key.clone());
         let Some(node) = p.node.and_then(|n| f.node(n)) else { continue };
         if !(p.phase == Phase::Running || p.phase == Phase::Terminating) {
             continue;
         }
         let held = p.gpus as u32 + p.dra.iter().filter(|c| c.allocated.is_some()).map(|c| c.count as u32).sum::<u32>();
-        *t.allocated.entry(f.s(node.name).to_string()).or_default() += held;
+        *t.allocated.entry(f.str_of(node.name).to_string()).or_default() += held;
         if let Some(a) = p.dra.iter().find_map(|c| c.allocated) {
-            t.dra.insert(key, f.s(a).to_string());
+            t.dra.insert(key, f.str_of(a).to_string());
         }
     }
     // MIG instances held, as the views count them: bound to a pod, or held by one without a
@@ -257,23 +257,23 @@ fn seen(f: &Fleet) -> Truth {
         let bound: u32 = n.gpus.iter().filter_map(|g| f.gpu(*g)).map(|g| g.mig_in_use()).sum();
         let held = bound + n.mig_unbound_total();
         if held > 0 {
-            t.mig_held.insert(f.s(n.name).to_string(), held);
+            t.mig_held.insert(f.str_of(n.name).to_string(), held);
         }
     }
     t.mig_total = f.totals.mig_allocated;
     for q in f.quotas.values() {
-        if f.s(q.resource) != "requests.nvidia.com/gpu" {
+        if f.str_of(q.resource) != "requests.nvidia.com/gpu" {
             continue;
         }
         if let fabrik::model::QuotaSource::ResourceQuota { namespace, name } = &q.source {
-            let key = format!("{}/{}", f.s(*namespace), f.s(*name));
+            let key = format!("{}/{}", f.str_of(*namespace), f.str_of(*name));
             t.quota_hard.insert(key.clone(), q.hard.value());
             t.quota_used.insert(key, q.used.value());
         }
     }
     for tn in f.tenants.values() {
-        if f.s(tn.source) == "label" {
-            t.tenants.insert(f.s(tn.name).to_string());
+        if f.str_of(tn.source) == "label" {
+            t.tenants.insert(f.str_of(tn.name).to_string());
         }
     }
     t
@@ -346,7 +346,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         .keys()
         .find(|n| {
             m.fleet.node_by_name(n).and_then(|id| m.fleet.node(id)).is_some_and(|nd| {
-                nd.gpus.iter().filter_map(|g| m.fleet.gpu(*g)).all(|g| m.fleet.s(g.uuid).starts_with(n.as_str()))
+                nd.gpus.iter().filter_map(|g| m.fleet.gpu(*g)).all(|g| m.fleet.str_of(g.uuid).starts_with(n.as_str()))
             })
         })
         .cloned()
@@ -371,7 +371,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         .spawn()
         .expect("start fabrik agent");
     let _agent = Proc { child: agent, what: "fabrik agent" };
-    let _agent_feed = tokio::spawn(fabrik::feed::agent::run(
+    let _agent_feed = tokio::spawn(fabrik::feed::agent_stream::run(
         format!("http://127.0.0.1:{port}"),
         Duration::from_millis(500),
         m.tx.clone(),
@@ -391,7 +391,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         .gpus
         .values()
         .filter(|g| g.last_sample_at.is_some())
-        .filter(|g| m.fleet.node(g.node).is_some_and(|n| m.fleet.s(n.name) != label_node))
+        .filter(|g| m.fleet.node(g.node).is_some_and(|n| m.fleet.str_of(n.name) != label_node))
         .count();
     assert_eq!(others, 0, "only the agent's node has telemetry");
 

@@ -2,10 +2,8 @@
 //! one channel of delta batches: the Kubernetes watches, node agents (direct or found as
 //! pods and streamed through the pod proxy), Prometheus, and the simulator.
 
-pub mod agent;
-pub mod agents;
+pub mod agent_discovery;
+pub mod agent_stream;
 pub mod kube;
 pub mod prometheus;
 pub mod sim;
-
-pub use crate::model::Batch;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
-use super::Batch;
+use crate::model::Batch;
 use crate::model::{Delta, FeedState, Sample, TelemetrySample, Ts};
 
 /// One query for every GPU: five dcgm-exporter metrics, whole GPUs only.
@@ -54,7 +54,7 @@ fn encode(q: &str) -> String {
 /// GET over plain HTTP/1.1: (status, body). Bounded by `timeout` and 64 MiB.
 async fn get(authority: &str, path: &str, timeout: Duration) -> Result<(u16, Vec<u8>), String> {
     let work = async {
-        let (resp, _conn) = super::agent::http_get(authority, path).await?;
+        let (resp, _conn) = super::agent_stream::http_get(authority, path).await?;
         let status = resp.status().as_u16();
         let body = http_body_util::Limited::new(resp.into_body(), 64 << 20)
             .collect()

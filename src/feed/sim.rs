@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::Batch;
+use crate::model::Batch;
 use crate::sim::{Sim, SimConfig, SimRequest};
 
 pub fn spawn<R: SimRequest>(

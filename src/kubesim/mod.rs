@@ -35,7 +35,6 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, DeleteParams, ListParams};
 use tokio::sync::mpsc;
 
-use crate::cli::KubeSimArgs;
 use crate::cluster::labels;
 
 pub use kubelet::POD_IP_ANNOTATION;
@@ -129,11 +128,21 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(1)
 }
 
-pub async fn run(
-    args: KubeSimArgs,
-    kubeconfig: Option<PathBuf>,
-    context: Option<String>,
-) -> color_eyre::Result<ExitCode> {
+/// What `fabrik sim` was asked to do (the command line's `sim` options, less the connection).
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub nodes: u32,
+    pub seed: u64,
+    pub workload: bool,
+    pub pods: Option<u32>,
+    pub dra_every: u32,
+    pub mig_seconds: u64,
+    pub mig_delay_ms: u64,
+    pub agents: bool,
+    pub cleanup: bool,
+}
+
+pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<String>) -> color_eyre::Result<ExitCode> {
     let conn = match crate::cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => return Ok(fail(e)),

@@ -117,7 +117,8 @@ pub(crate) fn check_invariants(f: &Fleet) {
                         .filter_map(|g| f.gpu(g))
                         .flat_map(|g| g.instances.iter().map(move |i| (g.model, i)))
                         .filter(|(m, i)| {
-                            i.pod == Some(pid) && mig::profile_from_resource(*m, f.s(r)) == Some(i.placement.profile)
+                            i.pod == Some(pid)
+                                && mig::profile_from_resource(*m, f.str_of(r)) == Some(i.placement.profile)
                         })
                         .count() as u32;
                     let left = (want as u32).saturating_sub(known);
@@ -128,12 +129,17 @@ pub(crate) fn check_invariants(f: &Fleet) {
             }
             pods += (!p.phase.finished() && p.requests_devices()) as u32;
         }
-        assert_eq!(n.gpus_allocated, alloc, "node {} gpus_allocated", f.s(n.name));
-        assert_eq!(n.mig_allocated, mig, "node {} mig_allocated", f.s(n.name));
-        assert_eq!(n.pods, pods, "node {} pods", f.s(n.name));
+        assert_eq!(n.gpus_allocated, alloc, "node {} gpus_allocated", f.str_of(n.name));
+        assert_eq!(n.mig_allocated, mig, "node {} mig_allocated", f.str_of(n.name));
+        assert_eq!(n.pods, pods, "node {} pods", f.str_of(n.name));
         let mut got: Vec<(Sym, u32)> = n.mig_unbound.clone();
         got.sort();
-        assert_eq!(got, unbound.iter().map(|(r, k)| (*r, *k)).collect::<Vec<_>>(), "node {} mig_unbound", f.s(n.name));
+        assert_eq!(
+            got,
+            unbound.iter().map(|(r, k)| (*r, *k)).collect::<Vec<_>>(),
+            "node {} mig_unbound",
+            f.str_of(n.name)
+        );
         t.mig_unbound += n.mig_unbound_total();
         t.gpus_allocated += f.node_allocated_gpus(n);
     }
@@ -142,7 +148,12 @@ pub(crate) fn check_invariants(f: &Fleet) {
         t.gpus += 1;
         t.gpus_mig += g.mig_enabled as u32;
         t.gpus_busy += g.busy as u32;
-        assert_eq!(g.measured, g.last_sample_at.is_some() && g.last.util.is_some(), "gpu {} measured", f.s(g.uuid));
+        assert_eq!(
+            g.measured,
+            g.last_sample_at.is_some() && g.last.util.is_some(),
+            "gpu {} measured",
+            f.str_of(g.uuid)
+        );
         t.gpus_measured += g.measured as u32;
         t.mig_instances += g.instances.len() as u32;
         t.mig_allocated += g.instances.iter().filter(|i| i.pod.is_some()).count() as u32;
@@ -200,7 +211,7 @@ pub(crate) fn check_invariants(f: &Fleet) {
     for tid in f.tenant_ids() {
         let got = &f.tenant(tid).unwrap().usage;
         let want = usage.remove(&tid).unwrap_or_default();
-        let name = f.s(f.tenant(tid).unwrap().name);
+        let name = f.str_of(f.tenant(tid).unwrap().name);
         assert_eq!(
             (got.requested_gpus, got.allocated_gpus, got.requested_mig, got.allocated_mig),
             (want.requested_gpus, want.allocated_gpus, want.requested_mig, want.allocated_mig),
@@ -243,7 +254,7 @@ fn unknown_namespaces_become_their_own_tenant() {
     let mut f = small_fleet();
     f.apply(Delta::PodUpsert(pod("stray", "p", Some("n1"), Phase::Running, 1, &["GPU-0"])));
     let t = f.tenant_by_name("stray").expect("tenant from namespace");
-    assert_eq!(f.s(f.tenant(t).unwrap().source), "namespace");
+    assert_eq!(f.str_of(f.tenant(t).unwrap().source), "namespace");
     check_invariants(&f);
 }
 
@@ -650,7 +661,7 @@ fn op_progress_lands_in_ops_and_events() {
     assert!(matches!(f.op(1).unwrap().state, OpState::Blocked(_)));
     f.apply(Delta::Op(OpProgress::Finished { id: 1, outcome: Ok("done".into()) }));
     assert_eq!(f.op(1).unwrap().state, OpState::Succeeded);
-    assert!(f.events.iter().any(|e| f.s(e.reason) == "OperationSucceeded"));
+    assert!(f.events.iter().any(|e| f.str_of(e.reason) == "OperationSucceeded"));
     // Progress for an unknown op is ignored rather than invented.
     f.apply(Delta::Op(OpProgress::Step { id: 9, step: "x".into(), done: 1, total: 1 }));
     assert!(f.op(9).is_none());
@@ -915,7 +926,7 @@ mod recount {
                 let uuids: Vec<String> = f
                     .gpu_by_uuid(&format!("m1/gpu-{gpu}"))
                     .and_then(|g| f.gpu(g))
-                    .map(|g| g.instances.iter().map(|i| f.s(i.uuid).to_string()).collect())
+                    .map(|g| g.instances.iter().map(|i| f.str_of(i.uuid).to_string()).collect())
                     .unwrap_or_default();
                 let instances =
                     instances.into_iter().zip(uuids).map(|(i, u)| InstanceSample { uuid: u, ..i }).collect();

@@ -277,7 +277,7 @@ pub(super) fn select_pods(fleet: &Fleet, pods: &[crate::model::PodId], force: bo
     let mut out = Vec::new();
     for &pid in pods {
         let Some(p) = fleet.pod(pid) else { continue };
-        let pdb = fleet.pdb_for_pod(p).map(|d| (fleet.s(d.name).to_string(), d.disruptions_allowed));
+        let pdb = fleet.pdb_for_pod(p).map(|d| (fleet.str_of(d.name).to_string(), d.disruptions_allowed));
         let deletion = p.deletion.as_deref();
         let terminating = (p.phase == Phase::Terminating || deletion.is_some())
             .then(|| deletion.map_or_else(|| "terminating".to_string(), |d| terminating_note(d, fleet.now)));
@@ -285,7 +285,7 @@ pub(super) fn select_pods(fleet: &Fleet, pods: &[crate::model::PodId], force: bo
         // What it holds, not what it asked for: finished pods and stopped containers hold nothing.
         let holds = !p.phase.finished() && !deletion.is_some_and(|d| d.stopped);
         out.push(DrainPod {
-            namespace: fleet.s(p.namespace).to_string(),
+            namespace: fleet.str_of(p.namespace).to_string(),
             name: p.name.to_string(),
             phase: p.phase,
             gpus: if holds { p.gpus as u32 + p.mig_count() + p.dra_count() } else { 0 },

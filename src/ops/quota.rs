@@ -44,7 +44,7 @@ pub(super) fn plan(
         .quotas
         .iter()
         .filter_map(|&i| fleet.quota(i))
-        .find(|q| fleet.s(q.resource) == key.resource && source_matches(fleet, &q.source, &key.source))
+        .find(|q| fleet.str_of(q.resource) == key.resource && source_matches(fleet, &q.source, &key.source))
         .ok_or_else(not_found)?;
     let value = value.trim();
     let field = key.field;
@@ -120,7 +120,7 @@ pub(super) fn plan(
         ),
         format!(
             "the change applies only if the quota is still at version {} — a concurrent edit is reported as a conflict",
-            fleet.s(q.version)
+            fleet.str_of(q.version)
         ),
     ];
     Ok(Plan {
@@ -139,7 +139,7 @@ pub(super) fn plan(
             key: key.clone(),
             old,
             new,
-            expected_version: fleet.s(q.version).to_string(),
+            expected_version: fleet.str_of(q.version).to_string(),
         }),
     })
 }
@@ -149,9 +149,9 @@ pub(crate) fn source_matches(fleet: &Fleet, a: &QuotaSource, b: &QuotaSourceSpec
         (
             QuotaSource::ResourceQuota { namespace, name },
             QuotaSourceSpec::ResourceQuota { namespace: n2, name: m2 },
-        ) => fleet.s(*namespace) == n2 && fleet.s(*name) == m2,
+        ) => fleet.str_of(*namespace) == n2 && fleet.str_of(*name) == m2,
         (QuotaSource::ClusterQueue { queue, flavor }, QuotaSourceSpec::ClusterQueue { queue: q2, flavor: f2 }) => {
-            fleet.s(*queue) == q2 && fleet.s(*flavor) == f2
+            fleet.str_of(*queue) == q2 && fleet.str_of(*flavor) == f2
         }
         _ => false,
     }
@@ -161,11 +161,12 @@ pub(crate) fn source_matches(fleet: &Fleet, a: &QuotaSource, b: &QuotaSourceSpec
 pub fn source_spec(fleet: &Fleet, s: &QuotaSource) -> QuotaSourceSpec {
     match s {
         QuotaSource::ResourceQuota { namespace, name } => QuotaSourceSpec::ResourceQuota {
-            namespace: fleet.s(*namespace).to_string(),
-            name: fleet.s(*name).to_string(),
+            namespace: fleet.str_of(*namespace).to_string(),
+            name: fleet.str_of(*name).to_string(),
         },
-        QuotaSource::ClusterQueue { queue, flavor } => {
-            QuotaSourceSpec::ClusterQueue { queue: fleet.s(*queue).to_string(), flavor: fleet.s(*flavor).to_string() }
-        }
+        QuotaSource::ClusterQueue { queue, flavor } => QuotaSourceSpec::ClusterQueue {
+            queue: fleet.str_of(*queue).to_string(),
+            flavor: fleet.str_of(*flavor).to_string(),
+        },
     }
 }

@@ -82,7 +82,7 @@ pub(super) fn plan(
         affected.extend(g.instances.iter().filter_map(|i| i.pod));
         targets.push(GpuReslice {
             index: g.index,
-            uuid: fleet.s(g.uuid).to_string(),
+            uuid: fleet.str_of(g.uuid).to_string(),
             before: g.instances.iter().map(|i| i.placement).collect(),
             before_mig: g.mig_enabled,
             after: after.clone(),
@@ -107,7 +107,7 @@ pub(super) fn plan(
             let mig_maybe = p.mig_unbound.iter().any(|&(r, k)| {
                 k > 0
                     && target_gpus.iter().any(|g| {
-                        mig::profile_from_resource(g.model, fleet.s(r)).is_some_and(|prof| {
+                        mig::profile_from_resource(g.model, fleet.str_of(r)).is_some_and(|prof| {
                             g.instances.iter().any(|i| i.pod.is_none() && i.placement.profile == prof)
                         })
                     })
@@ -115,7 +115,7 @@ pub(super) fn plan(
             let whole_maybe = free_full && (p.bound_gpus.len() as u32) < p.gpus as u32;
             if mig_maybe || whole_maybe {
                 affected.push(pid);
-                unplaced.push(format!("{}/{}", fleet.s(p.namespace), p.name));
+                unplaced.push(format!("{}/{}", fleet.str_of(p.namespace), p.name));
             }
         }
     }
@@ -190,7 +190,7 @@ pub(super) fn plan(
         format!("GPU {}", targets.iter().map(|t| t.index.to_string()).collect::<Vec<_>>().join(", "))
     };
     let layout_text = describe_layout(model, &layout);
-    let mark = CordonMark::parse(fleet.s(n.cordoned_by));
+    let mark = CordonMark::parse(fleet.str_of(n.cordoned_by));
     let restores = matches!(reslice_end(node, n.cordoned, mark.as_ref()), CordonEnd::Uncordon(_));
     if let Some(line) = preview_line(node, n.cordoned, mark.as_ref()) {
         effects.push(line);
@@ -244,10 +244,10 @@ pub(super) fn plan(
         MigConfigState::Pending | MigConfigState::Rebooting => warnings.push(format!(
             "{node} is already {} for {}: the new label supersedes it",
             n.mig_state.as_str(),
-            fleet.s(n.mig_config)
+            fleet.str_of(n.mig_config)
         )),
         MigConfigState::Failed => {
-            warnings.push(format!("the last MIG change on {node} ({}) failed", fleet.s(n.mig_config)))
+            warnings.push(format!("the last MIG change on {node} ({}) failed", fleet.str_of(n.mig_config)))
         }
         _ => {}
     }
@@ -358,23 +358,23 @@ mod tests {
 
     /// The demo fleet with one H100 node's cordon set as the API would show it.
     fn cordoned(mark: &str) -> (Fleet, String) {
-        let (_, mut f) = crate::snapshot::demo_fleet(42, 48, 3, Default::default());
+        let (_, mut f) = crate::testing::demo_fleet(42, 48, 3, Default::default());
         let id = f
             .node_ids()
             .find(|n| f.node(*n).is_some_and(|n| n.gpu_model == Some(GpuModel::H100_80GB) && n.ready))
             .expect("an H100 node");
         let n = f.node(id).expect("node").clone();
-        let name = f.s(n.name).to_string();
+        let name = f.str_of(n.name).to_string();
         let spec = NodeSpec {
             name: name.clone(),
-            labels: n.labels.iter().map(|(k, v)| (f.s(*k).to_string(), f.s(*v).to_string())).collect(),
+            labels: n.labels.iter().map(|(k, v)| (f.str_of(*k).to_string(), f.str_of(*v).to_string())).collect(),
             ready: n.ready,
             cordoned: true,
             cordoned_by: mark.to_string(),
             gpu_model: n.gpu_model,
-            capacity: n.capacity.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
-            allocatable: n.allocatable.iter().map(|(k, v)| (f.s(*k).to_string(), *v)).collect(),
-            mig_config: f.s(n.mig_config).to_string(),
+            capacity: n.capacity.iter().map(|(k, v)| (f.str_of(*k).to_string(), *v)).collect(),
+            allocatable: n.allocatable.iter().map(|(k, v)| (f.str_of(*k).to_string(), *v)).collect(),
+            mig_config: f.str_of(n.mig_config).to_string(),
             mig_state: n.mig_state,
             mig_state_since: None,
             ready_since: None,

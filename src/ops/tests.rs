@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::model::{Owner, Phase, QuotaSourceSpec};
-use crate::snapshot::demo_fleet;
+use crate::testing::demo_fleet;
 
 fn fleet() -> Fleet {
     demo_fleet(42, 48, 3, Default::default()).1
@@ -11,7 +11,7 @@ fn fleet() -> Fleet {
 fn node_with<F: Fn(&crate::model::Pod) -> bool>(f: &Fleet, pred: F) -> String {
     f.node_ids()
         .find(|n| f.pods_on_node(*n).iter().any(|p| f.pod(*p).is_some_and(&pred)))
-        .map(|n| f.s(f.node(n).unwrap().name).to_string())
+        .map(|n| f.str_of(f.node(n).unwrap().name).to_string())
         .expect("the demo has such a node")
 }
 
@@ -43,10 +43,13 @@ fn drain_preview_names_blocking_pdbs() {
     let name = f
         .node_ids()
         .find(|n| {
-            f.pods_on_node(*n).iter().filter(|p| f.pod(**p).is_some_and(|p| f.s(p.app) == "vllm-llama3-8b")).count()
+            f.pods_on_node(*n)
+                .iter()
+                .filter(|p| f.pod(**p).is_some_and(|p| f.str_of(p.app) == "vllm-llama3-8b"))
+                .count()
                 >= 2
         })
-        .map(|n| f.s(f.node(n).unwrap().name).to_string())
+        .map(|n| f.str_of(f.node(n).unwrap().name).to_string())
         .expect("a node with two vllm replicas");
     let plan = plan(&f, &OpRequest::Drain { node: name, force: false }).unwrap();
     assert!(
@@ -68,7 +71,11 @@ fn unknown_nodes_are_clear_errors() {
 fn gpu_quota(f: &Fleet, tenant: &str) -> QuotaKey {
     let t = f.tenant(f.tenant_by_name(tenant).unwrap()).unwrap();
     let q = t.quotas.iter().filter_map(|q| f.quota(*q)).find(|q| f.is_gpu_resource(q.resource)).unwrap();
-    QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string(), field: Default::default() }
+    QuotaKey {
+        source: source_spec(f, &q.source),
+        resource: f.str_of(q.resource).to_string(),
+        field: Default::default(),
+    }
 }
 
 #[test]
@@ -119,7 +126,7 @@ fn reslice_validates_layouts_against_the_gpu_model() {
         .node_ids()
         .map(|n| f.node(n).unwrap())
         .find(|n| n.gpu_model == Some(crate::mig::GpuModel::H100_80GB) && n.ready)
-        .map(|n| f.s(n.name).to_string())
+        .map(|n| f.str_of(n.name).to_string())
         .unwrap();
     let r =
         |layout: &str, gpus: Vec<u8>| plan(&f, &OpRequest::Reslice { node: h100.clone(), gpus, layout: layout.into() });
@@ -155,7 +162,7 @@ fn reslice_validates_layouts_against_the_gpu_model() {
 #[test]
 fn cordon_preview_says_what_changes() {
     let f = fleet();
-    let name = f.s(f.node(f.node_ids().next().unwrap()).unwrap().name).to_string();
+    let name = f.str_of(f.node(f.node_ids().next().unwrap()).unwrap().name).to_string();
     let p = plan(&f, &OpRequest::Cordon { node: name.clone() }).unwrap();
     assert!(p.effects[0].contains("unschedulable=true"));
     assert_eq!(p.title, format!("Cordon node {name}"));
@@ -181,10 +188,14 @@ fn kueue_tenant(f: &Fleet) -> (String, QuotaKey) {
         .values()
         .find(|q| matches!(q.source, crate::model::QuotaSource::ClusterQueue { .. }))
         .expect("the demo has Kueue tenants");
-    let tenant = f.s(f.tenant(q.tenant).unwrap().name).to_string();
+    let tenant = f.str_of(f.tenant(q.tenant).unwrap().name).to_string();
     (
         tenant,
-        QuotaKey { source: source_spec(f, &q.source), resource: f.s(q.resource).to_string(), field: QuotaField::Hard },
+        QuotaKey {
+            source: source_spec(f, &q.source),
+            resource: f.str_of(q.resource).to_string(),
+            field: QuotaField::Hard,
+        },
     )
 }
 
@@ -249,7 +260,7 @@ fn h100_node(f: &Fleet) -> String {
     f.node_ids()
         .map(|n| f.node(n).unwrap())
         .find(|n| n.gpu_model == Some(crate::mig::GpuModel::H100_80GB) && n.ready)
-        .map(|n| f.s(n.name).to_string())
+        .map(|n| f.str_of(n.name).to_string())
         .expect("the demo has a ready H100 node")
 }
 
@@ -274,7 +285,7 @@ fn finished_pods_hold_no_gpus_in_drain_and_reslice_previews() {
     // Two Job pods that finished on the node, each having asked for 2 GPUs; one names the
     // GPU it had, as a DRA claim or the simulator would.
     let gpu0 = f.node(f.node_by_name(&node).unwrap()).unwrap().gpus[0];
-    let uuid = f.s(f.gpu(gpu0).unwrap().uuid).to_string();
+    let uuid = f.str_of(f.gpu(gpu0).unwrap().uuid).to_string();
     f.apply(crate::model::Delta::PodUpsert(pod_on(&node, "done-0", Phase::Succeeded, Owner::Job, 2)));
     let mut bound = pod_on(&node, "done-1", Phase::Failed, Owner::Job, 2);
     bound.bound_gpus = vec![uuid];

@@ -62,7 +62,7 @@ fn default_demo_is_a_living_factory_with_faults() {
     run(&mut sim, &mut f, 120);
     check_invariants(&f);
     assert!(f.telemetry_gen > 100);
-    assert!(f.events.iter().any(|e| f.s(e.reason) == "XID 48"), "a fault appears live");
+    assert!(f.events.iter().any(|e| f.str_of(e.reason) == "XID 48"), "a fault appears live");
     assert!(f.totals.gpus_busy > 0 && busy_before > 0);
 }
 
@@ -92,12 +92,12 @@ fn drain_evicts_one_by_one_and_waits_for_the_pdb() {
     let vllm = |f: &Fleet, n: NodeId| {
         f.pods_on_node(n)
             .iter()
-            .filter(|p| f.pod(**p).is_some_and(|p| f.s(p.app) == "vllm-llama3-8b" && p.phase == Phase::Running))
+            .filter(|p| f.pod(**p).is_some_and(|p| f.str_of(p.app) == "vllm-llama3-8b" && p.phase == Phase::Running))
             .count()
     };
     let node = f.node_ids().filter(|n| f.node(*n).unwrap().ready).max_by_key(|n| vllm(&f, *n)).unwrap();
     assert!(vllm(&f, node) >= 2, "need two replicas behind one PDB on a node");
-    let name = f.s(f.node(node).unwrap().name).to_string();
+    let name = f.str_of(f.node(node).unwrap().name).to_string();
     let plan = ops::plan(&f, &OpRequest::Drain { node: name.clone(), force: true }).unwrap();
     let PlanDetail::Drain(d) = &plan.detail else { panic!() };
     let expected: Vec<String> = d.to_evict().map(|p| p.name.clone()).collect();
@@ -120,7 +120,7 @@ fn drain_evicts_one_by_one_and_waits_for_the_pdb() {
         "one step per eviction: {:?}",
         op.log
     );
-    assert!(f.events.iter().any(|e| f.s(e.reason) == "OperationSucceeded" && e.object == name));
+    assert!(f.events.iter().any(|e| f.str_of(e.reason) == "OperationSucceeded" && e.object == name));
     check_invariants(&f);
 }
 
@@ -170,10 +170,10 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
         .node_ids()
         .find(|n| {
             let n = f.node(*n).unwrap();
-            n.ready && n.mig_state == MigConfigState::Success && f.s(n.mig_config) == "all-1g.10gb"
+            n.ready && n.mig_state == MigConfigState::Success && f.str_of(n.mig_config) == "all-1g.10gb"
         })
         .expect("an H100/A100 node with all-1g.10gb");
-    let name = f.s(f.node(node).unwrap().name).to_string();
+    let name = f.str_of(f.node(node).unwrap().name).to_string();
     let plan =
         ops::plan(&f, &OpRequest::Reslice { node: name.clone(), gpus: vec![], layout: "all-balanced".into() }).unwrap();
     assert!(plan.can_execute(), "{:?}", plan.blockers);
@@ -194,9 +194,9 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
     assert_eq!(f.op(2).unwrap().state, OpState::Succeeded, "{:?}", f.op(2).unwrap().log);
     let n = f.node(node).unwrap();
     assert_eq!(n.mig_state, MigConfigState::Success);
-    assert_eq!(f.s(n.mig_config), "all-balanced");
+    assert_eq!(f.str_of(n.mig_config), "all-balanced");
     assert!(!n.cordoned, "uncordoned after success");
-    let cap = |res: &str| n.allocatable.iter().find(|(r, _)| f.s(*r) == res).map(|(_, v)| *v);
+    let cap = |res: &str| n.allocatable.iter().find(|(r, _)| f.str_of(*r) == res).map(|(_, v)| *v);
     assert_eq!(cap("nvidia.com/mig-3g.40gb"), Some(8));
     assert_eq!(cap("nvidia.com/mig-1g.10gb"), Some(16));
     for g in &n.gpus {
@@ -212,7 +212,7 @@ fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
     let q = t.quotas.iter().filter_map(|q| f.quota(*q)).find(|q| f.is_gpu_resource(q.resource)).unwrap();
     let key = QuotaKey {
         source: ops::source_spec(&f, &q.source),
-        resource: f.s(q.resource).to_string(),
+        resource: f.str_of(q.resource).to_string(),
         field: Default::default(),
     };
     let plan = ops::plan(&f, &OpRequest::SetQuota { tenant: "vision".into(), quota: key.clone(), value: "33".into() })
@@ -241,7 +241,7 @@ fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
 fn cancel_stops_an_operation_and_says_so() {
     let (mut sim, mut f) = start(42, 48);
     let node = f.node_ids().find(|n| f.node(*n).unwrap().ready && f.node(*n).unwrap().pods > 2).unwrap();
-    let name = f.s(f.node(node).unwrap().name).to_string();
+    let name = f.str_of(f.node(node).unwrap().name).to_string();
     let plan = ops::plan(&f, &OpRequest::Drain { node: name, force: true }).unwrap();
     for d in sim.execute(5, plan) {
         f.apply(d);

@@ -4,6 +4,10 @@
 use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 
+use super::command::ViewKind;
+use super::views::tables;
+use crate::model::Fleet;
+
 pub fn to_text(buf: &Buffer) -> String {
     let mut out = String::new();
     for y in 0..buf.area.height {
@@ -134,4 +138,56 @@ pub fn to_svg(buf: &Buffer, fg_default: &str, bg_default: &str) -> String {
     }
     out.push_str("</svg>\n");
     out
+}
+
+/// The formats of a headless view: the screen's cells as a table or Markdown, or typed JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+    Markdown,
+}
+
+/// One view in a format: the table and markdown are the screen's cells; JSON is typed
+/// (`ui::json`, schema in docs/snapshot.md).
+pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
+    let text = || tables::text_rows(f, v, filter);
+    match format {
+        Format::Json => {
+            let doc = super::json::snapshot(f, v, filter);
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+        }
+        Format::Markdown => {
+            let (headers, rows) = text();
+            let mut s =
+                format!("| {} |\n|{}\n", headers.join(" | "), headers.iter().map(|_| "---|").collect::<String>());
+            for r in &rows {
+                s.push_str(&format!(
+                    "| {} |\n",
+                    r.iter().map(|c| c.trim().replace('|', "\\|")).collect::<Vec<_>>().join(" | ")
+                ));
+            }
+            s
+        }
+        Format::Table => {
+            let (headers, rows) = text();
+            let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+            for r in &rows {
+                for (i, c) in r.iter().enumerate() {
+                    widths[i] = widths[i].max(c.trim().chars().count());
+                }
+            }
+            let line = |cells: Vec<String>| -> String {
+                let mut s: String =
+                    cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}", w = *w)).collect::<Vec<_>>().join("  ");
+                s.truncate(s.trim_end().len());
+                s + "\n"
+            };
+            let mut s = line(headers.iter().map(|h| h.to_string()).collect());
+            for r in rows {
+                s.push_str(&line(r.into_iter().map(|c| c.trim().to_string()).collect()));
+            }
+            s
+        }
+    }
 }

@@ -123,6 +123,7 @@ async fn drive(
             },
             _ = tokio::time::sleep_until(deadline), if dirty => {
                 let t = Instant::now();
+                app.set_clock(t);
                 terminal.draw(|f| app.draw(f))?;
                 log("draw", t);
                 last_draw = Instant::now();

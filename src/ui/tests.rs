@@ -14,7 +14,7 @@ use ratatui::style::Color;
 use crate::model::{Delta, FeedState, Fleet, OpState, Thresholds};
 use crate::ops::{Plan, PlanDetail};
 use crate::sim::Sim;
-use crate::snapshot::{demo_app, demo_fleet, render_app};
+use crate::testing::{demo_app, demo_fleet, render_app};
 use crate::ui::app::plan_node;
 use crate::ui::command::{Command, Mode, ViewKind};
 use crate::ui::export::to_text;
@@ -945,7 +945,7 @@ fn a_key_in_the_ops_view_cancels_the_selected_op() {
 fn quota_hard(f: &Fleet, tenant: &str, resource: &str) -> String {
     f.quota_ids()
         .filter_map(|i| f.quota(i))
-        .find(|q| f.tenant(q.tenant).is_some_and(|t| f.s(t.name) == tenant) && f.s(q.resource) == resource)
+        .find(|q| f.tenant(q.tenant).is_some_and(|t| f.str_of(t.name) == tenant) && f.str_of(q.resource) == resource)
         .map(|q| q.hard.to_string())
         .expect("the quota exists")
 }
@@ -1455,7 +1455,7 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
     let (uuid, node, index) = {
         let f = &rig.app.fleet;
         let g = f.gpu(gid).expect("gpu");
-        (f.s(g.uuid).to_string(), f.s(f.node(g.node).expect("node").name).to_string(), g.index)
+        (f.str_of(g.uuid).to_string(), f.str_of(f.node(g.node).expect("node").name).to_string(), g.index)
     };
     let proc = |pid: u32, pod: Option<&str>| crate::model::ProcSample {
         pid,
@@ -1498,10 +1498,14 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
         let f = &rig.app.fleet;
         let g = f.gpu(gid).expect("gpu");
         crate::model::TelemetrySample {
-            gpu_uuid: f.s(g.uuid).to_string(),
+            gpu_uuid: f.str_of(g.uuid).to_string(),
             at,
             sample: crate::model::Sample::without_util(40, 321, 60),
-            instances: g.instances.iter().map(|i| crate::model::InstanceSample::new(f.s(i.uuid), None, 1024)).collect(),
+            instances: g
+                .instances
+                .iter()
+                .map(|i| crate::model::InstanceSample::new(f.str_of(i.uuid), None, 1024))
+                .collect(),
             node_gpu: None,
             allocated: None,
             peers: None,
@@ -1519,7 +1523,7 @@ fn a_utilisation_nobody_measured_shows_as_a_dash_not_zero() {
     assert_eq!(util(RowId::Mig(mig, held as u8)).0, "—", "an allocated instance nobody measured");
     assert!(g.instances.iter().all(|i| i.util.is_none() && !i.idle_allocated));
     // The node's topology screen says the same, with the rest of the sample intact.
-    let node = f.s(f.node(f.gpu(whole).expect("gpu").node).expect("node").name).to_string();
+    let node = f.str_of(f.node(f.gpu(whole).expect("gpu").node).expect("node").name).to_string();
     send(&mut rig.app, &format!("/{node}<Enter><Enter>"));
     let s = screen(&mut rig.app);
     let line = line_with(&s, "321W").unwrap_or_else(|| panic!("the GPU line with its power: {s}"));
@@ -1531,7 +1535,7 @@ fn the_node_screen_says_how_old_its_telemetry_is_and_why() {
     let mut rig = Rig::new(5);
     let node = {
         let f = &rig.app.fleet;
-        f.s(f.node(f.node_ids().next().expect("a node")).expect("node").name).to_string()
+        f.str_of(f.node(f.node_ids().next().expect("a node")).expect("node").name).to_string()
     };
     send(&mut rig.app, &format!("/{node}<Enter><Enter>"));
     let s = screen(&mut rig.app);
@@ -1561,7 +1565,7 @@ fn the_gpu_screen_shows_how_the_gpu_reaches_its_peers() {
     let (uuid, node, index) = {
         let f = &rig.app.fleet;
         let g = f.gpus.values().find(|g| !g.mig_enabled).expect("a whole GPU");
-        (f.s(g.uuid).to_string(), f.s(f.node(g.node).expect("node").name).to_string(), g.index)
+        (f.str_of(g.uuid).to_string(), f.str_of(f.node(g.node).expect("node").name).to_string(), g.index)
     };
     let peer = |peer: u8, nvlinks: u8, path: &str| crate::model::PeerSample { peer, nvlinks, path: path.into() };
     let at = rig.app.fleet.now;

@@ -23,8 +23,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::mpsc;
 
-use super::Batch;
 use crate::cluster::labels as l;
+use crate::model::Batch;
 use crate::model::Delta;
 
 /// What the feed was told to watch and how to name tenants.

@@ -116,11 +116,11 @@ fn nodes_pods_and_label_gpus_become_a_fleet() {
     assert_eq!(f.totals.pods, 2);
     assert_eq!(f.totals.pods_pending, 1);
     let n = f.node_by_name("gpu-1").and_then(|n| f.node(n)).map(|n| n.allocatable.clone());
-    assert!(n.is_some_and(|a| a.iter().any(|(r, c)| f.s(*r) == "nvidia.com/mig-1g.10gb" && *c == 14)));
+    assert!(n.is_some_and(|a| a.iter().any(|(r, c)| f.str_of(*r) == "nvidia.com/mig-1g.10gb" && *c == 14)));
     let p1 = f
         .pod_by_name("team-a", "p1")
         .and_then(|p| f.pod(p))
-        .map(|p| (f.tenant(p.tenant).map(|t| f.s(t.name).to_string()), p.empty_dir, p.phase, p.owner));
+        .map(|p| (f.tenant(p.tenant).map(|t| f.str_of(t.name).to_string()), p.empty_dir, p.phase, p.owner));
     assert_eq!(p1, Some((Some("alpha".to_string()), true, Phase::Running, crate::model::Owner::ReplicaSet)));
 }
 
@@ -207,7 +207,7 @@ fn dra_slices_name_the_gpus_and_claims_bind_pods_to_them() {
     }));
     feed(&mut t, &mut f, listed(Msg::Claim, vec![claim]));
     let pod = f.pod_by_name("team-a", "dra-pod").and_then(|p| f.pod(p));
-    let allocated = pod.and_then(|p| p.dra.first()).and_then(|c| c.allocated).map(|a| f.s(a).to_string());
+    let allocated = pod.and_then(|p| p.dra.first()).and_then(|c| c.allocated).map(|a| f.str_of(a).to_string());
     assert_eq!(allocated.as_deref(), Some("GPU-aaaa"));
     assert_eq!(pod.map(|p| p.bound_gpus.len()), Some(1));
     assert_eq!(f.totals.gpus_allocated, 1);
@@ -239,14 +239,14 @@ fn quotas_follow_their_namespace_tenant_and_vclusters_name_tenants() {
         "status": {"hard": {"requests.nvidia.com/gpu": "8"}, "used": {"requests.nvidia.com/gpu": "6"}}
     }));
     feed(&mut t, &mut f, listed(Msg::Quota, vec![rq]));
-    let alpha = f.tenants.values().find(|t| f.s(t.name) == "alpha");
+    let alpha = f.tenants.values().find(|t| f.str_of(t.name) == "alpha");
     let quotas = alpha.map(|t| t.quotas.len());
     assert_eq!(quotas, Some(2), "GPU and MIG keys; pods is not a GPU quota");
-    let lab = f.tenants.values().find(|t| f.s(t.name) == "lab").map(|t| f.s(t.source).to_string());
+    let lab = f.tenants.values().find(|t| f.str_of(t.name) == "lab").map(|t| f.str_of(t.source).to_string());
     assert_eq!(lab.as_deref(), Some("vcluster"));
     // The namespace loses its label: the quota moves to the namespace's own tenant.
     feed(&mut t, &mut f, vec![Msg::Namespace(Event::Apply(obj(json!({"metadata": {"name": "team-a"}}))))]);
-    let moved = f.tenants.values().find(|t| f.s(t.name) == "team-a").map(|t| t.quotas.len());
+    let moved = f.tenants.values().find(|t| f.str_of(t.name) == "team-a").map(|t| t.quotas.len());
     assert_eq!(moved, Some(2));
 }
 
@@ -291,17 +291,17 @@ fn kueue_queues_name_tenants_and_carry_nominal_quota_per_flavor() {
         "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "6", "borrowed": "0"}]}]}
     }));
     feed(&mut t, &mut f, listed(Msg::ClusterQueue, vec![cq]));
-    let tenant = f.tenants.values().find(|t| f.s(t.name) == "inference");
+    let tenant = f.tenants.values().find(|t| f.str_of(t.name) == "inference");
     let Some(tenant) = tenant else { panic!("no tenant from the ClusterQueue") };
-    assert_eq!(f.s(tenant.source), "kueue");
-    assert_eq!(tenant.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>(), vec!["serving"]);
+    assert_eq!(f.str_of(tenant.source), "kueue");
+    assert_eq!(tenant.namespaces.iter().map(|n| f.str_of(*n)).collect::<Vec<_>>(), vec!["serving"]);
     let mut q: Vec<(String, i64, i64)> = tenant
         .quotas
         .iter()
         .filter_map(|i| f.quota(*i))
         .map(|q| match &q.source {
             crate::model::QuotaSource::ClusterQueue { flavor, .. } => {
-                (f.s(*flavor).to_string(), q.hard.value(), q.used.value())
+                (f.str_of(*flavor).to_string(), q.hard.value(), q.used.value())
             }
             _ => (String::new(), 0, 0),
         })
@@ -359,7 +359,7 @@ fn pods_follow_their_namespace_when_it_is_labelled_for_a_tenant() {
     feed(&mut t, &mut f, listed(Msg::Node, vec![node("gpu-1", json!({}), 8, "True")]));
     feed(&mut t, &mut f, listed(Msg::Pod, vec![pod("team-a", "p1", Some("gpu-1"), "Running", 2)]));
     let usage =
-        |f: &Fleet, name: &str| f.tenants.values().find(|t| f.s(t.name) == name).map(|t| t.usage.allocated_gpus);
+        |f: &Fleet, name: &str| f.tenants.values().find(|t| f.str_of(t.name) == name).map(|t| t.usage.allocated_gpus);
     assert_eq!(usage(&f, "team-a"), Some(2));
     // Someone labels the namespace: its pods and their GPUs move to the tenant.
     feed(
@@ -375,7 +375,7 @@ fn pods_follow_their_namespace_when_it_is_labelled_for_a_tenant() {
         .pod_by_name("team-a", "p1")
         .and_then(|p| f.pod(p))
         .and_then(|p| f.tenant(p.tenant))
-        .map(|t| f.s(t.name).to_string());
+        .map(|t| f.str_of(t.name).to_string());
     assert_eq!(owner.as_deref(), Some("alpha"));
     crate::model::tests::check_invariants(&f);
 }

@@ -11,7 +11,7 @@ impl Fleet {
 
     /// Free instances (no pod bound) of GPU `g` whose profile is MIG resource `resource`.
     pub(super) fn free_instances_of(&self, g: &Gpu, resource: Sym) -> u32 {
-        let Some(profile) = mig::profile_from_resource(g.model, self.s(resource)) else { return 0 };
+        let Some(profile) = mig::profile_from_resource(g.model, self.str_of(resource)) else { return 0 };
         g.instances.iter().filter(|i| i.pod.is_none() && i.placement.profile == profile).count() as u32
     }
 
@@ -24,7 +24,7 @@ impl Fleet {
         let Some(n) = self.node(g.node) else { return 0 };
         n.mig_unbound
             .iter()
-            .filter(|(r, _)| mig::profile_from_resource(g.model, self.s(*r)) == Some(inst.placement.profile))
+            .filter(|(r, _)| mig::profile_from_resource(g.model, self.str_of(*r)) == Some(inst.placement.profile))
             .map(|(_, held)| *held)
             .sum()
     }
@@ -214,7 +214,7 @@ impl Fleet {
     pub(super) fn apply_fault(&mut self, uuid: &str, at: Ts, fault: GpuFault) -> bool {
         let Some(gid) = self.gpu_by_uuid(uuid).or_else(|| self.idx.gpu_alias.get(uuid).copied()) else { return false };
         let node_name =
-            self.gpu(gid).and_then(|g| self.node(g.node)).map(|n| self.s(n.name).to_string()).unwrap_or_default();
+            self.gpu(gid).and_then(|g| self.node(g.node)).map(|n| self.str_of(n.name).to_string()).unwrap_or_default();
         let Some(g) = self.gpus.get_mut(gid) else { return false };
         let idx = g.index;
         let (kind, message) = match fault {

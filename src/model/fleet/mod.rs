@@ -127,7 +127,7 @@ impl Fleet {
 
     // ---------- lookups ----------
 
-    pub fn s(&self, sym: Sym) -> &str {
+    pub fn str_of(&self, sym: Sym) -> &str {
         self.interner.resolve(sym)
     }
     pub fn node(&self, id: NodeId) -> Option<&Node> {

@@ -128,7 +128,7 @@ impl Fleet {
         let Some(n) = self.node(id) else { return };
         let (ready, since, state, state_since, name, cfg) =
             (n.ready, n.not_ready_since, n.mig_state, n.mig_state_since, n.name, n.mig_config);
-        let node_name = self.s(name).to_string();
+        let node_name = self.str_of(name).to_string();
         let key = (AlertKind::NotReady, AlertTarget::Node(id));
         if !ready {
             self.alerts.entry(key).or_insert_with(|| Alert {
@@ -140,7 +140,7 @@ impl Fleet {
         } else {
             self.alerts.remove(&key);
         }
-        let cfg = self.s(cfg).to_string();
+        let cfg = self.str_of(cfg).to_string();
         let failed_key = (AlertKind::MigFailed, AlertTarget::Node(id));
         if state == MigConfigState::Failed {
             self.alerts.entry(failed_key).or_insert_with(|| Alert {
@@ -179,14 +179,14 @@ impl Fleet {
             let paused: Vec<String> = n
                 .labels
                 .iter()
-                .filter(|(_, v)| self.s(*v) == "paused-for-mig-change")
-                .map(|(k, _)| self.s(*k).trim_start_matches("nvidia.com/gpu.deploy.").to_string())
+                .filter(|(_, v)| self.str_of(*v) == "paused-for-mig-change")
+                .map(|(k, _)| self.str_of(*k).trim_start_matches("nvidia.com/gpu.deploy.").to_string())
                 .collect();
             let message = format!(
                 "{} has been pending for {} min applying {}; paused: {}",
-                self.s(n.name),
+                self.str_of(n.name),
                 age / 60_000,
-                self.s(n.mig_config),
+                self.str_of(n.mig_config),
                 if paused.is_empty() { "none".to_string() } else { paused.join(", ") }
             );
             let since = n.mig_state_since;

@@ -14,7 +14,7 @@ impl Fleet {
     }
 
     pub fn pod_display(&self, pod: &Pod) -> String {
-        format!("{}/{}", self.s(pod.namespace), pod.name)
+        format!("{}/{}", self.str_of(pod.namespace), pod.name)
     }
 
     pub(super) fn upsert_pdb(&mut self, spec: PdbSpec) {
@@ -191,7 +191,7 @@ impl Fleet {
                 .filter_map(|&(g, i)| {
                     let g = self.gpu(g)?;
                     let inst = g.instances.get(i as usize)?;
-                    (mig::profile_from_resource(g.model, self.s(resource)) == Some(inst.placement.profile))
+                    (mig::profile_from_resource(g.model, self.str_of(resource)) == Some(inst.placement.profile))
                         .then_some(())
                 })
                 .count()

@@ -87,7 +87,7 @@ impl Fleet {
     /// a resource the cockpit does not track.
     pub fn quota_requested(&self, q: &Quota) -> Option<i64> {
         let QuotaSource::ResourceQuota { namespace, .. } = q.source else { return None };
-        let key = self.s(q.resource);
+        let key = self.str_of(q.resource);
         enum Counts<'a> {
             Gpus,
             Mig(Sym),
@@ -116,7 +116,7 @@ impl Fleet {
             Counts::Dra(class) => {
                 let mut seen = BTreeSet::new();
                 pods.flat_map(|p| &p.dra)
-                    .filter(|c| self.s(c.device_class) == class && seen.insert(c.claim))
+                    .filter(|c| self.str_of(c.device_class) == class && seen.insert(c.claim))
                     .map(|c| i64::from(c.count))
                     .sum()
             }

@@ -15,7 +15,7 @@ impl Fleet {
         // another node, or two sources that report the same uuid, must not cross over).
         let same_place = |g: GpuId| match (&s.node_gpu, self.gpu(g)) {
             (Some((node, index)), Some(gpu)) => {
-                gpu.index == *index && self.node(gpu.node).is_some_and(|n| self.s(n.name) == node)
+                gpu.index == *index && self.node(gpu.node).is_some_and(|n| self.str_of(n.name) == node)
             }
             _ => true,
         };
@@ -143,7 +143,7 @@ impl Fleet {
             out.extend(
                 gpus.iter()
                     .flat_map(|g| {
-                        let profile = mig::profile_from_resource(g.model, self.s(resource));
+                        let profile = mig::profile_from_resource(g.model, self.str_of(resource));
                         g.instances.iter().filter(move |i| Some(i.placement.profile) == profile).map(|i| i.uuid)
                     })
                     .filter(|u| self.held_by(Held::Mig(*u), p))

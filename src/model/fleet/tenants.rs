@@ -77,7 +77,7 @@ impl Fleet {
         if let Some(t) = self.idx.tenant_by_ns.get(&ns) {
             return *t;
         }
-        let name = self.s(ns).to_string();
+        let name = self.str_of(ns).to_string();
         self.upsert_tenant(TenantSpec { name: name.clone(), namespaces: vec![name], source: "namespace".into() })
     }
 
@@ -107,7 +107,7 @@ impl Fleet {
         match self.tenant_gpu_quota(t) {
             Some(hard) if t.usage.requested_gpus as i64 > hard => {
                 let message =
-                    format!("tenant {} requests {} GPUs, quota {hard}", self.s(t.name), t.usage.requested_gpus);
+                    format!("tenant {} requests {} GPUs, quota {hard}", self.str_of(t.name), t.usage.requested_gpus);
                 let now = self.now;
                 let a = self.alerts.entry(key).or_insert_with(|| Alert {
                     kind: AlertKind::OverQuota,

@@ -165,7 +165,7 @@ impl App {
             self.ui.warn(format!("select a node (or a GPU) first to {}", c.name().replace('_', " ")));
             return;
         };
-        let name = self.fleet.s(node.name).to_string();
+        let name = self.fleet.str_of(node.name).to_string();
         if c == Command::Reslice {
             let Some(model) = node.gpu_model else {
                 self.ui.error(format!("{name} has no MIG-capable GPU model recorded"));
@@ -173,7 +173,7 @@ impl App {
             };
             let (gpus, current) = match gpu.and_then(|g| self.fleet.gpu(g)) {
                 Some(g) => (vec![g.index], describe_gpu(&self.fleet, g)),
-                None => (Vec::new(), self.fleet.s(node.mig_config).to_string()),
+                None => (Vec::new(), self.fleet.str_of(node.mig_config).to_string()),
             };
             let choices = mig::config_names(model);
             self.ui.dialog = Some(Dialog::Edit {
@@ -236,7 +236,7 @@ impl App {
         let Some(t) = self.fleet.tenant(q.tenant) else { return };
         let key = QuotaKey {
             source: ops::source_spec(&self.fleet, &q.source),
-            resource: self.fleet.s(q.resource).to_string(),
+            resource: self.fleet.str_of(q.resource).to_string(),
             field: ops::QuotaField::Hard,
         };
         let current = q.hard.to_string();
@@ -250,7 +250,7 @@ impl App {
             crate::model::QuotaSourceSpec::ResourceQuota { .. } => Vec::new(),
         };
         self.ui.dialog = Some(Dialog::Edit {
-            kind: EditKind::Quota { tenant: self.fleet.s(t.name).to_string(), key, current: current.clone() },
+            kind: EditKind::Quota { tenant: self.fleet.str_of(t.name).to_string(), key, current: current.clone() },
             text: current,
             choices,
             selected: None,

@@ -197,7 +197,7 @@ impl App {
                     }
                     ViewKind::Tenants => {
                         if let Some(t) = id.tenant().and_then(|t| self.fleet.tenant(t)) {
-                            let name = self.fleet.s(t.name).to_string();
+                            let name = self.fleet.str_of(t.name).to_string();
                             self.open_view(ViewKind::Pods);
                             let t = self.ui.table_mut(ViewKind::Pods);
                             t.filter = name.clone();

@@ -4,9 +4,9 @@
 use serde_json::Value;
 
 use super::*;
-use crate::cli::Format;
 use crate::quantity::Format as QFormat;
-use crate::snapshot::{demo_fleet, render_rows};
+use crate::testing::demo_fleet;
+use crate::ui::export::{Format, rows as render_rows};
 
 fn demo() -> Fleet {
     demo_fleet(42, 48, 20, Thresholds::default()).1
@@ -230,8 +230,8 @@ fn quota_rows_count_their_own_namespace_and_resource() {
         f.quota_ids()
             .find(|i| {
                 f.quota(*i).is_some_and(|q| {
-                    f.s(q.resource) == res
-                        && matches!(q.source, QuotaSource::ResourceQuota { namespace, .. } if f.s(namespace) == ns)
+                    f.str_of(q.resource) == res
+                        && matches!(q.source, QuotaSource::ResourceQuota { namespace, .. } if f.str_of(namespace) == ns)
                 })
             })
             .map(|i| RowId::Quota(i.0))

@@ -28,7 +28,7 @@ fn pod_label(f: &Fleet, pid: PodId) -> String {
         Some(p) => format!(
             "{} [{}] {}",
             f.pod_display(p),
-            f.tenant(p.tenant).map(|t| f.s(t.name)).unwrap_or(""),
+            f.tenant(p.tenant).map(|t| f.str_of(t.name)).unwrap_or(""),
             p.phase.as_str()
         ),
         None => "?".into(),
@@ -100,7 +100,7 @@ fn gpu_line<'a>(f: &Fleet, g: &Gpu, theme: &Theme) -> Line<'a> {
     ];
     if g.mig_enabled {
         let used = g.mig_in_use();
-        let gid = f.gpu_by_uuid(f.s(g.uuid)).unwrap_or(GpuId(0));
+        let gid = f.gpu_by_uuid(f.str_of(g.uuid)).unwrap_or(GpuId(0));
         let room = fits_text(f, gid);
         let unknown = match f.gpu_mig_maybe_held(gid) {
             0 => String::new(),
@@ -178,7 +178,7 @@ fn build_items<'a>(f: &Fleet, node: NodeId, theme: &Theme) -> Vec<TreeItem<'a, S
     let (status, _) = node_status(n);
     let title = format!(
         "{} · {} · {} · {} GPUs",
-        f.s(n.name),
+        f.str_of(n.name),
         status,
         n.gpu_model.map(|m| m.name()).unwrap_or("-"),
         n.gpu_count()
@@ -323,7 +323,7 @@ pub fn render_node(
             Span::styled("status  ", theme.style("ui.text.muted")),
             Span::styled(node_status(n).0, theme.style(node_status(n).1)),
         ]),
-        Line::from(format!("mig     {} {}", f.s(n.mig_config), n.mig_state.as_str())),
+        Line::from(format!("mig     {} {}", f.str_of(n.mig_config), n.mig_state.as_str())),
         Line::from(format!(
             "alloc   {}{}/{} GPUs, {} MIG instances{}, {} GPU pods",
             if f.node_allocation_is_estimate(n) { "≥" } else { "" },
@@ -340,8 +340,8 @@ pub fn render_node(
             "capacity {}",
             n.allocatable
                 .iter()
-                .filter(|(r, v)| f.s(*r).starts_with("nvidia.com/") && *v > 0)
-                .map(|(r, v)| format!("{}={v}", f.s(*r).trim_start_matches("nvidia.com/")))
+                .filter(|(r, v)| f.str_of(*r).starts_with("nvidia.com/") && *v > 0)
+                .map(|(r, v)| format!("{}={v}", f.str_of(*r).trim_start_matches("nvidia.com/")))
                 .collect::<Vec<_>>()
                 .join(" ")
         )),
@@ -373,7 +373,7 @@ fn telemetry_line<'a>(f: &Fleet, n: &Node, theme: &Theme) -> Line<'a> {
     let gpus: Vec<&Gpu> = n.gpus.iter().filter_map(|g| f.gpu(*g)).collect();
     let last = gpus.iter().filter_map(|g| g.last_sample_at).max();
     let stale = gpus.iter().any(|g| g.telemetry_stale(f.now, f.thresholds.stale_ms));
-    let agent = match f.feeds.get(&agent_feed(f.s(n.name))) {
+    let agent = match f.feeds.get(&agent_feed(f.str_of(n.name))) {
         Some(FeedState::Reconnecting { since, reason }) => {
             format!("; agent reconnecting since {} ({reason})", age(f.now, *since))
         }
@@ -499,10 +499,10 @@ pub fn render_gpu(frame: &mut Frame, area: Rect, f: &Fleet, gid: GpuId, sel: usi
         );
         return;
     };
-    let node = f.node(g.node).map(|n| f.s(n.name)).unwrap_or("");
+    let node = f.node(g.node).map(|n| f.str_of(n.name)).unwrap_or("");
     let [map, bottom] = Layout::vertical([Constraint::Length(12), Constraint::Min(6)]).areas(area);
     let [list, charts] = Layout::horizontal([Constraint::Percentage(55), Constraint::Percentage(45)]).areas(bottom);
-    let title = format!(" MIG slice map · {node} gpu{} · {} · {} ", g.index, g.model.name(), f.s(g.uuid));
+    let title = format!(" MIG slice map · {node} gpu{} · {} · {} ", g.index, g.model.name(), f.str_of(g.uuid));
     let mut lines = Vec::new();
     if !g.mig_enabled {
         lines.push(Line::from(Span::styled(

@@ -24,7 +24,7 @@ fn draw(f: &Fleet, r: RowId, c: impl FnOnce(NodeId, &Node) -> Cell) -> Cell {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("NAME", 12).grow(2).filter().value(|f, r| on(f, r, |_, n| Value::text(f.s(n.name)))),
+    Column::new("NAME", 12).grow(2).filter().value(|f, r| on(f, r, |_, n| Value::text(f.str_of(n.name)))),
     Column::new("STATUS", 17)
         .min(8)
         .filter()
@@ -122,7 +122,7 @@ pub const COLUMNS: &[Column] = &[
 
 fn mig(f: &Fleet, r: RowId) -> Cell {
     draw(f, r, |_, n| {
-        let cfg = f.s(n.mig_config);
+        let cfg = f.str_of(n.mig_config);
         let state = n.mig_state;
         let tok = match state {
             MigConfigState::Pending | MigConfigState::Rebooting => "status.pending",
@@ -246,7 +246,7 @@ pub fn json(f: &Fleet, row: RowId) -> Option<serde_json::Value> {
     });
     let instances: u32 = gpus.iter().map(|g| g.instances.len() as u32).sum();
     let bound: u32 = gpus.iter().map(|g| g.mig_in_use()).sum();
-    let cfg = f.s(n.mig_config);
+    let cfg = f.str_of(n.mig_config);
     let mig = if cfg.is_empty() || cfg == "all-disabled" {
         serde_json::Value::Null
     } else {

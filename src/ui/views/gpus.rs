@@ -51,8 +51,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("NODE", 10)
         .grow(1)
         .filter()
-        .value(|f, r| on(f, r, |_, g| f.node(g.node).map_or(Value::Absent, |n| Value::text(f.s(n.name)))))
-        .cell(|f, r| gpu_only(f, r, |_, g| text(f.node(g.node).map(|n| f.s(n.name)).unwrap_or("")))),
+        .value(|f, r| on(f, r, |_, g| f.node(g.node).map_or(Value::Absent, |n| Value::text(f.str_of(n.name)))))
+        .cell(|f, r| gpu_only(f, r, |_, g| text(f.node(g.node).map(|n| f.str_of(n.name)).unwrap_or("")))),
     Column::new("GPU", 15).min(6).grow(1).filter().value(|f, r| on(f, r, |_, g| Value::Num(g.index.into()))).cell(
         |f, r| match row(f, r) {
             Some(Row::Gpu(_, g)) => text(format!("gpu{}", g.index)),
@@ -160,7 +160,7 @@ pub const COLUMNS: &[Column] = &[
 ];
 
 fn tenant(f: &Fleet, pod: Option<PodId>) -> Option<&str> {
-    pod.and_then(|p| f.pod(p)).and_then(|p| f.tenant(p.tenant)).map(|t| f.s(t.name))
+    pod.and_then(|p| f.pod(p)).and_then(|p| f.tenant(p.tenant)).map(|t| f.str_of(t.name))
 }
 
 fn pod(f: &Fleet, r: RowId) -> Cell {
@@ -248,7 +248,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
             json!({
                 "profile": p.name,
                 "start": i.placement.start,
-                "uuid": f.s(i.uuid),
+                "uuid": f.str_of(i.uuid),
                 "util_pct": opt(i.util),
                 "mem_used_bytes": opt(m.then(|| u64::from(i.mem_used_mib) * MIB)),
                 "mem_total_bytes": u64::from(p.memory_mib) * MIB,
@@ -263,7 +263,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     Some(json!({
         "node": col("NODE"),
         "gpu": col("GPU"),
-        "uuid": f.s(g.uuid),
+        "uuid": f.str_of(g.uuid),
         "model": col("MODEL"),
         "mode": col("MODE"),
         "util_pct": col("UTIL"),

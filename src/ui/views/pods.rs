@@ -22,22 +22,26 @@ fn draw(f: &Fleet, r: RowId, c: impl FnOnce(&Pod) -> Cell) -> Cell {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("NAMESPACE", 13).priority(3).filter().value(|f, r| on(f, r, |p| Value::text(f.s(p.namespace)))),
+    Column::new("NAMESPACE", 13).priority(3).filter().value(|f, r| on(f, r, |p| Value::text(f.str_of(p.namespace)))),
     Column::new("NAME", 26).min(20).grow(3).filter().value(|f, r| on(f, r, |p| Value::text(&p.name))),
     Column::new("TENANT", 13)
         .min(8)
         .grow(1)
         .priority(2)
         .filter()
-        .value(|f, r| on(f, r, |p| f.tenant(p.tenant).map_or(Value::Absent, |t| Value::text(f.s(t.name)))))
-        .cell(|f, r| draw(f, r, |p| text(f.tenant(p.tenant).map(|t| f.s(t.name)).unwrap_or("")))),
+        .value(|f, r| on(f, r, |p| f.tenant(p.tenant).map_or(Value::Absent, |t| Value::text(f.str_of(t.name)))))
+        .cell(|f, r| draw(f, r, |p| text(f.tenant(p.tenant).map(|t| f.str_of(t.name)).unwrap_or("")))),
     Column::new("NODE", 10)
         .grow(1)
         .priority(1)
         .filter()
-        .value(|f, r| on(f, r, |p| p.node.and_then(|n| f.node(n)).map_or(Value::Absent, |n| Value::text(f.s(n.name)))))
+        .value(|f, r| {
+            on(f, r, |p| p.node.and_then(|n| f.node(n)).map_or(Value::Absent, |n| Value::text(f.str_of(n.name))))
+        })
         .cell(|f, r| {
-            draw(f, r, |p| p.node.and_then(|n| f.node(n)).map(|n| text(f.s(n.name))).unwrap_or_else(|| muted("<none>")))
+            draw(f, r, |p| {
+                p.node.and_then(|n| f.node(n)).map(|n| text(f.str_of(n.name))).unwrap_or_else(|| muted("<none>"))
+            })
         }),
     Column::new("PHASE", 11).min(8).filter().value(|f, r| on(f, r, |p| Value::text(p.phase.as_str()))).cell(|f, r| {
         draw(f, r, |p| {
@@ -103,10 +107,10 @@ fn pod_request(f: &Fleet, p: &Pod) -> String {
         parts.push(format!("gpu×{}", p.gpus));
     }
     for (r, n) in &p.mig {
-        parts.push(format!("{}×{n}", f.s(*r).trim_start_matches("nvidia.com/")));
+        parts.push(format!("{}×{n}", f.str_of(*r).trim_start_matches("nvidia.com/")));
     }
     for c in &p.dra {
-        parts.push(format!("dra:{}×{}", f.s(c.device_class), c.count));
+        parts.push(format!("dra:{}×{}", f.str_of(c.device_class), c.count));
     }
     parts.join(" ")
 }
@@ -132,7 +136,7 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
     for c in &p.dra {
         match c.allocated {
             Some(a) => {
-                let s = f.s(a);
+                let s = f.str_of(a);
                 parts = vec![s.rsplit('/').next().unwrap_or(s).to_string()];
             }
             None => parts.push("unallocated".into()),
@@ -143,7 +147,7 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
     for (r, n) in &p.mig_unbound {
         parts.push(format!(
             "{}×{n} held, instance unknown without an agent",
-            f.s(*r).trim_start_matches("nvidia.com/mig-")
+            f.str_of(*r).trim_start_matches("nvidia.com/mig-")
         ));
     }
     if parts.is_empty() { "-".into() } else { parts.join(",") }
@@ -190,13 +194,14 @@ fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let p = pod(f, r)?;
     let col = |name| value_of(COLUMNS, name, f, r).to_json();
-    let mig: Map<String, serde_json::Value> = p.mig.iter().map(|(r, n)| (f.s(*r).to_string(), (*n).into())).collect();
+    let mig: Map<String, serde_json::Value> =
+        p.mig.iter().map(|(r, n)| (f.str_of(*r).to_string(), (*n).into())).collect();
     let dra: Vec<serde_json::Value> = p
         .dra
         .iter()
         .map(|c| {
-            json!({ "claim": f.s(c.claim), "device_class": f.s(c.device_class), "count": c.count,
-                "allocated": opt(c.allocated.map(|a| f.s(a))) })
+            json!({ "claim": f.str_of(c.claim), "device_class": f.str_of(c.device_class), "count": c.count,
+                "allocated": opt(c.allocated.map(|a| f.str_of(a))) })
         })
         .collect();
     let util = pod_util(f, p);

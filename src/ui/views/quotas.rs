@@ -25,8 +25,8 @@ pub const COLUMNS: &[Column] = &[
     Column::new("TENANT", 15)
         .grow(1)
         .filter()
-        .value(|f, r| on(f, r, |q| f.tenant(q.tenant).map_or(Value::Absent, |t| Value::text(f.s(t.name)))))
-        .cell(|f, r| draw(f, r, |q| text(f.tenant(q.tenant).map(|t| f.s(t.name)).unwrap_or("")))),
+        .value(|f, r| on(f, r, |q| f.tenant(q.tenant).map_or(Value::Absent, |t| Value::text(f.str_of(t.name)))))
+        .cell(|f, r| draw(f, r, |q| text(f.tenant(q.tenant).map(|t| f.str_of(t.name)).unwrap_or("")))),
     Column::new("SOURCE", 28)
         .min(16)
         .grow(1)
@@ -39,7 +39,7 @@ pub const COLUMNS: &[Column] = &[
         .grow(1)
         .priority(1)
         .filter()
-        .value(|f, r| on(f, r, |q| Value::text(f.s(q.resource)))),
+        .value(|f, r| on(f, r, |q| Value::text(f.str_of(q.resource)))),
     // Quantities sort by their amount (500m before 2), not by their digits.
     Column::new("HARD", 6)
         .right()
@@ -83,8 +83,8 @@ pub const COLUMNS: &[Column] = &[
         }),
     Column::new("VERSION", 7)
         .priority(4)
-        .value(|f, r| on(f, r, |q| Value::text(f.s(q.version))))
-        .cell(|f, r| draw(f, r, |q| muted(f.s(q.version)))),
+        .value(|f, r| on(f, r, |q| Value::text(f.str_of(q.version))))
+        .cell(|f, r| draw(f, r, |q| muted(f.str_of(q.version)))),
 ];
 
 /// A quota's use: its used over its hard, in percent rounded to the nearest (60 of 177 is
@@ -96,8 +96,12 @@ pub fn quota_use_pct(q: &Quota) -> Option<i64> {
 
 fn source(f: &Fleet, s: &QuotaSource) -> String {
     match s {
-        QuotaSource::ResourceQuota { namespace, name } => format!("ResourceQuota {}/{}", f.s(*namespace), f.s(*name)),
-        QuotaSource::ClusterQueue { queue, flavor } => format!("ClusterQueue {}/{}", f.s(*queue), f.s(*flavor)),
+        QuotaSource::ResourceQuota { namespace, name } => {
+            format!("ResourceQuota {}/{}", f.str_of(*namespace), f.str_of(*name))
+        }
+        QuotaSource::ClusterQueue { queue, flavor } => {
+            format!("ClusterQueue {}/{}", f.str_of(*queue), f.str_of(*flavor))
+        }
     }
 }
 
@@ -107,10 +111,10 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let col = |name| value_of(COLUMNS, name, f, r).to_json();
     let source = match &q.source {
         QuotaSource::ResourceQuota { namespace, name } => {
-            json!({ "kind": "ResourceQuota", "namespace": f.s(*namespace), "name": f.s(*name) })
+            json!({ "kind": "ResourceQuota", "namespace": f.str_of(*namespace), "name": f.str_of(*name) })
         }
         QuotaSource::ClusterQueue { queue, flavor } => {
-            json!({ "kind": "ClusterQueue", "queue": f.s(*queue), "flavor": f.s(*flavor) })
+            json!({ "kind": "ClusterQueue", "queue": f.str_of(*queue), "flavor": f.str_of(*flavor) })
         }
     };
     Some(json!({

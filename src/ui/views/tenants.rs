@@ -28,12 +28,12 @@ fn unmeasured(u: &TenantUsage) -> bool {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("TENANT", 15).grow(2).filter().value(|f, r| on(f, r, |t| Value::text(f.s(t.name)))),
+    Column::new("TENANT", 15).grow(2).filter().value(|f, r| on(f, r, |t| Value::text(f.str_of(t.name)))),
     Column::new("SOURCE", 8)
         .priority(5)
         .filter()
-        .value(|f, r| on(f, r, |t| Value::text(f.s(t.source))))
-        .cell(|f, r| draw(f, r, |t| muted(f.s(t.source)))),
+        .value(|f, r| on(f, r, |t| Value::text(f.str_of(t.source))))
+        .cell(|f, r| draw(f, r, |t| muted(f.str_of(t.source)))),
     Column::new("NAMESPACES", 24)
         .min(12)
         .grow(1)
@@ -102,7 +102,7 @@ pub const COLUMNS: &[Column] = &[
 ];
 
 fn namespaces(f: &Fleet, r: RowId) -> Cell {
-    draw(f, r, |t| text(t.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>().join(",")))
+    draw(f, r, |t| text(t.namespaces.iter().map(|n| f.str_of(*n)).collect::<Vec<_>>().join(",")))
 }
 
 fn status(f: &Fleet, r: RowId) -> Cell {
@@ -125,7 +125,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     Some(json!({
         "tenant": col("TENANT"),
         "source": col("SOURCE"),
-        "namespaces": t.namespaces.iter().map(|n| f.s(*n)).collect::<Vec<_>>(),
+        "namespaces": t.namespaces.iter().map(|n| f.str_of(*n)).collect::<Vec<_>>(),
         "pods": col("PODS"),
         "pending_pods": col("PEND"),
         "gpu_quota_hard": col("QUOTA"),

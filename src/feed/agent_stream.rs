@@ -14,8 +14,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::rt::TokioIo;
 use tokio::sync::mpsc;
 
-use super::Batch;
 use crate::agent::wire::NodeSample;
+use crate::model::Batch;
 use crate::model::{Delta, FeedState, GpuFault, InstanceSample, PeerSample, ProcSample, Sample, TelemetrySample, Ts};
 
 use crate::now_ms;

@@ -15,8 +15,8 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::Batch;
-use super::agent::{AgentAddr, run_addr};
+use super::agent_stream::{AgentAddr, run_addr};
+use crate::model::Batch;
 use crate::model::{Delta, FeedState};
 
 /// The agent DaemonSet's pods (deploy/agent.yaml), unless configured otherwise.

@@ -1,0 +1,52 @@
+//! `fabrik screenshots`: the README's pictures, rendered headless from the demo at a seed.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use crate::testing::{demo_app, render_app};
+use crate::ui::command::Command;
+use crate::ui::export;
+use crate::ui::theme::Theme;
+
+pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Result<ExitCode> {
+    std::fs::create_dir_all(out)?;
+    // Builtin themes only: the README's pictures must not depend on a user's config.
+    let theme = Theme::builtin(theme.unwrap_or("dark")).unwrap_or_else(Theme::no_color);
+    let fg = color_hex(theme.style("ui.text").fg, "#c0caf5");
+    let bg = color_hex(theme.style("ui.text").bg, "#1a1b26");
+    let shots: Vec<(&str, Vec<Command>, Option<&str>)> = vec![
+        ("fleet", vec![], None),
+        ("node-topology", vec![Command::Down, Command::Down], Some("node h200-0005")),
+        ("mig-map", vec![], Some("gpu h200-0005/1")),
+        ("tenants", vec![Command::ViewTenants], None),
+        ("gpus", vec![Command::ViewGpus], None),
+        ("drain-preview", vec![Command::Drain], Some("fleet h100-0008")),
+    ];
+    for (name, keys, cmdline) in shots {
+        let (_, mut app) = demo_app(seed, 20, theme.clone());
+        app.resize(140, 40);
+        if let Some(c) = cmdline {
+            app.dispatch(Command::CommandLine);
+            for ch in c.chars() {
+                app.handle_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Char(ch)));
+            }
+            app.handle_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Enter));
+        }
+        for k in keys {
+            app.dispatch(k);
+            app.prepare();
+        }
+        let buf = render_app(&mut app, 140, 40);
+        std::fs::write(out.join(format!("{name}.txt")), export::to_text(&buf))?;
+        std::fs::write(out.join(format!("{name}.svg")), export::to_svg(&buf, &fg, &bg))?;
+        println!("wrote {}/{name}.svg and .txt", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn color_hex(c: Option<ratatui::style::Color>, default: &str) -> String {
+    match c {
+        Some(ratatui::style::Color::Rgb(r, g, b)) => format!("#{r:02x}{g:02x}{b:02x}"),
+        _ => default.to_string(),
+    }
+}

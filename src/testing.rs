@@ -1,0 +1,48 @@
+//! Test fixtures: the demo fleet at a seed and a headless cockpit over it. The unit tests,
+//! the screenshots and the benches use them; they need only the simulator and the UI, never
+//! the wiring.
+
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+
+use crate::model::{Fleet, Thresholds};
+use crate::sim::{Sim, SimConfig};
+use crate::ui::keymap::Keymap;
+use crate::ui::theme::Theme;
+use crate::ui::{App, Recorder, Ui};
+
+/// A fleet from the simulator after `ticks` steps, without a terminal.
+pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -> (Sim, Fleet) {
+    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true });
+    let mut fleet = Fleet::new(thresholds);
+    for d in sim.initial_deltas() {
+        fleet.apply(d);
+    }
+    for _ in 0..ticks {
+        for d in sim.step() {
+            fleet.apply(d);
+        }
+    }
+    (sim, fleet)
+}
+
+/// Drives an `App` through keys and renders it, headless: the screenshots and the view
+/// tests share this.
+pub fn render_app(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
+    app.resize(w, h);
+    let mut term = match Terminal::new(TestBackend::new(w, h)) {
+        Ok(t) => t,
+        Err(e) => match e {},
+    };
+    let _ = term.draw(|f| app.draw(f));
+    term.backend().buffer().clone()
+}
+
+pub fn demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
+    let (sim, fleet) = demo_fleet(seed, 48, ticks, Thresholds::default());
+    let mut ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
+    ui.session.theme_name = theme.name.clone();
+    let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
+    let app = App::new(fleet, ui, theme, keymap, Box::new(Recorder::default()));
+    (sim, app)
+}
