@@ -5,6 +5,10 @@
 //! for a while, MIG state pending → success).
 
 mod exec;
+mod pods;
+mod setup;
+mod telemetry;
+mod tick;
 mod world;
 
 pub use exec::SimRequest;

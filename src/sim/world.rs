@@ -1,19 +1,17 @@
-//! The simulator's own truth and how it moves per tick. The cockpit never reads this
-//! directly: it sees only the deltas the simulator emits.
+//! The simulator's own truth: its state, the fleet a seed builds, the initial listing and
+//! the order of a tick. The cockpit never reads this directly: it sees only the deltas the
+//! simulator emits. Set-up is in `setup`, pods' lives in `pods`, per-tick movement in
+//! `tick`, samples in `telemetry`.
 
 use std::collections::BTreeMap;
 
 use super::exec::RunningOp;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::*;
-use crate::quantity::{Format, Quantity};
 use crate::rng::Rng;
 
 /// The simulated clock starts here (2026-05-28T...Z), so runs are identical.
 pub const SIM_EPOCH_MS: u64 = 1_780_000_000_000;
-/// Above this many GPUs, telemetry is streamed for a rolling subset per tick, as agents
-/// stream only the nodes in view on a real fleet.
-const TELEMETRY_PER_TICK: usize = 20_000;
 
 #[derive(Clone, Debug)]
 pub struct SimConfig {
@@ -71,12 +69,14 @@ pub(super) struct SPod {
     pub starting: Option<u32>,
     /// MIG profile name the pod wants, if any.
     pub mig_profile: Option<String>,
-    /// Index into `Sim::apps`.
-    pub app: usize,
+    /// Index into `Sim::workloads`.
+    pub workload: usize,
 }
 
+/// A workload template (a Deployment, StatefulSet, Job or bare pods) whose replicas the
+/// simulated controllers keep alive.
 #[derive(Clone, Debug)]
-pub(super) struct App {
+pub(super) struct Workload {
     pub namespace: String,
     pub name: String,
     pub owner: Owner,
@@ -106,41 +106,18 @@ pub struct Sim {
     pub(super) nodes: Vec<SNode>,
     pub(super) node_index: BTreeMap<String, usize>,
     pub(super) pods: BTreeMap<String, SPod>,
-    pub(super) apps: Vec<App>,
+    pub(super) workloads: Vec<Workload>,
     pub(super) tenants: Vec<STenant>,
     pub(super) quotas: Vec<QuotaSpec>,
     pub(super) pdbs: Vec<PdbSpec>,
     pub(super) ops: Vec<RunningOp>,
     pub(super) out: Vec<Delta>,
-    telemetry_cursor: usize,
-    sched_cursor: usize,
-    pod_seq: u64,
-    sts_hint: std::collections::HashMap<usize, u32>,
-    app_of: std::collections::HashMap<String, usize>,
+    pub(super) telemetry_cursor: usize,
+    pub(super) sched_cursor: usize,
+    pub(super) pod_seq: u64,
+    pub(super) sts_hint: std::collections::HashMap<usize, u32>,
+    pub(super) workload_of: std::collections::HashMap<String, usize>,
 }
-
-/// One pass over the pods per tick gives everything the controllers need.
-#[derive(Default)]
-struct Census {
-    /// Unfinished, not terminating pods per app.
-    live: Vec<u32>,
-    /// Running pods per app.
-    running: Vec<u32>,
-    /// Pods with a timer running (starting, terminating, a job's duration).
-    timed: Vec<String>,
-    pending: Vec<String>,
-}
-
-const TENANTS: &[(&str, &[&str], &str)] = &[
-    ("llm-pretrain", &["llm-pretrain"], "label"),
-    ("llm-finetune", &["llm-finetune", "llm-finetune-dev"], "label"),
-    ("inference-prod", &["inference-prod"], "kueue"),
-    ("vision", &["vision"], "label"),
-    ("speech", &["speech"], "label"),
-    ("recsys", &["recsys"], "label"),
-    ("research", &["vc-research"], "vcluster"),
-    ("eval", &["eval"], "label"),
-];
 
 fn short(model: GpuModel) -> &'static str {
     match model {
@@ -150,17 +127,6 @@ fn short(model: GpuModel) -> &'static str {
         GpuModel::H200_141GB => "h200",
         GpuModel::B200 => "b200",
     }
-}
-
-/// The 1g / 2g / 3g profile names of a model family, for MIG workloads.
-fn mig_profile_for(model: GpuModel, size: &str) -> Option<&'static str> {
-    let table: &[(&str, &str)] = match model {
-        GpuModel::A100_40GB => &[("1g", "1g.5gb"), ("2g", "2g.10gb"), ("3g", "3g.20gb")],
-        GpuModel::A100_80GB | GpuModel::H100_80GB => &[("1g", "1g.10gb"), ("2g", "2g.20gb"), ("3g", "3g.40gb")],
-        GpuModel::H200_141GB => &[("1g", "1g.18gb"), ("2g", "2g.35gb"), ("3g", "3g.71gb")],
-        GpuModel::B200 => &[("1g", "1g.23gb"), ("2g", "2g.45gb"), ("3g", "3g.90gb")],
-    };
-    table.iter().find(|(s, _)| *s == size).map(|(_, p)| *p)
 }
 
 impl Sim {
@@ -175,7 +141,7 @@ impl Sim {
             nodes: Vec::new(),
             node_index: BTreeMap::new(),
             pods: BTreeMap::new(),
-            apps: Vec::new(),
+            workloads: Vec::new(),
             tenants: Vec::new(),
             quotas: Vec::new(),
             pdbs: Vec::new(),
@@ -185,7 +151,7 @@ impl Sim {
             sched_cursor: 0,
             pod_seq: 0,
             sts_hint: Default::default(),
-            app_of: Default::default(),
+            workload_of: Default::default(),
         };
         let n = cfg.nodes.max(1);
         for i in 0..n {
@@ -285,361 +251,6 @@ impl Sim {
         self.nodes.iter().map(|n| (n.spec.clone(), n.gpus.iter().map(|g| g.spec.clone()).collect())).collect()
     }
 
-    fn setup_tenants(&mut self) {
-        for (name, nss, source) in TENANTS {
-            self.tenants.push(STenant {
-                name: name.to_string(),
-                namespaces: nss.iter().map(|s| s.to_string()).collect(),
-                source: source.to_string(),
-            });
-        }
-        let scale = (self.nodes.len() as f64 / 48.0).max(0.05);
-        let r = |x: f64| ((x * scale).round() as u32).max(1);
-        // The first argument is the tenant's index in TENANTS, for the reader.
-        let app = |_tenant: usize, ns: &str, name: &str, owner: Owner, gpus: u16| App {
-            namespace: ns.to_string(),
-            name: name.to_string(),
-            owner,
-            gpus,
-            mig: None,
-            dra: false,
-            empty_dir: false,
-            replicas: 1,
-            idle_share: 0.05,
-            job_ticks: None,
-            pdb_max_unavailable: None,
-        };
-        self.apps = vec![
-            App {
-                replicas: r(10.0),
-                idle_share: 0.02,
-                ..app(0, "llm-pretrain", "pretrain-llama-70b", Owner::StatefulSet, 8)
-            },
-            App {
-                replicas: r(14.0),
-                idle_share: 0.3,
-                job_ticks: Some((120, 900)),
-                ..app(1, "llm-finetune", "ft-mistral-lora", Owner::Job, 4)
-            },
-            App { replicas: r(6.0), idle_share: 0.5, ..app(1, "llm-finetune-dev", "ft-debug", Owner::ReplicaSet, 1) },
-            App {
-                replicas: r(40.0),
-                idle_share: 0.08,
-                pdb_max_unavailable: Some(1),
-                ..app(2, "inference-prod", "vllm-llama3-8b", Owner::ReplicaSet, 1)
-            },
-            App {
-                replicas: r(8.0),
-                idle_share: 0.1,
-                pdb_max_unavailable: Some(1),
-                ..app(2, "inference-prod", "triton-embed", Owner::ReplicaSet, 2)
-            },
-            App {
-                replicas: r(10.0),
-                idle_share: 0.15,
-                job_ticks: Some((60, 600)),
-                ..app(3, "vision", "yolo-train", Owner::Job, 2)
-            },
-            App {
-                replicas: r(70.0),
-                idle_share: 0.1,
-                mig: Some("1g"),
-                ..app(4, "speech", "whisper-asr", Owner::ReplicaSet, 0)
-            },
-            App { replicas: r(6.0), idle_share: 0.2, mig: Some("3g"), ..app(4, "speech", "tts-train", Owner::Job, 0) },
-            App { replicas: r(16.0), idle_share: 0.1, dra: true, ..app(5, "recsys", "ranker", Owner::ReplicaSet, 1) },
-            App {
-                replicas: r(14.0),
-                idle_share: 0.6,
-                empty_dir: true,
-                ..app(6, "vc-research", "jupyter", Owner::None, 1)
-            },
-            App {
-                replicas: r(8.0),
-                idle_share: 0.05,
-                job_ticks: Some((30, 300)),
-                ..app(7, "eval", "eval-harness", Owner::Job, 1)
-            },
-            App {
-                replicas: r(10.0),
-                idle_share: 0.1,
-                mig: Some("1g"),
-                job_ticks: Some((30, 200)),
-                ..app(7, "eval", "eval-mig", Owner::Job, 0)
-            },
-        ];
-        self.app_of = self.apps.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
-        for a in &self.apps {
-            if let Some(mu) = a.pdb_max_unavailable {
-                self.pdbs.push(PdbSpec {
-                    namespace: a.namespace.clone(),
-                    name: format!("{}-pdb", a.name),
-                    selector_app: a.name.clone(),
-                    disruptions_allowed: 0,
-                    current_healthy: 0,
-                    desired_healthy: a.replicas.saturating_sub(mu) as i32,
-                });
-            }
-        }
-    }
-
-    /// A NotReady node: its kubelet stopped posting status after its pods started.
-    fn setup_not_ready(&mut self) {
-        if self.nodes.len() > 7 {
-            self.nodes[7].dead = true;
-            self.nodes[7].spec.ready = false;
-        }
-    }
-
-    /// A MIG config stuck in pending, with the operator's clients paused.
-    fn setup_mig_fault(&mut self) {
-        let n = self.nodes.len();
-        if let Some(i) = (0..n).find(|&i| i % 12 == 11).or_else(|| (0..n).find(|&i| i % 12 == 5)) {
-            let node = &mut self.nodes[i];
-            node.mig_wedged = true;
-            node.spec.mig_state = MigConfigState::Pending;
-            node.spec.mig_state_since = Some(SIM_EPOCH_MS - 12 * 60_000);
-            let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
-            node.spec.mig_config =
-                if matches!(model, GpuModel::H200_141GB) { "all-3g.71gb".into() } else { "all-balanced".into() };
-            node.refresh_labels(i);
-        }
-    }
-
-    /// Schedules workloads until the fleet is about as full as a busy factory.
-    fn initial_fill(&mut self) {
-        for a in 0..self.apps.len() {
-            for _ in 0..self.apps[a].replicas {
-                self.create_pod(a, true);
-            }
-        }
-        let pending = self.census().pending;
-        self.schedule(pending, usize::MAX, true);
-        // Quotas from what was scheduled: most tenants have headroom, one is near, one over.
-        let mut used: Vec<i64> = vec![0; self.tenants.len()];
-        for p in self.pods.values() {
-            if let Some(t) = self.tenant_of_ns(&p.spec.namespace) {
-                used[t] += p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>();
-            }
-        }
-        for (t, tenant) in self.tenants.iter().enumerate() {
-            let u = used[t];
-            let hard = match tenant.name.as_str() {
-                "research" => (u * 3 / 4).max(1),
-                "llm-finetune" => u + 1,
-                "eval" | "speech" => u + 2,
-                _ => u * 3 / 2 + 4,
-            };
-            let (source, resource) = if tenant.source == "kueue" {
-                (
-                    QuotaSourceSpec::ClusterQueue { queue: format!("cq-{}", tenant.name), flavor: "h100".into() },
-                    "nvidia.com/gpu".to_string(),
-                )
-            } else {
-                (
-                    QuotaSourceSpec::ResourceQuota {
-                        namespace: tenant.namespaces[0].clone(),
-                        name: "gpu-quota".into(),
-                    },
-                    "requests.nvidia.com/gpu".to_string(),
-                )
-            };
-            self.quotas.push(QuotaSpec {
-                tenant: tenant.name.clone(),
-                source,
-                resource,
-                hard: Quantity::from_int(hard, Format::DecimalSI),
-                used: Quantity::from_int(u, Format::DecimalSI),
-                version: "1".into(),
-                borrowing_limit: None,
-                lending_limit: None,
-            });
-            if tenant.name == "speech" {
-                let mig_used = self
-                    .pods
-                    .values()
-                    .filter(|p| p.spec.namespace == "speech")
-                    .map(|p| p.spec.mig.iter().map(|(_, c)| *c as i64).sum::<i64>())
-                    .sum::<i64>();
-                self.quotas.push(QuotaSpec {
-                    tenant: tenant.name.clone(),
-                    source: QuotaSourceSpec::ResourceQuota { namespace: "speech".into(), name: "mig-quota".into() },
-                    resource: "requests.nvidia.com/mig-1g.10gb".into(),
-                    hard: Quantity::from_int(mig_used + 8, Format::DecimalSI),
-                    used: Quantity::from_int(mig_used, Format::DecimalSI),
-                    version: "1".into(),
-                    borrowing_limit: None,
-                    lending_limit: None,
-                });
-            }
-        }
-        // The hard limits above are sized on the tenant; what each quota uses is its own.
-        let usage = self.quota_usage();
-        for q in &mut self.quotas {
-            q.used = Quantity::from_int(usage.get(&quota_key(q)).copied().unwrap_or(0), Format::DecimalSI);
-        }
-    }
-
-    pub(super) fn tenant_of_ns(&self, ns: &str) -> Option<usize> {
-        self.tenants.iter().position(|t| t.namespaces.iter().any(|n| n == ns))
-    }
-
-    /// Creates a pending pod of an app; `old` pods get a past creation time.
-    pub(super) fn create_pod(&mut self, app: usize, old: bool) -> String {
-        let a = self.apps[app].clone();
-        self.pod_seq += 1;
-        let name = match a.owner {
-            Owner::StatefulSet => {
-                // Ordinals are reused like a StatefulSet does; the hint keeps this linear.
-                let mut i = self.sts_hint.get(&app).copied().unwrap_or(0);
-                while self.pods.contains_key(&format!("{}/{}-{i}", a.namespace, a.name)) {
-                    i += 1;
-                }
-                self.sts_hint.insert(app, i + 1);
-                format!("{}-{i}", a.name)
-            }
-            Owner::None => format!(
-                "{}-{}",
-                a.name,
-                ["alice", "bob", "chen", "dana", "eli", "fatima", "gus", "hana", "ivan", "jo"]
-                    [(self.pod_seq % 10) as usize]
-                    .to_string()
-                    + &self.rng.hex(3)
-            ),
-            _ => format!("{}-{}-{}", a.name, self.rng.hex(5), self.rng.hex(5)),
-        };
-        let created = if old { self.now - self.rng.range(600, 5 * 86_400) * 1000 } else { self.now };
-        let behaviour = if self.rng.chance(a.idle_share) {
-            Behaviour::Idle
-        } else if self.rng.chance(0.2) {
-            Behaviour::Bursty
-        } else {
-            Behaviour::Busy
-        };
-        let ticks_left = a.job_ticks.map(|(lo, hi)| self.rng.range(lo as u64, hi as u64) as u32);
-        let key = format!("{}/{}", a.namespace, name);
-        let spec = PodSpec {
-            namespace: a.namespace.clone(),
-            name,
-            node: None,
-            phase: Phase::Pending,
-            created,
-            owner: a.owner,
-            app: a.name.clone(),
-            empty_dir: a.empty_dir,
-            gpus: if a.dra { 0 } else { a.gpus },
-            mig: Vec::new(),
-            dra: if a.dra {
-                vec![DraClaimSpec {
-                    claim: format!("{}-gpu-{}", a.name, self.rng.hex(5)),
-                    device_class: "gpu.nvidia.com".into(),
-                    count: a.gpus,
-                    allocated: None,
-                }]
-            } else {
-                Vec::new()
-            },
-            bound_gpus: Vec::new(),
-            bound_mig: Vec::new(),
-            deletion: None,
-        };
-        self.pods.insert(
-            key.clone(),
-            SPod {
-                spec,
-                behaviour,
-                ticks_left,
-                terminating: None,
-                starting: None,
-                mig_profile: a.mig.map(str::to_string),
-                app,
-            },
-        );
-        key
-    }
-
-    /// Binds pending pods to free devices on ready, schedulable nodes.
-    pub(super) fn schedule(&mut self, pending: Vec<String>, budget: usize, instant: bool) {
-        let n = self.nodes.len();
-        for key in pending.into_iter().take(budget) {
-            let Some(pod) = self.pods.get(&key) else { continue };
-            let want_gpus = pod.spec.gpus as usize + pod.spec.dra.iter().map(|c| c.count as usize).sum::<usize>();
-            let want_mig = pod.mig_profile.clone();
-            let mut placed = None;
-            for step in 0..n {
-                let ni = (self.sched_cursor + step) % n;
-                let node = &self.nodes[ni];
-                if node.dead || node.spec.cordoned || node.mig_apply.is_some() {
-                    continue;
-                }
-                let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
-                if let Some(size) = &want_mig {
-                    let Some(prof) = mig_profile_for(model, size) else { continue };
-                    let Some(pid) = mig::find_profile(model, prof) else { continue };
-                    let found = node.gpus.iter().enumerate().find_map(|(gi, g)| {
-                        g.spec
-                            .instances
-                            .iter()
-                            .enumerate()
-                            .find(|(ii, inst)| inst.placement.profile == pid && g.inst_owner[*ii].is_none())
-                            .map(|(ii, _)| (gi, ii))
-                    });
-                    if let Some((gi, ii)) = found {
-                        placed = Some((ni, vec![], Some((gi, ii, prof))));
-                        break;
-                    }
-                } else if want_gpus > 0 {
-                    let free: Vec<usize> = node
-                        .gpus
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, g)| !g.spec.mig_enabled && g.owner.is_none())
-                        .map(|(i, _)| i)
-                        .collect();
-                    if free.len() >= want_gpus {
-                        placed = Some((ni, free[..want_gpus].to_vec(), None));
-                        break;
-                    }
-                }
-            }
-            let Some((ni, gis, mig_slot)) = placed else { continue };
-            self.sched_cursor = ni;
-            let node_name = self.nodes[ni].spec.name.clone();
-            let mut bound = Vec::new();
-            for &gi in &gis {
-                self.nodes[ni].gpus[gi].owner = Some(key.clone());
-                bound.push((gi, self.nodes[ni].gpus[gi].spec.uuid.clone()));
-            }
-            let mut mig_uuid = None;
-            if let Some((gi, ii, _)) = mig_slot {
-                self.nodes[ni].gpus[gi].inst_owner[ii] = Some(key.clone());
-                mig_uuid = Some(self.nodes[ni].gpus[gi].spec.instances[ii].uuid.clone());
-            }
-            let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
-            let Some(pod) = self.pods.get_mut(&key) else { continue };
-            pod.spec.node = Some(node_name.clone());
-            pod.spec.bound_gpus = bound.iter().map(|(_, u)| u.clone()).collect();
-            if let Some((_, _, prof)) = mig_slot {
-                pod.spec.mig = vec![(format!("nvidia.com/mig-{prof}"), 1)];
-            }
-            if let Some(u) = mig_uuid {
-                pod.spec.bound_mig = vec![u];
-            }
-            for c in pod.spec.dra.iter_mut() {
-                c.allocated = bound.first().map(|(gi, _)| format!("gpu.nvidia.com/{node_name}/gpu-{gi}"));
-            }
-            if start_ticks == 0 {
-                pod.spec.phase = Phase::Running;
-            } else {
-                pod.starting = Some(start_ticks);
-            }
-            if !instant {
-                let spec = pod.spec.clone();
-                self.out.push(Delta::PodUpsert(spec));
-            }
-        }
-    }
-
     /// Everything the cockpit needs to know at start: the initial listing.
     pub fn initial_deltas(&mut self) -> Vec<Delta> {
         let mut out = vec![Delta::Clock(self.now)];
@@ -714,16 +325,6 @@ impl Sim {
         out
     }
 
-    fn telemetry_all(&mut self, out: &mut Vec<Delta>) {
-        let mut batch = Vec::new();
-        for ni in 0..self.nodes.len() {
-            for gi in 0..self.nodes[ni].gpus.len() {
-                batch.push(self.sample(ni, gi));
-            }
-        }
-        out.push(Delta::Telemetry(batch));
-    }
-
     /// Advances the factory by one tick and returns what changed.
     pub fn step(&mut self) -> Vec<Delta> {
         self.tick += 1;
@@ -744,340 +345,8 @@ impl Sim {
         self.late_faults();
         let mut out = std::mem::take(&mut self.out);
         // Telemetry last so it reflects this tick's bindings.
-        let total: usize = self.nodes.iter().map(|n| n.gpus.len()).sum();
-        let mut batch = Vec::with_capacity(total.min(TELEMETRY_PER_TICK));
-        let count = total.min(TELEMETRY_PER_TICK);
-        let per_node = self.nodes.first().map(|n| n.gpus.len()).unwrap_or(8).max(1);
-        for k in 0..count {
-            let flat = (self.telemetry_cursor + k) % total.max(1);
-            let (ni, gi) = (flat / per_node, flat % per_node);
-            if ni < self.nodes.len() && gi < self.nodes[ni].gpus.len() && !self.nodes[ni].dead {
-                batch.push(self.sample(ni, gi));
-            }
-        }
-        self.telemetry_cursor = (self.telemetry_cursor + count) % total.max(1);
-        out.push(Delta::Telemetry(batch));
+        out.push(Delta::Telemetry(self.telemetry_rolling()));
         out
-    }
-
-    fn late_faults(&mut self) {
-        // A double-bit ECC error appears half a minute in: the demo shows a live fault.
-        if self.tick == 30 && self.nodes.len() > 20 {
-            let g = &self.nodes[20].gpus[5];
-            let uuid = g.spec.uuid.clone();
-            let node = self.nodes[20].spec.name.clone();
-            self.out.push(Delta::GpuFault { gpu_uuid: uuid.clone(), at: self.now, fault: GpuFault::Xid { code: 48 } });
-            self.out.push(Delta::GpuFault {
-                gpu_uuid: uuid,
-                at: self.now,
-                fault: GpuFault::EccUncorrected { count: 2 },
-            });
-            self.out.push(Delta::Event(EventSpec {
-                ts: self.now,
-                severity: Severity::Warning,
-                reason: "GpuHealth".into(),
-                object: node,
-                message: "dcgm health check: GPU 5 memory errors".into(),
-            }));
-        }
-    }
-
-    fn census(&self) -> Census {
-        let mut c = Census { live: vec![0; self.apps.len()], running: vec![0; self.apps.len()], ..Default::default() };
-        for (k, p) in &self.pods {
-            let a = p.app;
-            if a < c.live.len() {
-                if !p.spec.phase.finished() && p.terminating.is_none() {
-                    c.live[a] += 1;
-                }
-                if p.spec.phase == Phase::Running {
-                    c.running[a] += 1;
-                }
-            }
-            if p.terminating.is_some()
-                || p.starting.is_some()
-                || (p.ticks_left.is_some() && p.spec.phase == Phase::Running)
-            {
-                c.timed.push(k.clone());
-            }
-            if p.spec.node.is_none() && p.spec.phase == Phase::Pending {
-                c.pending.push(k.clone());
-            }
-        }
-        c
-    }
-
-    fn advance_pods(&mut self, timed: Vec<String>) {
-        for key in timed {
-            let Some(p) = self.pods.get_mut(&key) else { continue };
-            if let Some(t) = p.terminating.as_mut() {
-                if *t <= 1 {
-                    self.delete_pod(&key);
-                } else {
-                    *t -= 1;
-                }
-                continue;
-            }
-            if let Some(s) = p.starting.as_mut() {
-                if *s <= 1 {
-                    p.starting = None;
-                    p.spec.phase = Phase::Running;
-                    self.out.push(Delta::PodUpsert(p.spec.clone()));
-                } else {
-                    *s -= 1;
-                }
-                continue;
-            }
-            if p.spec.phase == Phase::Running
-                && let Some(left) = p.ticks_left.as_mut()
-            {
-                if *left <= 1 {
-                    p.ticks_left = None;
-                    p.spec.phase = Phase::Succeeded;
-                    p.terminating = Some(5);
-                    let spec = p.spec.clone();
-                    self.release(&key);
-                    self.out.push(Delta::PodUpsert(spec));
-                } else {
-                    *left -= 1;
-                }
-            }
-        }
-    }
-
-    fn churn(&mut self, live: &[u32]) {
-        // Jobs arrive to replace finished ones; controllers keep their replica counts.
-        for a in 0..self.apps.len() {
-            let app = &self.apps[a];
-            let live = live.get(a).copied().unwrap_or(0);
-            let want = app.replicas;
-            if live < want {
-                let is_job = app.job_ticks.is_some();
-                if !is_job || self.rng.chance(0.3) {
-                    let key = self.create_pod(a, false);
-                    if let Some(p) = self.pods.get(&key) {
-                        self.out.push(Delta::PodUpsert(p.spec.clone()));
-                    }
-                }
-            }
-        }
-    }
-
-    /// Frees the devices a pod holds.
-    pub(super) fn release(&mut self, key: &str) {
-        let Some(p) = self.pods.get(key) else { return };
-        let Some(node) = p.spec.node.clone() else { return };
-        let Some(&ni) = self.node_index.get(&node) else { return };
-        for g in self.nodes[ni].gpus.iter_mut() {
-            if g.owner.as_deref() == Some(key) {
-                g.owner = None;
-            }
-            for o in g.inst_owner.iter_mut() {
-                if o.as_deref() == Some(key) {
-                    *o = None;
-                }
-            }
-        }
-    }
-
-    pub(super) fn delete_pod(&mut self, key: &str) {
-        self.release(key);
-        if let Some(p) = self.pods.remove(key) {
-            if p.spec.owner == Owner::StatefulSet
-                && let Some(&a) = self.app_of.get(&p.spec.app)
-            {
-                self.sts_hint.insert(a, 0);
-            }
-            self.out.push(Delta::PodRemove { namespace: p.spec.namespace, name: p.spec.name });
-        }
-    }
-
-    /// Starts a graceful deletion, as the Eviction API does.
-    pub(super) fn terminate_pod(&mut self, key: &str) {
-        let Some(p) = self.pods.get_mut(key) else { return };
-        if p.terminating.is_some() {
-            return;
-        }
-        p.spec.phase = Phase::Terminating;
-        // As the API server records an eviction: the pod's default grace period, no
-        // finalizers; the simulated containers stop well within it.
-        p.spec.deletion = Some(crate::model::Deletion { since: self.now, grace_secs: Some(30), ..Default::default() });
-        p.terminating = Some(2);
-        let spec = p.spec.clone();
-        self.out.push(Delta::PodUpsert(spec));
-    }
-
-    fn sample(&mut self, ni: usize, gi: usize) -> TelemetrySample {
-        let now = self.now;
-        let tick = self.tick;
-        let node = &self.nodes[ni];
-        let g = &node.gpus[gi];
-        let model = g.spec.model;
-        let behaviour = |owner: &Option<String>| {
-            owner
-                .as_ref()
-                .and_then(|k| self.pods.get(k))
-                .filter(|p| p.spec.phase == Phase::Running)
-                .map(|p| p.behaviour)
-        };
-        let mut rng = Rng::new(self.cfg.seed ^ (ni as u64) << 20 ^ (gi as u64) << 8 ^ now);
-        let level = |b: Option<Behaviour>, rng: &mut Rng| -> (u8, u8) {
-            match b {
-                None => (0, 0),
-                Some(Behaviour::Idle) => (rng.below(3) as u8, 25 + rng.below(10) as u8),
-                Some(Behaviour::Busy) => (70 + rng.below(29) as u8, 60 + rng.below(30) as u8),
-                Some(Behaviour::Bursty) => {
-                    let phase = (tick / 7 + gi as u64) % 3;
-                    if phase == 0 {
-                        (5 + rng.below(20) as u8, 40)
-                    } else {
-                        (55 + rng.below(40) as u8, 70 + rng.below(10) as u8)
-                    }
-                }
-            }
-        };
-        let mut instances = Vec::new();
-        let (util, mem) = if g.spec.mig_enabled {
-            let mut weighted = 0u32;
-            let mut mem_mib = 0u64;
-            for (ii, inst) in g.spec.instances.iter().enumerate() {
-                let (u, m) = level(behaviour(&g.inst_owner[ii]), &mut rng);
-                let p = mig::profile(model, inst.placement.profile);
-                let used = p.memory_mib as u64 * m as u64 / 100;
-                mem_mib += used;
-                weighted += u as u32 * p.compute_slices as u32;
-                instances.push(InstanceSample::new(inst.uuid.clone(), Some(u), used as u32));
-            }
-            ((weighted / 7) as u8, (mem_mib * 100 / model.memory_mib().max(1) as u64) as u8)
-        } else {
-            level(behaviour(&g.owner), &mut rng)
-        };
-        let tdp = model.tdp_watts() as u32;
-        let idle_w = tdp / 8;
-        let power = idle_w + (tdp - idle_w) * util as u32 / 100 + rng.below(8) as u32;
-        let temp = 30 + util as u32 * 45 / 100 + rng.below(3) as u32;
-        let uuid = g.spec.uuid.clone();
-        let g = &mut self.nodes[ni].gpus[gi];
-        g.util = util;
-        g.mem = mem;
-        TelemetrySample {
-            gpu_uuid: uuid,
-            at: now,
-            sample: Sample::new(util, mem, power as u16, temp as u8),
-            instances,
-            node_gpu: None,
-            allocated: None,
-            peers: None,
-            processes: None,
-        }
-    }
-
-    /// PDB status as the disruption controller computes it.
-    fn update_pdbs(&mut self, running: &[u32]) -> Vec<usize> {
-        let mut changed = Vec::new();
-        for (i, pdb) in self.pdbs.iter_mut().enumerate() {
-            let healthy = self.app_of.get(&pdb.selector_app).and_then(|a| running.get(*a)).copied().unwrap_or(0) as i32;
-            let allowed = (healthy - pdb.desired_healthy).max(0);
-            if healthy != pdb.current_healthy || allowed != pdb.disruptions_allowed {
-                pdb.current_healthy = healthy;
-                pdb.disruptions_allowed = allowed;
-                changed.push(i);
-            }
-        }
-        changed
-    }
-
-    pub(super) fn update_pdbs_emit(&mut self, running: &[u32]) {
-        for i in self.update_pdbs(running) {
-            self.out.push(Delta::PdbUpsert(self.pdbs[i].clone()));
-        }
-    }
-
-    fn refresh_quota_usage(&mut self) {
-        if !self.tick.is_multiple_of(5) {
-            return;
-        }
-        let usage = self.quota_usage();
-        for qi in 0..self.quotas.len() {
-            let used = usage.get(&quota_key(&self.quotas[qi])).copied().unwrap_or(0);
-            if used != self.quotas[qi].used.value() {
-                let q = &mut self.quotas[qi];
-                q.used = Quantity::from_int(used, Format::DecimalSI);
-                self.out.push(Delta::QuotaUpsert(q.clone()));
-            }
-        }
-    }
-
-    /// What the quota controllers count, in one pass: a ResourceQuota its namespace's
-    /// unfinished pods, per exact resource (`requests.nvidia.com/gpu` whole GPUs, a MIG
-    /// resource its instances, `<class>.deviceclass.resource.k8s.io/devices` DRA devices); a
-    /// Kueue ClusterQueue its tenant's, per resource name.
-    fn quota_usage(&self) -> std::collections::HashMap<(String, String), i64> {
-        let mut usage: std::collections::HashMap<(String, String), i64> = Default::default();
-        for p in self.pods.values().filter(|p| !p.spec.phase.finished()) {
-            let ns = &p.spec.namespace;
-            let tenant = self.tenant_of_ns(ns).map(|t| format!("cq-{}", self.tenants[t].name));
-            let mut add = |res: String, n: i64| {
-                *usage.entry((ns.clone(), format!("requests.{res}"))).or_default() += n;
-                if let Some(cq) = &tenant {
-                    *usage.entry((cq.clone(), res)).or_default() += n;
-                }
-            };
-            add("nvidia.com/gpu".into(), p.spec.gpus as i64);
-            for (r, c) in &p.spec.mig {
-                add(r.clone(), *c as i64);
-            }
-            for c in &p.spec.dra {
-                *usage
-                    .entry((ns.clone(), format!("{}.deviceclass.resource.k8s.io/devices", c.device_class)))
-                    .or_default() += c.count as i64;
-            }
-        }
-        usage
-    }
-
-    /// mig-manager: applies a pending layout after a few ticks, unless it is wedged.
-    fn advance_mig(&mut self) {
-        for ni in 0..self.nodes.len() {
-            let Some((layouts, left)) = self.nodes[ni].mig_apply.take() else { continue };
-            if self.nodes[ni].mig_wedged {
-                self.nodes[ni].mig_apply = Some((layouts, left));
-                continue;
-            }
-            if left > 1 {
-                self.nodes[ni].mig_apply = Some((layouts, left - 1));
-                continue;
-            }
-            let mut rng = self.rng.clone();
-            let node = &mut self.nodes[ni];
-            let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
-            for (index, layout) in &layouts {
-                if let Some(g) = node.gpus.iter_mut().find(|g| g.spec.index == *index) {
-                    let (mig_enabled, instances) = instances_for(&mut rng, model, layout);
-                    g.spec.mig_enabled = mig_enabled;
-                    g.inst_owner = vec![None; instances.len()];
-                    g.spec.instances = instances;
-                    g.owner = None;
-                }
-            }
-            self.rng = rng;
-            node.spec.mig_state = MigConfigState::Success;
-            node.spec.mig_state_since = None;
-            node.refresh_labels(ni);
-            let name = node.spec.name.clone();
-            let cfg = node.spec.mig_config.clone();
-            self.out.push(Delta::NodeUpsert(node.spec.clone()));
-            for g in &node.gpus {
-                self.out.push(Delta::GpuUpsert(g.spec.clone()));
-            }
-            self.out.push(Delta::Event(EventSpec {
-                ts: self.now,
-                severity: Severity::Info,
-                reason: "MigConfigApplied".into(),
-                object: name,
-                message: format!("mig-manager applied {cfg}: nvidia.com/mig.config.state=success"),
-            }));
-        }
     }
 }
 
@@ -1128,13 +397,5 @@ impl SNode {
             capacity.clone()
         };
         self.spec.capacity = capacity;
-    }
-}
-
-/// Where a quota's usage is kept in [`Sim::quota_usage`]: (namespace or queue, resource).
-fn quota_key(q: &QuotaSpec) -> (String, String) {
-    match &q.source {
-        QuotaSourceSpec::ResourceQuota { namespace, .. } => (namespace.clone(), q.resource.clone()),
-        QuotaSourceSpec::ClusterQueue { queue, .. } => (queue.clone(), q.resource.clone()),
     }
 }

@@ -1,0 +1,219 @@
+//! A pod's life in the simulator: created from a workload, bound to free devices,
+//! terminated gracefully, deleted and its devices released.
+
+use super::world::{Behaviour, SPod, Sim};
+use crate::mig::{self, GpuModel};
+use crate::model::*;
+
+/// The 1g / 2g / 3g profile names of a model family, for MIG workloads.
+fn mig_profile_for(model: GpuModel, size: &str) -> Option<&'static str> {
+    let table: &[(&str, &str)] = match model {
+        GpuModel::A100_40GB => &[("1g", "1g.5gb"), ("2g", "2g.10gb"), ("3g", "3g.20gb")],
+        GpuModel::A100_80GB | GpuModel::H100_80GB => &[("1g", "1g.10gb"), ("2g", "2g.20gb"), ("3g", "3g.40gb")],
+        GpuModel::H200_141GB => &[("1g", "1g.18gb"), ("2g", "2g.35gb"), ("3g", "3g.71gb")],
+        GpuModel::B200 => &[("1g", "1g.23gb"), ("2g", "2g.45gb"), ("3g", "3g.90gb")],
+    };
+    table.iter().find(|(s, _)| *s == size).map(|(_, p)| *p)
+}
+
+impl Sim {
+    /// Creates a pending pod of a workload; `old` pods get a past creation time.
+    pub(super) fn create_pod(&mut self, workload: usize, old: bool) -> String {
+        let a = self.workloads[workload].clone();
+        self.pod_seq += 1;
+        let name = match a.owner {
+            Owner::StatefulSet => {
+                // Ordinals are reused like a StatefulSet does; the hint keeps this linear.
+                let mut i = self.sts_hint.get(&workload).copied().unwrap_or(0);
+                while self.pods.contains_key(&format!("{}/{}-{i}", a.namespace, a.name)) {
+                    i += 1;
+                }
+                self.sts_hint.insert(workload, i + 1);
+                format!("{}-{i}", a.name)
+            }
+            Owner::None => format!(
+                "{}-{}",
+                a.name,
+                ["alice", "bob", "chen", "dana", "eli", "fatima", "gus", "hana", "ivan", "jo"]
+                    [(self.pod_seq % 10) as usize]
+                    .to_string()
+                    + &self.rng.hex(3)
+            ),
+            _ => format!("{}-{}-{}", a.name, self.rng.hex(5), self.rng.hex(5)),
+        };
+        let created = if old { self.now - self.rng.range(600, 5 * 86_400) * 1000 } else { self.now };
+        let behaviour = if self.rng.chance(a.idle_share) {
+            Behaviour::Idle
+        } else if self.rng.chance(0.2) {
+            Behaviour::Bursty
+        } else {
+            Behaviour::Busy
+        };
+        let ticks_left = a.job_ticks.map(|(lo, hi)| self.rng.range(lo as u64, hi as u64) as u32);
+        let key = format!("{}/{}", a.namespace, name);
+        let spec = PodSpec {
+            namespace: a.namespace.clone(),
+            name,
+            node: None,
+            phase: Phase::Pending,
+            created,
+            owner: a.owner,
+            app: a.name.clone(),
+            empty_dir: a.empty_dir,
+            gpus: if a.dra { 0 } else { a.gpus },
+            mig: Vec::new(),
+            dra: if a.dra {
+                vec![DraClaimSpec {
+                    claim: format!("{}-gpu-{}", a.name, self.rng.hex(5)),
+                    device_class: "gpu.nvidia.com".into(),
+                    count: a.gpus,
+                    allocated: None,
+                }]
+            } else {
+                Vec::new()
+            },
+            bound_gpus: Vec::new(),
+            bound_mig: Vec::new(),
+            deletion: None,
+        };
+        self.pods.insert(
+            key.clone(),
+            SPod {
+                spec,
+                behaviour,
+                ticks_left,
+                terminating: None,
+                starting: None,
+                mig_profile: a.mig.map(str::to_string),
+                workload,
+            },
+        );
+        key
+    }
+
+    /// Binds pending pods to free devices on ready, schedulable nodes.
+    pub(super) fn schedule(&mut self, pending: Vec<String>, budget: usize, instant: bool) {
+        let n = self.nodes.len();
+        for key in pending.into_iter().take(budget) {
+            let Some(pod) = self.pods.get(&key) else { continue };
+            let want_gpus = pod.spec.gpus as usize + pod.spec.dra.iter().map(|c| c.count as usize).sum::<usize>();
+            let want_mig = pod.mig_profile.clone();
+            let mut placed = None;
+            for step in 0..n {
+                let ni = (self.sched_cursor + step) % n;
+                let node = &self.nodes[ni];
+                if node.dead || node.spec.cordoned || node.mig_apply.is_some() {
+                    continue;
+                }
+                let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
+                if let Some(size) = &want_mig {
+                    let Some(prof) = mig_profile_for(model, size) else { continue };
+                    let Some(pid) = mig::find_profile(model, prof) else { continue };
+                    let found = node.gpus.iter().enumerate().find_map(|(gi, g)| {
+                        g.spec
+                            .instances
+                            .iter()
+                            .enumerate()
+                            .find(|(ii, inst)| inst.placement.profile == pid && g.inst_owner[*ii].is_none())
+                            .map(|(ii, _)| (gi, ii))
+                    });
+                    if let Some((gi, ii)) = found {
+                        placed = Some((ni, vec![], Some((gi, ii, prof))));
+                        break;
+                    }
+                } else if want_gpus > 0 {
+                    let free: Vec<usize> = node
+                        .gpus
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, g)| !g.spec.mig_enabled && g.owner.is_none())
+                        .map(|(i, _)| i)
+                        .collect();
+                    if free.len() >= want_gpus {
+                        placed = Some((ni, free[..want_gpus].to_vec(), None));
+                        break;
+                    }
+                }
+            }
+            let Some((ni, gis, mig_slot)) = placed else { continue };
+            self.sched_cursor = ni;
+            let node_name = self.nodes[ni].spec.name.clone();
+            let mut bound = Vec::new();
+            for &gi in &gis {
+                self.nodes[ni].gpus[gi].owner = Some(key.clone());
+                bound.push((gi, self.nodes[ni].gpus[gi].spec.uuid.clone()));
+            }
+            let mut mig_uuid = None;
+            if let Some((gi, ii, _)) = mig_slot {
+                self.nodes[ni].gpus[gi].inst_owner[ii] = Some(key.clone());
+                mig_uuid = Some(self.nodes[ni].gpus[gi].spec.instances[ii].uuid.clone());
+            }
+            let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
+            let Some(pod) = self.pods.get_mut(&key) else { continue };
+            pod.spec.node = Some(node_name.clone());
+            pod.spec.bound_gpus = bound.iter().map(|(_, u)| u.clone()).collect();
+            if let Some((_, _, prof)) = mig_slot {
+                pod.spec.mig = vec![(format!("nvidia.com/mig-{prof}"), 1)];
+            }
+            if let Some(u) = mig_uuid {
+                pod.spec.bound_mig = vec![u];
+            }
+            for c in pod.spec.dra.iter_mut() {
+                c.allocated = bound.first().map(|(gi, _)| format!("gpu.nvidia.com/{node_name}/gpu-{gi}"));
+            }
+            if start_ticks == 0 {
+                pod.spec.phase = Phase::Running;
+            } else {
+                pod.starting = Some(start_ticks);
+            }
+            if !instant {
+                let spec = pod.spec.clone();
+                self.out.push(Delta::PodUpsert(spec));
+            }
+        }
+    }
+
+    /// Frees the devices a pod holds.
+    pub(super) fn release(&mut self, key: &str) {
+        let Some(p) = self.pods.get(key) else { return };
+        let Some(node) = p.spec.node.clone() else { return };
+        let Some(&ni) = self.node_index.get(&node) else { return };
+        for g in self.nodes[ni].gpus.iter_mut() {
+            if g.owner.as_deref() == Some(key) {
+                g.owner = None;
+            }
+            for o in g.inst_owner.iter_mut() {
+                if o.as_deref() == Some(key) {
+                    *o = None;
+                }
+            }
+        }
+    }
+
+    pub(super) fn delete_pod(&mut self, key: &str) {
+        self.release(key);
+        if let Some(p) = self.pods.remove(key) {
+            if p.spec.owner == Owner::StatefulSet
+                && let Some(&a) = self.workload_of.get(&p.spec.app)
+            {
+                self.sts_hint.insert(a, 0);
+            }
+            self.out.push(Delta::PodRemove { namespace: p.spec.namespace, name: p.spec.name });
+        }
+    }
+
+    /// Starts a graceful deletion, as the Eviction API does.
+    pub(super) fn terminate_pod(&mut self, key: &str) {
+        let Some(p) = self.pods.get_mut(key) else { return };
+        if p.terminating.is_some() {
+            return;
+        }
+        p.spec.phase = Phase::Terminating;
+        // As the API server records an eviction: the pod's default grace period, no
+        // finalizers; the simulated containers stop well within it.
+        p.spec.deletion = Some(crate::model::Deletion { since: self.now, grace_secs: Some(30), ..Default::default() });
+        p.terminating = Some(2);
+        let spec = p.spec.clone();
+        self.out.push(Delta::PodUpsert(spec));
+    }
+}

@@ -1,0 +1,257 @@
+//! How a seed sets the world up: tenants and their workloads, quotas sized on what the
+//! first fill scheduled, PDBs, and the scripted faults (a wedged mig-manager, a NotReady
+//! node, a double-bit ECC error half a minute in).
+
+use super::tick::quota_key;
+use super::world::{SIM_EPOCH_MS, STenant, Sim, Workload};
+use crate::mig::GpuModel;
+use crate::model::*;
+use crate::quantity::{Format, Quantity};
+
+const TENANTS: &[(&str, &[&str], &str)] = &[
+    ("llm-pretrain", &["llm-pretrain"], "label"),
+    ("llm-finetune", &["llm-finetune", "llm-finetune-dev"], "label"),
+    ("inference-prod", &["inference-prod"], "kueue"),
+    ("vision", &["vision"], "label"),
+    ("speech", &["speech"], "label"),
+    ("recsys", &["recsys"], "label"),
+    ("research", &["vc-research"], "vcluster"),
+    ("eval", &["eval"], "label"),
+];
+
+impl Sim {
+    pub(super) fn setup_tenants(&mut self) {
+        for (name, nss, source) in TENANTS {
+            self.tenants.push(STenant {
+                name: name.to_string(),
+                namespaces: nss.iter().map(|s| s.to_string()).collect(),
+                source: source.to_string(),
+            });
+        }
+        let scale = (self.nodes.len() as f64 / 48.0).max(0.05);
+        let r = |x: f64| ((x * scale).round() as u32).max(1);
+        // The first argument is the tenant's index in TENANTS, for the reader.
+        let workload = |_tenant: usize, ns: &str, name: &str, owner: Owner, gpus: u16| Workload {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            owner,
+            gpus,
+            mig: None,
+            dra: false,
+            empty_dir: false,
+            replicas: 1,
+            idle_share: 0.05,
+            job_ticks: None,
+            pdb_max_unavailable: None,
+        };
+        self.workloads = vec![
+            Workload {
+                replicas: r(10.0),
+                idle_share: 0.02,
+                ..workload(0, "llm-pretrain", "pretrain-llama-70b", Owner::StatefulSet, 8)
+            },
+            Workload {
+                replicas: r(14.0),
+                idle_share: 0.3,
+                job_ticks: Some((120, 900)),
+                ..workload(1, "llm-finetune", "ft-mistral-lora", Owner::Job, 4)
+            },
+            Workload {
+                replicas: r(6.0),
+                idle_share: 0.5,
+                ..workload(1, "llm-finetune-dev", "ft-debug", Owner::ReplicaSet, 1)
+            },
+            Workload {
+                replicas: r(40.0),
+                idle_share: 0.08,
+                pdb_max_unavailable: Some(1),
+                ..workload(2, "inference-prod", "vllm-llama3-8b", Owner::ReplicaSet, 1)
+            },
+            Workload {
+                replicas: r(8.0),
+                idle_share: 0.1,
+                pdb_max_unavailable: Some(1),
+                ..workload(2, "inference-prod", "triton-embed", Owner::ReplicaSet, 2)
+            },
+            Workload {
+                replicas: r(10.0),
+                idle_share: 0.15,
+                job_ticks: Some((60, 600)),
+                ..workload(3, "vision", "yolo-train", Owner::Job, 2)
+            },
+            Workload {
+                replicas: r(70.0),
+                idle_share: 0.1,
+                mig: Some("1g"),
+                ..workload(4, "speech", "whisper-asr", Owner::ReplicaSet, 0)
+            },
+            Workload {
+                replicas: r(6.0),
+                idle_share: 0.2,
+                mig: Some("3g"),
+                ..workload(4, "speech", "tts-train", Owner::Job, 0)
+            },
+            Workload {
+                replicas: r(16.0),
+                idle_share: 0.1,
+                dra: true,
+                ..workload(5, "recsys", "ranker", Owner::ReplicaSet, 1)
+            },
+            Workload {
+                replicas: r(14.0),
+                idle_share: 0.6,
+                empty_dir: true,
+                ..workload(6, "vc-research", "jupyter", Owner::None, 1)
+            },
+            Workload {
+                replicas: r(8.0),
+                idle_share: 0.05,
+                job_ticks: Some((30, 300)),
+                ..workload(7, "eval", "eval-harness", Owner::Job, 1)
+            },
+            Workload {
+                replicas: r(10.0),
+                idle_share: 0.1,
+                mig: Some("1g"),
+                job_ticks: Some((30, 200)),
+                ..workload(7, "eval", "eval-mig", Owner::Job, 0)
+            },
+        ];
+        self.workload_of = self.workloads.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
+        for a in &self.workloads {
+            if let Some(mu) = a.pdb_max_unavailable {
+                self.pdbs.push(PdbSpec {
+                    namespace: a.namespace.clone(),
+                    name: format!("{}-pdb", a.name),
+                    selector_app: a.name.clone(),
+                    disruptions_allowed: 0,
+                    current_healthy: 0,
+                    desired_healthy: a.replicas.saturating_sub(mu) as i32,
+                });
+            }
+        }
+    }
+
+    /// A NotReady node: its kubelet stopped posting status after its pods started.
+    pub(super) fn setup_not_ready(&mut self) {
+        if self.nodes.len() > 7 {
+            self.nodes[7].dead = true;
+            self.nodes[7].spec.ready = false;
+        }
+    }
+
+    /// A MIG config stuck in pending, with the operator's clients paused.
+    pub(super) fn setup_mig_fault(&mut self) {
+        let n = self.nodes.len();
+        if let Some(i) = (0..n).find(|&i| i % 12 == 11).or_else(|| (0..n).find(|&i| i % 12 == 5)) {
+            let node = &mut self.nodes[i];
+            node.mig_wedged = true;
+            node.spec.mig_state = MigConfigState::Pending;
+            node.spec.mig_state_since = Some(SIM_EPOCH_MS - 12 * 60_000);
+            let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
+            node.spec.mig_config =
+                if matches!(model, GpuModel::H200_141GB) { "all-3g.71gb".into() } else { "all-balanced".into() };
+            node.refresh_labels(i);
+        }
+    }
+
+    /// Schedules workloads until the fleet is about as full as a busy factory.
+    pub(super) fn initial_fill(&mut self) {
+        for a in 0..self.workloads.len() {
+            for _ in 0..self.workloads[a].replicas {
+                self.create_pod(a, true);
+            }
+        }
+        let pending = self.census().pending;
+        self.schedule(pending, usize::MAX, true);
+        // Quotas from what was scheduled: most tenants have headroom, one is near, one over.
+        let mut used: Vec<i64> = vec![0; self.tenants.len()];
+        for p in self.pods.values() {
+            if let Some(t) = self.tenant_of_ns(&p.spec.namespace) {
+                used[t] += p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>();
+            }
+        }
+        for (t, tenant) in self.tenants.iter().enumerate() {
+            let u = used[t];
+            let hard = match tenant.name.as_str() {
+                "research" => (u * 3 / 4).max(1),
+                "llm-finetune" => u + 1,
+                "eval" | "speech" => u + 2,
+                _ => u * 3 / 2 + 4,
+            };
+            let (source, resource) = if tenant.source == "kueue" {
+                (
+                    QuotaSourceSpec::ClusterQueue { queue: format!("cq-{}", tenant.name), flavor: "h100".into() },
+                    "nvidia.com/gpu".to_string(),
+                )
+            } else {
+                (
+                    QuotaSourceSpec::ResourceQuota {
+                        namespace: tenant.namespaces[0].clone(),
+                        name: "gpu-quota".into(),
+                    },
+                    "requests.nvidia.com/gpu".to_string(),
+                )
+            };
+            self.quotas.push(QuotaSpec {
+                tenant: tenant.name.clone(),
+                source,
+                resource,
+                hard: Quantity::from_int(hard, Format::DecimalSI),
+                used: Quantity::from_int(u, Format::DecimalSI),
+                version: "1".into(),
+                borrowing_limit: None,
+                lending_limit: None,
+            });
+            if tenant.name == "speech" {
+                let mig_used = self
+                    .pods
+                    .values()
+                    .filter(|p| p.spec.namespace == "speech")
+                    .map(|p| p.spec.mig.iter().map(|(_, c)| *c as i64).sum::<i64>())
+                    .sum::<i64>();
+                self.quotas.push(QuotaSpec {
+                    tenant: tenant.name.clone(),
+                    source: QuotaSourceSpec::ResourceQuota { namespace: "speech".into(), name: "mig-quota".into() },
+                    resource: "requests.nvidia.com/mig-1g.10gb".into(),
+                    hard: Quantity::from_int(mig_used + 8, Format::DecimalSI),
+                    used: Quantity::from_int(mig_used, Format::DecimalSI),
+                    version: "1".into(),
+                    borrowing_limit: None,
+                    lending_limit: None,
+                });
+            }
+        }
+        // The hard limits above are sized on the tenant; what each quota uses is its own.
+        let usage = self.quota_usage();
+        for q in &mut self.quotas {
+            q.used = Quantity::from_int(usage.get(&quota_key(q)).copied().unwrap_or(0), Format::DecimalSI);
+        }
+    }
+
+    pub(super) fn tenant_of_ns(&self, ns: &str) -> Option<usize> {
+        self.tenants.iter().position(|t| t.namespaces.iter().any(|n| n == ns))
+    }
+
+    pub(super) fn late_faults(&mut self) {
+        // A double-bit ECC error appears half a minute in: the demo shows a live fault.
+        if self.tick == 30 && self.nodes.len() > 20 {
+            let g = &self.nodes[20].gpus[5];
+            let uuid = g.spec.uuid.clone();
+            let node = self.nodes[20].spec.name.clone();
+            self.out.push(Delta::GpuFault { gpu_uuid: uuid.clone(), at: self.now, fault: GpuFault::Xid { code: 48 } });
+            self.out.push(Delta::GpuFault {
+                gpu_uuid: uuid,
+                at: self.now,
+                fault: GpuFault::EccUncorrected { count: 2 },
+            });
+            self.out.push(Delta::Event(EventSpec {
+                ts: self.now,
+                severity: Severity::Warning,
+                reason: "GpuHealth".into(),
+                object: node,
+                message: "dcgm health check: GPU 5 memory errors".into(),
+            }));
+        }
+    }
+}
