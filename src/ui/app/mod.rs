@@ -66,7 +66,8 @@ pub struct App {
 
 impl App {
     pub fn new(fleet: Fleet, ui: Ui, theme: Theme, keymap: Keymap, exec: Box<dyn Executor>) -> Self {
-        let mut app = Self { fleet, ui, theme, keymap, exec, view_nodes: None, last_view_nodes: BTreeSet::new(), clock: None };
+        let mut app =
+            Self { fleet, ui, theme, keymap, exec, view_nodes: None, last_view_nodes: BTreeSet::new(), clock: None };
         app.prepare();
         app
     }
