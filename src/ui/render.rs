@@ -12,7 +12,7 @@ use super::keymap::Keymap;
 use super::permission::{self, Denied};
 use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
-use super::views::column::{Align, Column, layout};
+use super::views::column::{Align, Column, layout_fitted};
 use super::views::{detail, tables};
 use crate::model::{FeedsState, Fleet, OpState, Severity};
 
@@ -204,26 +204,32 @@ fn render_table(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
     // The columns that fit the width, the least important dropped first and the spare
     // width given to names (all of them when wide); see `column::layout`.
     let all = tables::columns(v);
-    let shown = layout(all, area.width.saturating_sub(2), ui.wide);
-    let widths: Vec<Constraint> = shown.iter().map(|(_, w)| Constraint::Length(*w)).collect();
-    let cols: Vec<&Column> = shown.iter().map(|(i, _)| &all[*i]).collect();
     let t = ui.table(v);
-    let sorted = all[tables::sort_index(v, t.sort_col)].name;
     let ids = ui.rows(v);
     let h = table_height(area);
     let start = t.offset.min(ids.len());
     let end = (start + h).min(ids.len());
+    // The cells of the rows drawn, every column once: their widths size the columns.
+    let cells: Vec<Vec<(String, &'static str)>> =
+        ids[start..end].iter().map(|id| all.iter().map(|c| c.cell_of(f, *id)).collect()).collect();
+    let fit: Vec<u16> = (0..all.len())
+        .map(|k| cells.iter().map(|r| r[k].0.chars().count()).max().unwrap_or(0).min(usize::from(u16::MAX)) as u16)
+        .collect();
+    let shown = layout_fitted(all, area.width.saturating_sub(2), ui.wide, &fit);
+    let widths: Vec<Constraint> = shown.iter().map(|(_, w)| Constraint::Length(*w)).collect();
+    let cols: Vec<(usize, &Column)> = shown.iter().map(|(i, _)| (*i, &all[*i])).collect();
+    let sorted = all[tables::sort_index(v, t.sort_col)].name;
     let align = |c: &Column| if c.align == Align::Right { Alignment::Right } else { Alignment::Left };
-    let header = Row::new(cols.iter().map(|c| {
+    let header = Row::new(cols.iter().map(|(_, c)| {
         let mark = if c.name == sorted { if t.descending { "↓" } else { "↑" } } else { "" };
         Line::from(format!("{}{mark}", c.name)).alignment(align(c))
     }))
     .style(theme.style("ui.header"));
     let selection = theme.style("ui.selection");
-    let rows = ids[start..end].iter().enumerate().map(|(i, id)| {
+    let rows = cells.into_iter().enumerate().map(|(i, mut row_cells)| {
         let selected = start + i == t.selected;
-        let row = Row::new(cols.iter().map(|c| {
-            let (s, tok) = c.cell_of(f, *id);
+        let row = Row::new(cols.iter().map(|(k, c)| {
+            let (s, tok) = std::mem::take(&mut row_cells[*k]);
             // On the selected row the selection colours win, so every cell stays readable.
             let style = if selected { theme.style(tok).patch(selection) } else { theme.style(tok) };
             Line::from(Span::styled(s, style)).alignment(align(c))

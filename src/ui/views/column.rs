@@ -228,6 +228,26 @@ impl Column {
     }
 }
 
+/// `layout` for what is on screen (k9s sizes its columns the same way): a column that does
+/// not grow is no wider than its header and its widest cell among `fit` (the widest cell of
+/// each column over the rows drawn), so a `Ready` column does not hold the width of a
+/// `NotReady,Cordoned` that is not there, and the width it frees shows more columns or goes
+/// to the names.
+pub fn layout_fitted(cols: &[Column], avail: u16, wide: bool, fit: &[u16]) -> Vec<(usize, u16)> {
+    let fitted: Vec<Column> = cols
+        .iter()
+        .zip(fit)
+        .map(|(c, f)| {
+            if c.grow > 0 {
+                return *c;
+            }
+            let w = c.want().min((*f).max(c.header_width()));
+            Column { width: w, min: c.min.min(w), ..*c }
+        })
+        .collect();
+    layout(&fitted, avail, wide)
+}
+
 /// The column named `name` of a table.
 pub fn find<'c>(cols: &'c [Column], name: &str) -> Option<&'c Column> {
     cols.iter().find(|c| c.name == name)
@@ -341,6 +361,20 @@ mod tests {
         assert!(wide[0].1 > 60 && wide[4].1 > 30, "{wide:?}");
         // Wide: every column, shrunk where it may be.
         assert_eq!(names(&layout(COLS, 50, true)), ["NAME", "STATUS", "MODEL", "UTIL", "ALERTS"]);
+    }
+
+    #[test]
+    fn columns_are_no_wider_than_what_is_on_screen() {
+        // Every status on screen is `Ready`: STATUS takes 7 (its header and the sort mark),
+        // not 17, and the width it frees brings MODEL back at 50 columns.
+        let fit = [9, 5, 9, 3, 0];
+        let l = layout_fitted(COLS, 50, false, &fit);
+        assert_eq!(names(&l), ["NAME", "STATUS", "MODEL", "UTIL", "ALERTS"], "{l:?}");
+        assert_eq!(l[1].1, 7, "{l:?}");
+        // A cell wider than the column's width does not widen it; growing columns still grow.
+        let l = layout_fitted(COLS, 200, false, &[9, 40, 9, 3, 0]);
+        assert_eq!(l[1].1, 17, "{l:?}");
+        assert!(l[0].1 > 60, "{l:?}");
     }
 
     #[test]
