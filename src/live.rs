@@ -15,7 +15,7 @@ use crate::demo::{Setup, config_warnings_into, view_kind};
 use crate::feed::kube::KubeFeedConfig;
 use crate::model::{Delta, Fleet, Thresholds};
 use crate::ops::audit::Audit;
-use crate::ops::kube::ExecOptions;
+use crate::ops::exec::ExecOptions;
 use crate::ops::{Executor, KubeExecutor, Refuse, serve_ops};
 use crate::ui::export;
 use crate::ui::run::Exit;

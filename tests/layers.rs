@@ -18,7 +18,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("cluster", &["model"]),
     ("agent", &["model", "rng", "now_ms"]),
     ("ops", &["model", "mig", "cluster", "quantity", "now_ms"]),
-    ("sim", &["model", "mig", "ops", "quantity", "rng"]),
+    ("sim", &["model", "mig", "cluster", "ops", "quantity", "rng"]),
     ("feed", &["model", "mig", "cluster", "agent", "ops", "quantity", "sim", "now_ms"]),
     ("kubesim", &["sim", "cluster", "agent", "model", "mig", "quantity", "rng", "now_ms"]),
     ("ui", &["model", "ops", "mig", "quantity", "settings", "now_ms"]),

@@ -1,22 +1,24 @@
 //! Operations on the cluster, as data: a request is planned from the current `Fleet`
 //! (pure, previewable), shown, confirmed, then sent through the [`Executor`] seam as an
-//! [`ExecRequest`] to an executor (`sim::exec` on the demo; [`serve_ops`] and [`kube`] on a
-//! cluster), which reports progress back as `Delta::Op`. Both executors announce and count
-//! steps and word a cancel through [`runner`]. [`access`] asks the API server up front what
-//! the person may do; [`audit`] records every step.
+//! [`ExecRequest`] to whoever runs it (`sim::exec` on the demo; [`serve_ops`] on a cluster).
+//! Both run it with the one runner, [`exec`], which drives the plan through a
+//! [`target::Target`] — the cluster's ([`kube`]) or the simulator's — and reports progress
+//! back as `Delta::Op`. [`access`] asks the API server up front what the person may do;
+//! [`audit`] records every step.
 
 pub mod access;
 pub mod audit;
 pub mod cordon;
 mod drain;
+pub mod exec;
 mod executor;
 pub mod kube;
 pub mod mig_ack;
 mod quota;
 mod reslice;
 pub mod retry;
-pub mod runner;
 mod serve;
+pub mod target;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
@@ -196,7 +198,7 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
         }
         OpRequest::Drain { node, force } => drain::plan(fleet, node, *force, req.clone()).map(|mut p| {
             // The drain's own preview lines are drain.rs's; its deadline is the executor's.
-            let t = kube::ExecOptions::default().drain_timeout;
+            let t = exec::ExecOptions::default().drain_timeout;
             p.effects.push(format!(
                 "deadline: {} for evicting and waiting; past it fabrik stops and names the pods left",
                 minutes(t)

@@ -251,7 +251,7 @@ pub(super) fn plan(
         }
         _ => {}
     }
-    let opts = super::kube::ExecOptions::default();
+    let opts = super::exec::ExecOptions::default();
     effects.push(format!(
         "deadline: {} in all ({} for evictions, {} for mig-manager); when it passes, fabrik stops and says what is left",
         super::minutes(opts.deadline(OpKind::Reslice)),

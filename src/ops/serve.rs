@@ -8,7 +8,8 @@ use tokio::sync::{mpsc, watch};
 
 use super::access;
 use super::audit::{Audit, Phase};
-use super::kube::{ExecOptions, KubeExec};
+use super::exec::ExecOptions;
+use super::kube::KubeExec;
 use super::{ExecRequest, Executor};
 use crate::cluster;
 use crate::model::{AccessSpec, Delta, EventSpec, Severity};

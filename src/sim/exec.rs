@@ -1,50 +1,33 @@
-//! The simulator's executor: runs planned operations against the simulated world with the
-//! pacing a real cluster has (one eviction at a time, 429 from PDBs retried, mig-manager's
-//! pending → success), reporting progress as `Delta::Op`.
+//! The simulator as an operation target: the verbs of [`Target`] on the simulated world, so
+//! the demo runs every plan through the same runner as a cluster ([`crate::ops::exec`]) —
+//! the same steps, waits and words — with the pacing a cluster has: evictions that a PDB
+//! refuses (429) until the disruption controller allows them, pods that take their time to
+//! terminate, mig-manager that takes a config up on its next pass (`pending`) and reports
+//! `success` with the new devices a few seconds later.
+//!
+//! A running operation is a future polled between the world's moves: each verb hands the
+//! world a job and waits for its answer; each wait ends on the simulated clock. So the demo
+//! stays deterministic, and the runner never knows it is not talking to an API server.
 
-use super::world::Sim;
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::world::{SPod, Sim};
+use crate::cluster::labels;
 use crate::mig::Layout;
-use crate::model::{Delta, MigConfigState, OpProgress};
-use crate::ops::runner::{self, Progress};
-use crate::ops::{ExecRequest, Plan, PlanDetail, PodAction};
-
-#[derive(Clone, Debug)]
-pub(super) enum Stage {
-    Cordon,
-    Evict {
-        queue: Vec<(String, bool)>,
-        next: usize,
-        evicted: u32,
-        retry_in: u32,
-    },
-    /// `keys`: every pod that must be gone; `waits`: those that were terminating already,
-    /// each reported once it is gone.
-    WaitGone {
-        keys: Vec<String>,
-        waits: Vec<String>,
-        evicted: usize,
-        waited: u32,
-    },
-    SetMigConfig,
-    WaitMig {
-        waited: u32,
-    },
-    Uncordon,
-    SetQuota,
-    Done,
-}
-
-#[derive(Clone, Debug)]
-pub(super) struct RunningOp {
-    pub plan: Plan,
-    pub stage: Stage,
-    pub progress: Progress,
-}
-
-/// kubectl waits 5 s between eviction retries on a 429.
-const EVICT_RETRY_TICKS: u32 = 5;
-/// Give up waiting for pods to go after this many ticks.
-const WAIT_GONE_TICKS: u32 = 120;
+use crate::model::{Delta, MigConfigState, Phase, Ts};
+use crate::ops::cordon::CordonMark;
+use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
+use crate::ops::mig_ack::Caps;
+use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target};
+use crate::ops::{ExecRequest, Plan, QuotaField, QuotaPlan, ReslicePlan};
 
 /// A request the simulator serves between its ticks: the feed that runs it knows no more.
 pub trait SimRequest: Send + 'static {
@@ -62,30 +45,84 @@ impl SimRequest for ExecRequest {
     }
 }
 
+type Job = Box<dyn FnOnce(&mut Sim) + Send>;
+
+/// One running operation: the runner's future, the job it waits on, what it reported.
+pub(super) struct RunningOp {
+    id: u64,
+    fut: Pin<Box<dyn Future<Output = ()> + Send>>,
+    job: Arc<Mutex<Option<Job>>>,
+    out: Arc<Mutex<Vec<Delta>>>,
+    clock: Arc<AtomicU64>,
+    cancel: watch::Sender<bool>,
+}
+
+/// The world as the runner sees it.
+pub struct SimTarget {
+    job: Arc<Mutex<Option<Job>>>,
+    clock: Arc<AtomicU64>,
+}
+
+impl SimTarget {
+    /// Runs `f` on the world at the runner's next poll and returns its answer.
+    async fn with<R: Send + 'static>(&self, f: impl FnOnce(&mut Sim) -> R + Send + 'static) -> R {
+        let slot: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+        let answer = slot.clone();
+        if let Ok(mut j) = self.job.lock() {
+            *j = Some(Box::new(move |sim: &mut Sim| {
+                let r = f(sim);
+                if let Ok(mut a) = answer.lock() {
+                    *a = Some(r);
+                }
+            }));
+        }
+        std::future::poll_fn(move |_| match slot.lock().ok().and_then(|mut s| s.take()) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        })
+        .await
+    }
+}
+
+/// The demo's identity in cordon marks.
+const DEMO_USER: &str = "demo";
+
 impl Sim {
-    /// Starts executing a confirmed plan. Progress arrives in later `step()` output.
+    /// Starts executing a confirmed plan; it runs at once until its first wait, the rest in
+    /// later `step()` output.
     pub fn execute(&mut self, id: u64, plan: Plan) -> Vec<Delta> {
-        let stage = match &plan.detail {
-            PlanDetail::Quota(_) => Stage::SetQuota,
-            PlanDetail::Cordon { .. } | PlanDetail::Drain(_) | PlanDetail::Reslice(_) => Stage::Cordon,
-        };
-        let mut out = vec![Delta::Op(runner::started(id, &plan))];
-        let progress = Progress::new(id, &plan);
-        self.ops.push(RunningOp { plan, stage, progress });
-        out.append(&mut self.out);
-        out
+        let job: Arc<Mutex<Option<Job>>> = Arc::default();
+        let out: Arc<Mutex<Vec<Delta>>> = Arc::default();
+        let clock = Arc::new(AtomicU64::new(self.now));
+        let (cancel, cancelled) = watch::channel(false);
+        // Nothing halts the demo's operations: the halt's sender is gone at once.
+        let (_, halt) = watch::channel(None);
+        let target = SimTarget { job: job.clone(), clock: clock.clone() };
+        let env =
+            Env { opts: ExecOptions::default(), audit: None, sink: Sink::Buffer(out.clone()), user: DEMO_USER.into() };
+        let fut = Box::pin(exec::execute(target, env, id, plan, cancelled, halt));
+        let mut op = RunningOp { id, fut, job, out, clock, cancel };
+        let done = self.poll_op(&mut op);
+        let mut deltas = take_out(&op);
+        if !done {
+            self.ops.push(op);
+        }
+        deltas.append(&mut self.out);
+        deltas
     }
 
     /// Stops an operation where it is; what was done stays done, and is reported.
     pub fn cancel(&mut self, id: u64) -> Vec<Delta> {
-        if let Some(pos) = self.ops.iter().position(|o| o.progress.id == id) {
-            let op = self.ops.remove(pos);
-            return vec![
-                Delta::Op(OpProgress::Log { id, line: op.progress.cancelled() }),
-                Delta::Op(OpProgress::Cancelled { id }),
-            ];
+        let Some(pos) = self.ops.iter().position(|o| o.id == id) else { return Vec::new() };
+        let mut op = self.ops.remove(pos);
+        let _ = op.cancel.send(true);
+        if !self.poll_op(&mut op) {
+            self.ops.insert(pos, op);
+            return Vec::new();
         }
-        Vec::new()
+        let mut deltas = take_out(&op);
+        deltas.append(&mut self.out);
+        deltas
     }
 
     /// Changes a quota behind the cockpit's back, as another admin with kubectl would.
@@ -99,308 +136,291 @@ impl Sim {
         Vec::new()
     }
 
+    /// Moves every running operation on as far as it goes at this moment.
     pub(super) fn advance_ops(&mut self) {
         let mut ops = std::mem::take(&mut self.ops);
-        for op in ops.iter_mut() {
-            self.advance_op(op);
-        }
-        ops.retain(|o| !matches!(o.stage, Stage::Done));
-        // Operations started during this tick (none today) would be in self.ops.
+        ops.retain_mut(|op| {
+            let done = self.poll_op(op);
+            let mut d = take_out(op);
+            self.out.append(&mut d);
+            !done
+        });
+        // Operations started meanwhile (none today) would be in self.ops.
         ops.append(&mut self.ops);
         self.ops = ops;
     }
 
-    fn progress(&mut self, op: &mut RunningOp, step: String) {
-        let step = op.progress.step(step);
-        self.out.push(Delta::Op(step));
+    /// Polls an operation, serving the jobs it hands the world, until it waits on the
+    /// clock or ends. Whether it ended.
+    fn poll_op(&mut self, op: &mut RunningOp) -> bool {
+        op.clock.store(self.now, Ordering::Relaxed);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        loop {
+            if op.fut.as_mut().poll(&mut cx).is_ready() {
+                return true;
+            }
+            let job = op.job.lock().ok().and_then(|mut j| j.take());
+            match job {
+                Some(job) => job(self),
+                None => return false,
+            }
+        }
     }
 
-    fn finish(&mut self, op: &mut RunningOp, outcome: Result<String, String>) {
-        self.out.push(Delta::Op(OpProgress::Finished { id: op.progress.id, outcome }));
-        op.stage = Stage::Done;
+    fn node_view(&self, name: &str) -> Option<NodeView> {
+        let n = &self.nodes[*self.node_index.get(name)?];
+        let mut annotations = BTreeMap::new();
+        if !n.spec.cordoned_by.is_empty() {
+            annotations.insert(labels::CORDONED_BY.to_string(), n.spec.cordoned_by.clone());
+        }
+        let ts = |t: Option<Ts>| t.and_then(|t| k8s_openapi::jiff::Timestamp::from_millisecond(t as i64).ok());
+        Some(NodeView {
+            name: name.to_string(),
+            unschedulable: n.spec.cordoned,
+            mark: CordonMark::parse(&n.spec.cordoned_by),
+            labels: n.spec.labels.iter().cloned().collect(),
+            annotations,
+            capacity: n
+                .spec
+                .capacity
+                .iter()
+                .filter(|(r, v)| *v > 0 && (r == labels::GPU_RESOURCE || r.starts_with(labels::MIG_RESOURCE_PREFIX)))
+                .cloned()
+                .collect(),
+            state_written: ts(n.state_written),
+            our_write: ts(n.config_written),
+        })
     }
 
-    fn node_mut(&mut self, name: &str) -> Option<usize> {
-        self.node_index.get(name).copied()
-    }
-
-    fn set_cordon(&mut self, ni: usize, cordon: bool) {
+    fn set_cordon_mark(&mut self, name: &str, mark: Option<String>) -> Result<(), String> {
+        let ni = *self.node_index.get(name).ok_or_else(|| format!("cordoning {name}: not found — node {name}"))?;
         let n = &mut self.nodes[ni];
-        if n.spec.cordoned != cordon {
-            n.spec.cordoned = cordon;
-            self.out.push(Delta::NodeUpsert(n.spec.clone()));
-        }
+        n.spec.cordoned = mark.is_some();
+        n.spec.cordoned_by = mark.unwrap_or_default();
+        self.out.push(Delta::NodeUpsert(n.spec.clone()));
+        Ok(())
     }
 
-    fn advance_op(&mut self, op: &mut RunningOp) {
-        let id = op.progress.id;
-        let detail = op.plan.detail.clone();
-        let node_name = match &detail {
-            PlanDetail::Cordon { node, .. } => Some(node.clone()),
-            PlanDetail::Drain(d) => Some(d.node.clone()),
-            PlanDetail::Reslice(r) => Some(r.node.clone()),
-            PlanDetail::Quota(_) => None,
-        };
-        let ni = match &node_name {
-            Some(n) => match self.node_mut(n) {
-                Some(i) => Some(i),
-                None => {
-                    self.finish(op, Err(format!("node {n} is gone: nothing more to do")));
-                    return;
-                }
-            },
-            None => None,
-        };
-        match (&mut op.stage, &detail) {
-            (Stage::Cordon, PlanDetail::Cordon { node, cordon }) => {
-                let Some(ni) = ni else { return };
-                self.set_cordon(ni, *cordon);
-                self.progress(op, format!("{} {node}", if *cordon { "cordoned" } else { "uncordoned" }));
-                self.finish(op, Ok(format!("{node} is {}", if *cordon { "cordoned" } else { "schedulable" })));
-            }
-            (Stage::Cordon, PlanDetail::Drain(d)) => {
-                let Some(ni) = ni else { return };
-                self.set_cordon(ni, true);
-                self.progress(op, format!("cordoned {}", d.node));
-                let queue = d
-                    .to_evict()
-                    .map(|p| (format!("{}/{}", p.namespace, p.name), matches!(p.action, PodAction::ForceDelete(_))))
-                    .collect();
-                op.stage = Stage::Evict { queue, next: 0, evicted: 0, retry_in: 0 };
-            }
-            (Stage::Cordon, PlanDetail::Reslice(r)) => {
-                let Some(ni) = ni else { return };
-                self.set_cordon(ni, true);
-                self.progress(op, format!("cordoned {}", r.node));
-                let queue = r
-                    .pods
-                    .iter()
-                    .filter(|p| p.action == PodAction::Evict)
-                    .map(|p| (format!("{}/{}", p.namespace, p.name), false))
-                    .collect();
-                op.stage = Stage::Evict { queue, next: 0, evicted: 0, retry_in: 0 };
-            }
-            (Stage::Evict { queue, next, evicted, retry_in }, _) => {
-                if *retry_in > 0 {
-                    *retry_in -= 1;
-                    return;
-                }
-                let Some((key, force)) = queue.get(*next).cloned() else {
-                    // Pods already terminating are not evicted again, but waited for.
-                    let pods = match &detail {
-                        PlanDetail::Drain(d) => d.pods.as_slice(),
-                        PlanDetail::Reslice(r) => r.pods.as_slice(),
-                        _ => &[],
-                    };
-                    let waits: Vec<String> = pods
-                        .iter()
-                        .filter(|p| matches!(p.action, PodAction::Wait(_)))
-                        .map(|p| format!("{}/{}", p.namespace, p.name))
-                        .collect();
-                    let mut keys: Vec<String> = queue.iter().map(|(k, _)| k.clone()).collect();
-                    keys.extend(waits.iter().cloned());
-                    op.stage = Stage::WaitGone { keys, waits, evicted: *evicted as usize, waited: 0 };
-                    return;
-                };
-                let Some(pod) = self.pods.get(&key) else {
-                    self.out.push(Delta::Op(OpProgress::Log { id, line: format!("{key} is already gone") }));
-                    *next += 1;
-                    self.progress(op, format!("{key} already gone"));
-                    return;
-                };
-                if !force {
-                    let (ns, app) = (pod.spec.namespace.clone(), pod.spec.app.clone());
-                    if let Some(pdb) = self.pdbs.iter().find(|p| p.namespace == ns && p.selector_app == app)
-                        && pdb.disruptions_allowed <= 0
-                    {
-                        let reason = format!(
-                            "evicting {key}: HTTP 429, PodDisruptionBudget {}/{} allows 0 disruptions ({} healthy, {} needed); retrying in 5s",
-                            pdb.namespace, pdb.name, pdb.current_healthy, pdb.desired_healthy
-                        );
-                        self.out.push(Delta::Op(OpProgress::Blocked { id, reason }));
-                        *retry_in = EVICT_RETRY_TICKS;
-                        return;
-                    }
-                }
-                let (ns, app) = (pod.spec.namespace.clone(), pod.spec.app.clone());
-                if force {
-                    self.delete_pod(&key);
-                } else {
-                    self.terminate_pod(&key);
-                }
-                // The disruption controller counts the eviction at once.
-                if let Some(pdb) = self.pdbs.iter_mut().find(|p| p.namespace == ns && p.selector_app == app) {
-                    pdb.disruptions_allowed = (pdb.disruptions_allowed - 1).max(0);
-                    pdb.current_healthy -= 1;
-                    self.out.push(Delta::PdbUpsert(pdb.clone()));
-                }
-                *next += 1;
-                *evicted += 1;
-                let n = queue.len();
-                let verb = if force { "deleted" } else { "evicted" };
-                let k = *next;
-                self.progress(op, format!("{verb} {key} ({k}/{n})"));
-            }
-            (Stage::WaitGone { keys, waits, evicted, .. }, _) => {
-                let gone: Vec<String> = waits.iter().filter(|k| !self.pods.contains_key(*k)).cloned().collect();
-                waits.retain(|k| self.pods.contains_key(k));
-                let (n, evicted) = (keys.len(), *evicted);
-                let left: Vec<String> = keys.iter().filter(|k| self.pods.contains_key(*k)).cloned().collect();
-                for k in gone {
-                    self.progress(op, format!("{k} is gone (it was already terminating)"));
-                }
-                if left.is_empty() {
-                    match &detail {
-                        PlanDetail::Drain(d) => {
-                            self.progress(op, format!("all evicted pods are gone ({n})"));
-                            let also = n.saturating_sub(evicted);
-                            let also = if also > 0 {
-                                format!(", {} already terminating waited for", crate::ops::count(also, "pod"))
-                            } else {
-                                String::new()
-                            };
-                            self.finish(
-                                op,
-                                Ok(format!(
-                                    "{} drained: {} evicted{also}, node stays cordoned",
-                                    d.node,
-                                    crate::ops::count(evicted, "pod")
-                                )),
-                            );
-                        }
-                        _ => {
-                            self.progress(op, format!("the pods that used the GPUs are gone ({n})"));
-                            op.stage = Stage::SetMigConfig;
-                        }
-                    }
-                    return;
-                }
-                if let Stage::WaitGone { waited, .. } = &mut op.stage {
-                    *waited += 1;
-                    if *waited <= WAIT_GONE_TICKS {
-                        return;
-                    }
-                }
-                // Name each pod left and what keeps it.
-                let names: Vec<String> = left
-                    .iter()
-                    .map(|k| match self.pods.get(k).and_then(|p| p.spec.deletion.as_ref()) {
-                        Some(d) => format!("{k} ({})", crate::ops::terminating_note(d, self.now)),
-                        None => format!("{k} (not terminating)"),
-                    })
-                    .collect();
-                self.finish(
-                    op,
-                    Err(format!(
-                        "timed out waiting for {} to go: {}; the node stays cordoned",
-                        crate::ops::count(names.len(), "pod"),
-                        names.join("; ")
-                    )),
-                );
-            }
-            (Stage::SetMigConfig, PlanDetail::Reslice(r)) => {
-                let Some(ni) = ni else { return };
-                let node = &mut self.nodes[ni];
-                node.spec.mig_config = r.config_name.clone();
-                node.spec.mig_state = MigConfigState::Pending;
-                node.spec.mig_state_since = Some(self.now);
-                // A label change re-runs mig-manager; a wedged one recovers on it.
-                node.mig_wedged = false;
-                let layouts: Vec<(u8, Layout)> = r
-                    .gpus
-                    .iter()
-                    .map(|g| {
-                        (
-                            g.index,
-                            g.after
-                                .as_ref()
-                                .map(|a| Layout::Enabled(a.iter().map(|p| p.profile).collect()))
-                                .unwrap_or(Layout::Disabled),
-                        )
-                    })
-                    .collect();
-                node.mig_apply = Some((layouts, 4));
-                node.refresh_labels(ni);
-                self.out.push(Delta::NodeUpsert(self.nodes[ni].spec.clone()));
-                if r.custom_config.is_some() {
-                    self.out.push(Delta::Op(OpProgress::Log {
-                        id,
-                        line: format!("added mig-parted config {} to the ConfigMap", r.config_name),
-                    }));
-                }
-                self.progress(op, format!("set nvidia.com/mig.config={} (state pending)", r.config_name));
-                op.stage = Stage::WaitMig { waited: 0 };
-            }
-            (Stage::WaitMig { waited }, PlanDetail::Reslice(r)) => {
-                let Some(ni) = ni else { return };
-                let node = &self.nodes[ni];
-                match node.spec.mig_state {
-                    MigConfigState::Success if node.mig_apply.is_none() => {
-                        self.progress(op, "nvidia.com/mig.config.state=success".to_string());
-                        op.stage = if r.was_cordoned { Stage::Done } else { Stage::Uncordon };
-                        if r.was_cordoned {
-                            self.finish(
-                                op,
-                                Ok(format!("{} resliced to {}; node left cordoned as it was", r.node, r.config_name)),
-                            );
-                        }
-                    }
-                    MigConfigState::Failed => {
-                        self.finish(
-                            op,
-                            Err(format!("mig-manager reported failed for {}; the node stays cordoned", r.config_name)),
-                        );
-                    }
-                    _ => {
-                        *waited += 1;
-                        if *waited == 60 {
-                            self.out.push(Delta::Op(OpProgress::Blocked {
-                                id,
-                                reason: "mig.config.state has been pending for 60s; mig-manager may be stuck".into(),
-                            }));
-                        }
-                    }
-                }
-            }
-            (Stage::Uncordon, PlanDetail::Reslice(r)) => {
-                let Some(ni) = ni else { return };
-                self.set_cordon(ni, false);
-                self.progress(op, format!("uncordoned {}", r.node));
-                let caps = crate::mig::caps_text(r.capacity_after.iter().map(|(k, n)| (k, *n)));
-                self.finish(op, Ok(format!("{} now offers {caps}", r.node)));
-            }
-            (Stage::SetQuota, PlanDetail::Quota(q)) => {
-                let found = self
-                    .quotas
-                    .iter_mut()
-                    .find(|x| x.tenant == q.tenant && x.resource == q.key.resource && x.source == q.key.source);
-                let Some(cur) = found else {
-                    self.finish(op, Err(format!("the quota {} of {} no longer exists", q.key.resource, q.tenant)));
-                    return;
-                };
-                if cur.version != q.expected_version {
-                    let msg = format!(
-                        "conflict: {} of {} was changed meanwhile to {} (version {} → {}); nothing was written — review the new value and try again",
-                        q.key.resource, q.tenant, cur.hard, q.expected_version, cur.version
-                    );
-                    self.finish(op, Err(msg));
-                    return;
-                }
-                match q.key.field {
-                    crate::ops::QuotaField::Hard => cur.hard = q.new,
-                    crate::ops::QuotaField::BorrowingLimit => cur.borrowing_limit = Some(q.new),
-                    crate::ops::QuotaField::LendingLimit => cur.lending_limit = Some(q.new),
-                }
-                let v: u64 = cur.version.parse().unwrap_or(0);
-                cur.version = (v + 1).to_string();
-                let spec = cur.clone();
-                self.out.push(Delta::QuotaUpsert(spec));
-                self.progress(op, format!("patched {} {} → {}", q.key.resource, crate::ops::shown(q.old), q.new));
-                self.finish(op, Ok(format!("{} of {} is now {}", q.key.resource, q.tenant, q.new)));
-            }
-            _ => {
-                self.finish(op, Err("internal: the plan does not match its stage".into()));
-            }
-        }
+    fn pods_on(&self, node: &str) -> Vec<PodView> {
+        self.pods.values().filter(|p| p.spec.node.as_deref() == Some(node)).map(pod_view).collect()
     }
+
+    /// The Eviction API on the simulated world: the uid precondition, the PDB's 429, a
+    /// graceful deletion the disruption controller counts at once.
+    fn evict_pod(&mut self, pod: &PodRef) -> Evicted {
+        let key = pod.key();
+        let Some(p) = self.pods.get(&key) else { return Evicted::Gone };
+        if uid(p) != pod.uid {
+            return Evicted::Gone;
+        }
+        if p.spec.deletion.is_some() {
+            return Evicted::Done;
+        }
+        let (ns, app) = (p.spec.namespace.clone(), p.spec.app.clone());
+        let pdb = self.pdbs.iter_mut().find(|d| d.namespace == ns && d.selector_app == app);
+        if let Some(pdb) = pdb {
+            if pdb.disruptions_allowed <= 0 {
+                return Evicted::Retry(429, "Cannot evict pod as it would violate the pod's disruption budget.".into());
+            }
+            pdb.disruptions_allowed -= 1;
+            pdb.current_healthy -= 1;
+            let spec = pdb.clone();
+            self.out.push(Delta::PdbUpsert(spec));
+        }
+        self.terminate_pod(&key);
+        Evicted::Done
+    }
+
+    fn pdb_words(&self, ns: &str, name: &str) -> Option<String> {
+        let p = self.pods.get(&format!("{ns}/{name}"))?;
+        let d = self.pdbs.iter().find(|d| d.namespace == ns && d.selector_app == p.spec.app)?;
+        Some(format!(
+            "PodDisruptionBudget {ns}/{} allows {} disruption{} now ({} healthy, {} needed)",
+            d.name,
+            d.disruptions_allowed,
+            if d.disruptions_allowed == 1 { "" } else { "s" },
+            d.current_healthy,
+            d.desired_healthy
+        ))
+    }
+
+    /// fabrik's write of `nvidia.com/mig.config`: mig-manager takes it up on its next pass.
+    fn write_mig_config(&mut self, r: &ReslicePlan) -> Option<NodeView> {
+        let ni = *self.node_index.get(&r.node)?;
+        let layouts: Vec<(u8, Layout)> = r
+            .gpus
+            .iter()
+            .map(|g| {
+                let after = g.after.as_ref().map(|a| Layout::Enabled(a.iter().map(|p| p.profile).collect()));
+                (g.index, after.unwrap_or(Layout::Disabled))
+            })
+            .collect();
+        let now = self.now;
+        let node = &mut self.nodes[ni];
+        node.spec.mig_config = r.config_name.clone();
+        node.config_written = Some(now);
+        // A label change re-runs mig-manager; a wedged one recovers on it.
+        node.mig_wedged = false;
+        node.mig_apply = Some((layouts, 4));
+        node.refresh_labels(ni);
+        self.out.push(Delta::NodeUpsert(self.nodes[ni].spec.clone()));
+        self.node_view(&r.node)
+    }
+
+    fn write_quota(&mut self, q: &QuotaPlan) -> Result<(String, String), String> {
+        let found = self
+            .quotas
+            .iter_mut()
+            .find(|x| x.tenant == q.tenant && x.resource == q.key.resource && x.source == q.key.source);
+        let Some(cur) = found else {
+            return Err(format!("the quota {} of {} is gone; nothing was changed", q.key.resource, q.tenant));
+        };
+        if cur.version != q.expected_version {
+            return Err(format!(
+                "conflict: {} of {} changed since the preview (version {} → {}); it is now {}. Nothing was overwritten — review the new value and edit again",
+                q.key.resource, q.tenant, q.expected_version, cur.version, cur.hard
+            ));
+        }
+        match q.key.field {
+            QuotaField::Hard => cur.hard = q.new,
+            QuotaField::BorrowingLimit => cur.borrowing_limit = Some(q.new),
+            QuotaField::LendingLimit => cur.lending_limit = Some(q.new),
+        }
+        let v: u64 = cur.version.parse().unwrap_or(0);
+        cur.version = (v + 1).to_string();
+        let spec = cur.clone();
+        self.out.push(Delta::QuotaUpsert(spec));
+        let old = crate::ops::shown(q.old);
+        Ok((
+            format!("{} of {}: {old} → {}", q.key.resource, q.tenant, q.new),
+            format!("{} quota of {} is {} (was {old})", q.key.resource, q.tenant, q.new),
+        ))
+    }
+}
+
+fn take_out(op: &RunningOp) -> Vec<Delta> {
+    op.out.lock().map(|mut o| std::mem::take(&mut *o)).unwrap_or_default()
+}
+
+/// A simulated pod's uid: a replacement with the same name (a StatefulSet's) is created
+/// later, so it has another.
+fn uid(p: &SPod) -> String {
+    format!("sim-{}-{}", p.spec.name, p.spec.created)
+}
+
+fn pod_view(p: &SPod) -> PodView {
+    let finished = matches!(p.spec.phase, Phase::Succeeded | Phase::Failed);
+    let asks = p.spec.gpus > 0 || !p.spec.mig.is_empty() || !p.spec.dra.is_empty();
+    PodView {
+        namespace: p.spec.namespace.clone(),
+        name: p.spec.name.clone(),
+        uid: uid(p),
+        owner: p.spec.owner,
+        finished,
+        empty_dir: p.spec.empty_dir,
+        holds_gpus: asks && !finished,
+        deletion: p.spec.deletion.clone(),
+    }
+}
+
+fn gone(node: &str) -> ReadFailure {
+    let why = format!("node {node} not found");
+    ReadFailure { transient: false, message: why.clone(), why }
+}
+
+impl Target for SimTarget {
+    fn clock_ms(&self) -> u64 {
+        self.clock.load(Ordering::Relaxed)
+    }
+
+    fn wall_ms(&self) -> u64 {
+        self.clock_ms()
+    }
+
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send {
+        let clock = self.clock.clone();
+        let until = self.clock_ms() + d.as_millis() as u64;
+        std::future::poll_fn(
+            move |_| {
+                if clock.load(Ordering::Relaxed) >= until { Poll::Ready(()) } else { Poll::Pending }
+            },
+        )
+    }
+
+    async fn preflight(&mut self, _run: &mut Run<'_>) -> Result<(), String> {
+        Ok(())
+    }
+
+    async fn read_node(&mut self, _run: &mut Run<'_>, node: &str) -> Step<Result<Option<NodeView>, ReadFailure>> {
+        let name = node.to_string();
+        Ok(Ok(self.with(move |s| s.node_view(&name)).await))
+    }
+
+    async fn set_cordon(&mut self, run: &mut Run<'_>, node: &str, mark: Option<&CordonMark>) -> Step<()> {
+        run.sending(&format!("{} {node}", if mark.is_some() { "cordoning" } else { "uncordoning" }))?;
+        let (name, mark) = (node.to_string(), mark.map(CordonMark::value));
+        self.with(move |s| s.set_cordon_mark(&name, mark)).await.map_err(Stop::Failed)
+    }
+
+    async fn node_pods(&mut self, _run: &mut Run<'_>, node: &str) -> Step<Vec<PodView>> {
+        let name = node.to_string();
+        Ok(self.with(move |s| s.pods_on(&name)).await)
+    }
+
+    async fn pod(&mut self, _run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>> {
+        let key = format!("{namespace}/{name}");
+        Ok(Ok(self.with(move |s| s.pods.get(&key).map(pod_view)).await))
+    }
+
+    async fn evict(&mut self, run: &mut Run<'_>, pod: &PodRef) -> Step<Result<Evicted, String>> {
+        run.sending(&format!("evicting {}", pod.key()))?;
+        let pod = pod.clone();
+        Ok(Ok(self.with(move |s| s.evict_pod(&pod)).await))
+    }
+
+    async fn blocking_pdb(&mut self, namespace: &str, name: &str) -> Option<String> {
+        let (ns, name) = (namespace.to_string(), name.to_string());
+        self.with(move |s| s.pdb_words(&ns, &name)).await
+    }
+
+    async fn add_mig_config(&mut self, run: &mut Run<'_>, name: &str, entry: &str) -> Step<bool> {
+        run.sending(&format!("adding config {name} to the mig-parted config"))?;
+        let (name, entry) = (name.to_string(), entry.to_string());
+        Ok(self.with(move |s| s.mig_parted.insert(name, entry).is_none()).await)
+    }
+
+    async fn set_mig_config(&mut self, run: &mut Run<'_>, plan: &ReslicePlan) -> Step<NodeView> {
+        run.sending(&format!("setting {} on {}", labels::MIG_CONFIG, plan.node))?;
+        let r = plan.clone();
+        let node = r.node.clone();
+        self.with(move |s| s.write_mig_config(&r)).await.ok_or_else(|| Stop::Failed(gone(&node).message))
+    }
+
+    async fn slice_caps(&mut self, _run: &mut Run<'_>, _node: &str) -> Step<Caps> {
+        // The simulated nodes advertise their devices through the device plugin only.
+        Ok(Caps::new())
+    }
+
+    async fn patch_quota(&mut self, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)> {
+        run.sending(&format!("patching {} of {}", q.key.resource, q.tenant))?;
+        let q = q.clone();
+        self.with(move |s| s.write_quota(&q)).await.map_err(Stop::Failed)
+    }
+}
+
+/// mig-manager's pass on one node with a config to apply: it takes a new config up
+/// (`pending`, written by it), then reports `success` with the new devices.
+pub(super) fn mig_take_up(sim: &mut Sim, ni: usize) -> bool {
+    let now = sim.now;
+    let n = &mut sim.nodes[ni];
+    let unanswered = n.config_written.is_some_and(|w| now > w && n.state_written.is_none_or(|s| s < w));
+    if !unanswered {
+        return false;
+    }
+    n.spec.mig_state = MigConfigState::Pending;
+    n.spec.mig_state_since = Some(now);
+    n.state_written = Some(now);
+    n.refresh_labels(ni);
+    sim.out.push(Delta::NodeUpsert(sim.nodes[ni].spec.clone()));
+    true
 }

@@ -1,8 +1,9 @@
 //! A deterministic simulated AI factory: GPU nodes (mixed H100 / H200 / A100, some MIG
 //! partitioned), tenants with quotas, workload churn, moving telemetry and faults. It
-//! speaks only `Delta`s, like every other feed, and executes the same operation plans the
-//! cluster executor will, with realistic progress (evictions one by one, PDBs that block
-//! for a while, MIG state pending → success).
+//! speaks only `Delta`s, like every other feed, and is a target of the one operation runner
+//! (`ops::exec`), so the demo runs a plan exactly as a cluster does, with a cluster's pacing
+//! (PDBs that refuse evictions for a while, pods that take time to go, mig-manager's
+//! pending → success).
 
 mod exec;
 mod pods;

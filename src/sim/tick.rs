@@ -173,7 +173,7 @@ impl Sim {
     pub(super) fn advance_mig(&mut self) {
         for ni in 0..self.nodes.len() {
             let Some((layouts, left)) = self.nodes[ni].mig_apply.take() else { continue };
-            if self.nodes[ni].mig_wedged {
+            if self.nodes[ni].mig_wedged || super::exec::mig_take_up(self, ni) {
                 self.nodes[ni].mig_apply = Some((layouts, left));
                 continue;
             }
@@ -196,6 +196,7 @@ impl Sim {
             self.rng = rng;
             node.spec.mig_state = MigConfigState::Success;
             node.spec.mig_state_since = None;
+            node.state_written = Some(self.now);
             node.refresh_labels(ni);
             let name = node.spec.name.clone();
             let cfg = node.spec.mig_config.clone();

@@ -48,6 +48,10 @@ pub(super) struct SNode {
     pub mig_wedged: bool,
     /// A MIG change being applied: (new layouts per GPU index, ticks left).
     pub mig_apply: Option<(Vec<(u8, Layout)>, u32)>,
+    /// When fabrik last wrote `nvidia.com/mig.config` (managedFields, in a cluster).
+    pub config_written: Option<Ts>,
+    /// When mig-manager last wrote `nvidia.com/mig.config.state`.
+    pub state_written: Option<Ts>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,6 +115,8 @@ pub struct Sim {
     pub(super) quotas: Vec<QuotaSpec>,
     pub(super) pdbs: Vec<PdbSpec>,
     pub(super) ops: Vec<RunningOp>,
+    /// The mig-parted config's named entries fabrik added (the GPU operator's ConfigMap).
+    pub(super) mig_parted: BTreeMap<String, String>,
     pub(super) out: Vec<Delta>,
     pub(super) telemetry_cursor: usize,
     pub(super) sched_cursor: usize,
@@ -146,6 +152,7 @@ impl Sim {
             quotas: Vec::new(),
             pdbs: Vec::new(),
             ops: Vec::new(),
+            mig_parted: BTreeMap::new(),
             out: Vec::new(),
             telemetry_cursor: 0,
             sched_cursor: 0,
@@ -224,6 +231,8 @@ impl Sim {
                 dead: false,
                 mig_wedged: false,
                 mig_apply: None,
+                config_written: None,
+                state_written: None,
             };
             node.refresh_labels(i);
             sim.node_index.insert(name, sim.nodes.len());

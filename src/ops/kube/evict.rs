@@ -1,39 +1,38 @@
-//! Evicting pods (policy/v1 Eviction with the confirmed uid as precondition), retrying what a
-//! PodDisruptionBudget refuses while naming it, and waiting until each pod is gone.
+//! Pods: read as [`PodView`]s; evicted with policy/v1 Eviction and the confirmed uid as
+//! precondition; the PodDisruptionBudget that refuses an eviction named.
 
 use std::collections::BTreeMap;
-use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
+use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
-use super::drain::terminating_now;
-use super::run::{Run, Step, Stop};
-use super::{api_failure, now_ms};
+use super::super::target::{Evicted, PodView};
+use super::api_failure;
+use super::call::Kube;
+use super::drain::holds_gpus;
 use crate::cluster::is_status;
 
-/// A pod the drain or reslice must see gone: the uid is the eviction's precondition, and a
-/// pod with the same name and another uid is a replacement, not ours.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-    pub uid: String,
-    /// Already being deleted, and what keeps it: waited for, never evicted again.
-    pub terminating: Option<String>,
-}
-
-impl PodRef {
-    fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
+/// A pod as a drain needs it, from the API's object.
+pub fn pod_view(p: &Pod) -> PodView {
+    let phase = p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("");
+    PodView {
+        namespace: p.metadata.namespace.clone().unwrap_or_default(),
+        name: p.metadata.name.clone().unwrap_or_default(),
+        uid: p.metadata.uid.clone().unwrap_or_default(),
+        owner: crate::cluster::pod_owner(p),
+        finished: matches!(phase, "Succeeded" | "Failed"),
+        empty_dir: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.volumes.as_ref())
+            .is_some_and(|v| v.iter().any(|v| v.empty_dir.is_some())),
+        holds_gpus: holds_gpus(p),
+        deletion: crate::cluster::pod_deletion(p),
     }
-}
-
-pub(super) fn pod_key(p: &Pod) -> (String, String) {
-    (p.metadata.namespace.clone().unwrap_or_default(), p.metadata.name.clone().unwrap_or_default())
 }
 
 /// Whether a PDB's selector picks a pod (matchLabels and matchExpressions).
@@ -74,19 +73,11 @@ pub(super) async fn blocking_pdb(client: &kube::Client, ns: &str, name: &str) ->
     ))
 }
 
-#[derive(Debug, PartialEq)]
-pub(super) enum Evicted {
-    Done,
-    Gone,
-    /// Refused for now, with the HTTP status and what the server said.
-    Retry(u16, String),
-}
-
 /// What an eviction answered 409 Conflict means, from the pod as it is now: only a pod that
 /// is missing, or replaced (another uid), is gone; ours, already being deleted, is as good as
 /// evicted (wait for it); otherwise the conflict (a failed uid precondition can only mean a
 /// new uid, so this is a concurrent write, e.g. to the PDB) is retried.
-pub(super) fn after_conflict(uid: &str, now: Option<&Pod>, message: &str) -> Evicted {
+pub(crate) fn after_conflict(uid: &str, now: Option<&Pod>, message: &str) -> Evicted {
     match now {
         None => Evicted::Gone,
         Some(p) if p.metadata.uid.as_deref() != Some(uid) => Evicted::Gone,
@@ -98,8 +89,14 @@ pub(super) fn after_conflict(uid: &str, now: Option<&Pod>, message: &str) -> Evi
 /// One eviction. Repeating it is safe (the uid precondition), so transient failures (5xx
 /// but the multiple-PDB 500, a reset, an API Priority and Fairness 429) are retried; a PDB's
 /// 429 is an answer, handled by the caller. Recorded as `sending` before it goes out.
-pub(super) async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str) -> Step<Result<Evicted, String>> {
-    let api: Api<Pod> = Api::namespaced(run.ex.client.clone(), ns);
+pub(super) async fn evict_one(
+    k: &Kube,
+    run: &mut Run<'_>,
+    ns: &str,
+    name: &str,
+    uid: &str,
+) -> Step<Result<Evicted, String>> {
+    let api: Api<Pod> = Api::namespaced(k.client.clone(), ns);
     // The body kubectl sends (protocols.md §9), with the uid we confirmed as a precondition
     // so a replacement with the same name is never evicted by mistake.
     let body = json!({
@@ -110,8 +107,8 @@ pub(super) async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str
     });
     let what = format!("evicting {ns}/{name}");
     let params = PostParams::default();
-    let sent = run
-        .mutate(&what, retry::transient_eviction, || {
+    let sent = k
+        .mutate(run, &what, retry::transient_eviction, || {
             api.create_subresource::<Value, Value>("eviction", name, &params, &body)
         })
         .await?;
@@ -122,7 +119,7 @@ pub(super) async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str
         // concurrent write. Only the pod as it is now tells which.
         Err(kube::Error::Api(s)) if s.code == 409 => {
             let reread = format!("re-reading {ns}/{name}");
-            match run.call(&reread, retry::transient, || api.get_opt(name)).await? {
+            match k.call(run, &reread, retry::transient, || api.get_opt(name)).await? {
                 Ok(now) => Ok(after_conflict(uid, now.as_ref(), &s.message)),
                 Err(e) => Err(api_failure(&reread, &e)),
             }
@@ -144,126 +141,27 @@ pub(super) async fn evict_one(run: &mut Run<'_>, ns: &str, name: &str, uid: &str
     })
 }
 
-/// Evicts `pods`, retrying 429s, then waits until each is gone — those already terminating
-/// are only waited for. Gone means 404 or a new uid (kubectl); a pod held by a finalizer or
-/// a long grace period is waited for until the drain's timeout, which names each pod left
-/// and what keeps it.
-pub(super) async fn evict_and_wait(run: &mut Run<'_>, pods: Vec<PodRef>) -> Step<u32> {
-    let client = run.ex.client.clone();
-    // Never past the operation's own deadline: the wait after a drain's second look at the
-    // node must not open a fresh window beyond what the preview said.
-    let deadline = (Instant::now() + run.ex.opts.drain_timeout).min(run.deadline);
-    let (terminating, mut pending): (Vec<PodRef>, Vec<PodRef>) =
-        pods.into_iter().partition(|p| p.terminating.is_some());
-    for p in &terminating {
-        let why = p.terminating.as_deref().unwrap_or("terminating");
-        run.log(format!("{} is already terminating ({why}): not evicting it, waiting until it is gone", p.key()))
-            .await?;
-    }
-    let mut evicted: Vec<PodRef> = Vec::new();
-    while !pending.is_empty() {
-        run.check_cancel()?;
-        let mut waiting = Vec::new();
-        let mut reasons = Vec::new();
-        let mut codes: Vec<u16> = Vec::new();
-        for p in std::mem::take(&mut pending) {
-            let key = p.key();
-            match evict_one(run, &p.namespace, &p.name, &p.uid).await? {
-                Ok(Evicted::Done) => {
-                    run.step(format!("evicted {key}")).await?;
-                    evicted.push(p);
-                }
-                Ok(Evicted::Gone) => run.step(format!("{key} was already gone")).await?,
-                Ok(Evicted::Retry(code, msg)) => {
-                    let why = if code == 429 {
-                        blocking_pdb(&client, &p.namespace, &p.name).await.unwrap_or(msg)
-                    } else {
-                        msg
-                    };
-                    reasons.push(format!("{key}: {why}"));
-                    if !codes.contains(&code) {
-                        codes.push(code);
-                    }
-                    waiting.push(p);
-                }
-                Err(e) => {
-                    return Err(Stop::Failed(format!(
-                        "{e}; {} evicted so far, the node stays cordoned",
-                        crate::ops::count(evicted.len(), "pod")
-                    )));
-                }
-            }
-        }
-        if waiting.is_empty() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            let left: Vec<String> = waiting.iter().map(PodRef::key).collect();
-            return Err(Stop::Failed(format!(
-                "timed out after {}s with {} not evicted: {}; the node stays cordoned",
-                run.ex.opts.drain_timeout.as_secs(),
-                crate::ops::count(left.len(), "pod"),
-                reasons.join("; ")
-            )));
-        }
-        let codes: Vec<String> = codes.iter().map(u16::to_string).collect();
-        run.blocked(format!(
-            "eviction refused ({}), retrying every {}s — {}",
-            codes.join(", "),
-            run.ex.opts.evict_retry.as_secs(),
-            reasons.join("; ")
-        ))
-        .await?;
-        run.sleep(run.ex.opts.evict_retry).await?;
-        pending = waiting;
-    }
-    // Wait until each evicted or terminating pod is gone or replaced (kubectl: 404 or a new
-    // uid); what keeps each one is read again on every poll.
-    let n = evicted.len() as u32;
-    let mut watched: Vec<PodRef> = evicted.into_iter().chain(terminating).collect();
-    loop {
-        let now = now_ms();
-        let mut left = Vec::new();
-        let mut still = Vec::new();
-        for p in std::mem::take(&mut watched) {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &p.namespace);
-            let what = format!("waiting for {}", p.key());
-            match run.call(&what, retry::transient, || api.get_opt(&p.name)).await? {
-                Ok(Some(q)) if q.metadata.uid.as_deref() == Some(p.uid.as_str()) => {
-                    let why = terminating_now(&q, now).unwrap_or_else(|| "not terminating yet".to_string());
-                    left.push(format!("{} ({why})", p.key()));
-                    still.push(p);
-                }
-                Ok(_) if p.terminating.is_some() => run.step(format!("{} is gone", p.key())).await?,
-                Ok(_) => {}
-                Err(e) => return Err(Stop::Failed(api_failure(&what, &e))),
-            }
-        }
-        watched = still;
-        if left.is_empty() {
-            break;
-        }
-        if Instant::now() >= deadline {
-            return Err(Stop::Failed(format!(
-                "timed out after {}s waiting for {} to terminate: {}; the node stays cordoned",
-                run.ex.opts.drain_timeout.as_secs(),
-                crate::ops::count(left.len(), "pod"),
-                left.join("; ")
-            )));
-        }
-        run.blocked(format!("waiting for {} to terminate: {}", crate::ops::count(left.len(), "pod"), left.join("; ")))
-            .await?;
-        run.sleep(run.ex.opts.poll).await?;
-    }
-    Ok(n)
-}
-
-pub(super) async fn node_pods(run: &mut Run<'_>, node: &str) -> Step<Vec<Pod>> {
-    let api: Api<Pod> = Api::all(run.ex.client.clone());
+pub(super) async fn node_pods(k: &Kube, run: &mut Run<'_>, node: &str) -> Step<Vec<PodView>> {
+    let api: Api<Pod> = Api::all(k.client.clone());
     let lp = ListParams::default().fields(&format!("spec.nodeName={node}"));
     let what = format!("listing the pods on {node}");
-    run.call(&what, retry::transient, || api.list(&lp))
+    k.call(run, &what, retry::transient, || api.list(&lp))
         .await?
-        .map(|l| l.items)
+        .map(|l| l.items.iter().map(pod_view).collect())
         .map_err(|e| Stop::Failed(api_failure(&what, &e)))
+}
+
+/// One pod now, for the wait until it is gone.
+pub(super) async fn pod_now(
+    k: &Kube,
+    run: &mut Run<'_>,
+    ns: &str,
+    name: &str,
+) -> Step<Result<Option<PodView>, String>> {
+    let api: Api<Pod> = Api::namespaced(k.client.clone(), ns);
+    let what = format!("waiting for {ns}/{name}");
+    Ok(k.call(run, &what, retry::transient, || api.get_opt(name))
+        .await?
+        .map(|p| p.as_ref().map(pod_view))
+        .map_err(|e| api_failure(&what, &e)))
 }

@@ -1,5 +1,6 @@
-//! The Kubernetes executor: runs a confirmed [`Plan`] against the API server, one audited
-//! step at a time, reporting progress as `Delta::Op`.
+//! The Kubernetes target: the verbs of [`super::target::Target`] as API calls, so the one
+//! runner ([`super::exec`]) runs a confirmed [`Plan`] against the API server. What each
+//! operation sends:
 //!
 //! - cordon: merge patch of `spec.unschedulable` (kubectl writes the same field);
 //! - drain: cordon, re-list the node's pods and re-apply kubectl's filters, evict (policy/v1
@@ -21,56 +22,34 @@
 //! it is reported; if the log cannot be
 //! written the operation stops there (and never starts without its `confirmed` record).
 
+mod call;
 mod drain;
 mod evict;
 mod node;
 mod quota;
 mod reslice;
-mod run;
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use kube::api::PatchParams;
 use tokio::sync::{mpsc, watch};
 
 use super::access::{self, Perm};
-use super::audit::{Audit, Phase};
-use super::retry::Backoff;
-use super::runner::{self, Progress, halted};
-use super::{OpKind, Plan, PlanDetail, PodAction};
+use super::audit::Audit;
+use super::cordon::CordonMark;
+use super::exec::{self, Env, Run, Sink, Step};
+use super::mig_ack::Caps;
+pub use super::target::PodRef;
+use super::target::{Evicted, NodeView, PodView, ReadFailure, Target};
+use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
 use crate::cluster::{describe, labels};
-use crate::model::{Delta, OpProgress, QuotaSourceSpec};
-use drain::drain_op;
-use node::cordon_op;
-use quota::quota_op;
-use reslice::reslice_op;
-use run::{Run, Stop};
+use crate::model::{Delta, QuotaSourceSpec};
+pub use call::Kube;
 
-pub use drain::{drain_action, drain_action_at, holds_gpus, leftovers, reconcile};
-pub use evict::{PodRef, pdb_selects};
-
-/// Pacing, from kubectl where it has a number.
-#[derive(Clone, Debug)]
-pub struct ExecOptions {
-    /// kubectl's `EvictErrorRetryDelay`.
-    pub evict_retry: Duration,
-    /// Eviction plus waiting for the pods to go (kubectl `--timeout`).
-    pub drain_timeout: Duration,
-    /// How often deletions and mig-manager's labels are polled.
-    pub poll: Duration,
-    /// A `pending` longer than this is flagged as stuck (config `mig_stuck_secs`).
-    pub mig_stuck: Duration,
-    /// Give up following mig-manager after this long.
-    pub mig_timeout: Duration,
-    /// How long a reslice that changes no layout waits for mig-manager to answer before it
-    /// takes the node's unchanged devices as the answer (mig-manager writes nothing then).
-    pub mig_ack_grace: Duration,
-    /// Every API call gets this long to answer (kube's client has no read timeout).
-    pub call_timeout: Duration,
-    /// Retries of transient failures (5xx, a broken connection, API priority and fairness).
-    pub backoff: Backoff,
-}
+pub use super::exec::{ExecOptions, leftovers, reconcile};
+pub use drain::{drain_action, drain_action_at, holds_gpus};
+pub use evict::{pdb_selects, pod_view};
+pub use node::node_view;
 
 /// The field manager fabrik's writes are recorded under (managedFields), so that
 /// mig-manager's later writes can be told from ours.
@@ -78,34 +57,6 @@ pub const FIELD_MANAGER: &str = "fabrik";
 
 pub(crate) fn pp() -> PatchParams {
     PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() }
-}
-
-impl Default for ExecOptions {
-    fn default() -> Self {
-        ExecOptions {
-            evict_retry: Duration::from_secs(5),
-            drain_timeout: Duration::from_secs(600),
-            poll: Duration::from_secs(1),
-            mig_stuck: Duration::from_secs(300),
-            mig_timeout: Duration::from_secs(1800),
-            mig_ack_grace: Duration::from_secs(60),
-            call_timeout: Duration::from_secs(30),
-            backoff: Backoff::default(),
-        }
-    }
-}
-
-impl ExecOptions {
-    /// How long an operation may take in all: the preview says it, and past it the
-    /// operation stops and reports what is left.
-    pub fn deadline(&self, kind: OpKind) -> Duration {
-        match kind {
-            OpKind::Drain => self.drain_timeout,
-            OpKind::Reslice => self.drain_timeout + self.mig_timeout,
-            // One read and one write, each with its retries.
-            OpKind::Cordon | OpKind::Uncordon | OpKind::SetQuota => self.call_timeout * 4,
-        }
-    }
 }
 
 pub struct KubeExec {
@@ -129,97 +80,89 @@ pub(crate) fn api_failure(what: &str, e: &kube::Error) -> String {
     }
 }
 
-/// Runs a confirmed plan to its outcome. Never panics on cluster data; every way out is a
-/// `Finished` or `Cancelled` progress and an audit record.
+/// Runs a confirmed plan on the cluster to its outcome ([`exec::execute`] through [`Kube`]).
 pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver<bool>) {
     // Nobody interrupts this one: the sender stays here, unused, until the plan is done.
     let (_halt, halted) = watch::channel(None);
     execute_until(ex, id, plan, cancel, halted).await
 }
 
-/// [`execute`], stopped at once (wherever it is, an API call in flight included) when
-/// `halt` says why the cockpit is stopping: the audit log then gets `interrupted at <where
-/// it was> (<why>)` and the operation reports that it did not finish.
+/// [`execute`], stopped at once when `halt` says why the cockpit is stopping.
 pub async fn execute_until(
     ex: &KubeExec,
     id: u64,
     plan: Plan,
     cancel: watch::Receiver<bool>,
-    mut halt: watch::Receiver<Option<String>>,
+    halt: watch::Receiver<Option<String>>,
 ) {
-    let _ = ex.out.send(vec![Delta::Op(runner::started(id, &plan))]).await;
-    let at = Arc::new(Mutex::new("confirmed".to_string()));
-    let deadline = Instant::now() + ex.opts.deadline(plan.kind);
-    let mut run = Run {
-        ex,
-        id,
-        plan: &plan,
-        progress: Progress::new(id, &plan),
-        cancel,
-        blocked_on: None,
-        at: at.clone(),
-        deadline,
-        cordon_before: None,
+    let env = Env {
+        opts: ex.opts.clone(),
+        audit: Some(ex.audit.clone()),
+        sink: Sink::Channel(ex.out.clone()),
+        user: ex.audit.user.clone(),
     };
-    if let Err(e) = ex.audit.record(id, &plan, Phase::Confirmed, &plan.title) {
-        run.send(OpProgress::Finished { id, outcome: Err(format!("{e}; nothing was sent")) }).await;
-        return;
+    exec::execute(Kube { client: ex.client.clone() }, env, id, plan, cancel, halt).await
+}
+
+impl Target for Kube {
+    fn clock_ms(&self) -> u64 {
+        call::clock_ms()
     }
-    // The plan said what it needs; ask again, for its namespaces, before sending anything.
-    match access::preflight(&ex.client, &perms_for(&plan)).await {
-        Ok(None) => {}
-        Ok(Some(why)) => {
-            let msg = format!("{why}; nothing was sent");
-            let _ = run.audit(Phase::Refused, &msg);
-            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
-            return;
-        }
-        Err(e) => {
-            let msg = format!("{}; nothing was sent", api_failure("checking your permissions", &e));
-            let _ = run.audit(Phase::Refused, &msg);
-            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
-            return;
+
+    fn wall_ms(&self) -> u64 {
+        crate::now_ms()
+    }
+
+    fn sleep(&self, d: Duration) -> impl std::future::Future<Output = ()> + Send {
+        tokio::time::sleep(d)
+    }
+
+    async fn preflight(&mut self, run: &mut Run<'_>) -> Result<(), String> {
+        match access::preflight(&self.client, &perms_for(run.plan)).await {
+            Ok(None) => Ok(()),
+            Ok(Some(why)) => Err(why),
+            Err(e) => Err(api_failure("checking your permissions", &e)),
         }
     }
-    let work = async {
-        match &plan.detail {
-            PlanDetail::Cordon { node, cordon } => cordon_op(&mut run, node, *cordon).await,
-            PlanDetail::Drain(d) => drain_op(&mut run, d).await,
-            PlanDetail::Reslice(r) => reslice_op(&mut run, r).await,
-            PlanDetail::Quota(q) => quota_op(&mut run, q).await,
-        }
-    };
-    let result = tokio::select! {
-        r = work => r,
-        why = halted(&mut halt) => {
-            let at = at.lock().map(|a| a.clone()).unwrap_or_default();
-            let msg = format!(
-                "interrupted at {at} ({why}); what was done stays — run it again to finish: it re-plans from the cluster"
-            );
-            let _ = ex.audit.record(id, &plan, Phase::Interrupted, &msg);
-            let _ = ex.out.send(vec![Delta::Op(OpProgress::Finished { id, outcome: Err(msg) })]).await;
-            return;
-        }
-    };
-    match result {
-        Ok(msg) => {
-            let outcome = match run.audit(Phase::Succeeded, &msg) {
-                Ok(()) => Ok(msg),
-                Err(Stop::Failed(e)) => Err(format!("{msg}, but {e}")),
-                Err(Stop::Cancelled) => Ok(msg),
-            };
-            run.send(OpProgress::Finished { id, outcome }).await;
-        }
-        Err(Stop::Failed(msg)) => {
-            let _ = run.audit(Phase::Failed, &msg);
-            run.send(OpProgress::Finished { id, outcome: Err(msg) }).await;
-        }
-        Err(Stop::Cancelled) => {
-            let line = run.progress.cancelled();
-            let _ = run.audit(Phase::Cancelled, &line);
-            run.send(OpProgress::Log { id, line }).await;
-            run.send(OpProgress::Cancelled { id }).await;
-        }
+
+    async fn read_node(&mut self, run: &mut Run<'_>, node: &str) -> Step<Result<Option<NodeView>, ReadFailure>> {
+        self.node(run, node).await
+    }
+
+    async fn set_cordon(&mut self, run: &mut Run<'_>, node: &str, mark: Option<&CordonMark>) -> Step<()> {
+        self.cordon(run, node, mark).await
+    }
+
+    async fn node_pods(&mut self, run: &mut Run<'_>, node: &str) -> Step<Vec<PodView>> {
+        evict::node_pods(self, run, node).await
+    }
+
+    async fn pod(&mut self, run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>> {
+        evict::pod_now(self, run, namespace, name).await
+    }
+
+    async fn evict(&mut self, run: &mut Run<'_>, pod: &PodRef) -> Step<Result<Evicted, String>> {
+        evict::evict_one(self, run, &pod.namespace, &pod.name, &pod.uid).await
+    }
+
+    async fn blocking_pdb(&mut self, namespace: &str, name: &str) -> Option<String> {
+        evict::blocking_pdb(&self.client, namespace, name).await
+    }
+
+    async fn add_mig_config(&mut self, run: &mut Run<'_>, name: &str, entry: &str) -> Step<bool> {
+        self.ensure_mig_config(run, name, entry).await
+    }
+
+    async fn set_mig_config(&mut self, run: &mut Run<'_>, plan: &ReslicePlan) -> Step<NodeView> {
+        Kube::set_mig_config(self, run, plan).await
+    }
+
+    async fn slice_caps(&mut self, run: &mut Run<'_>, node: &str) -> Step<Caps> {
+        Kube::slice_caps(self, run, node).await
+    }
+
+    async fn patch_quota(&mut self, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)> {
+        quota::quota_op(self, run, q).await
     }
 }
 
@@ -257,15 +200,6 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
         },
     }
     v
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
-pub(crate) fn secs(d: Duration) -> String {
-    let s = d.as_secs();
-    if s >= 120 { format!("{}m{:02}s", s / 60, s % 60) } else { format!("{s}s") }
 }
 
 #[cfg(test)]

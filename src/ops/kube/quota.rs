@@ -4,9 +4,10 @@
 use kube::api::{Api, Patch, PostParams};
 use serde_json::{Value, json};
 
+use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
 use super::super::{QuotaField, QuotaPlan};
-use super::run::{Run, Step, Stop};
+use super::call::Kube;
 use super::{FIELD_MANAGER, api_failure, pp};
 use crate::cluster::{describe, is_status, labels};
 use crate::model::QuotaSourceSpec;
@@ -27,16 +28,18 @@ pub(super) fn conflict(what: &str, resource: &str, expected: &str, now_version: 
     ))
 }
 
-pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
+/// Writes the quota over the version the preview showed. Returns the step's line and the
+/// outcome.
+pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)> {
     match &q.key.source {
         QuotaSourceSpec::ResourceQuota { namespace, name } => {
             let what = format!("ResourceQuota {namespace}/{name}");
             if q.key.field != QuotaField::Hard {
                 return Err(Stop::Failed(format!("{what} has no {}; nothing was changed", q.key.field.kueue_name())));
             }
-            let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(run.ex.client.clone(), namespace);
-            let read = async |run: &mut Run<'_>| match run
-                .call(&format!("reading {what}"), retry::transient, || api.get_opt(name))
+            let api: Api<k8s_openapi::api::core::v1::ResourceQuota> = Api::namespaced(k.client.clone(), namespace);
+            let read = async |run: &mut Run<'_>| match k
+                .call(run, &format!("reading {what}"), retry::transient, || api.get_opt(name))
                 .await?
             {
                 Ok(Some(rq)) => Ok(rq),
@@ -66,8 +69,9 @@ pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             // Retrying it is safe: a retry after a write that landed meets 409, and then the
             // value read back tells our write from someone else's.
             let (params, body) = (pp(), Patch::Merge(&patch));
-            let sent =
-                run.mutate(&format!("patching {what}"), retry::transient, || api.patch(name, &params, &body)).await?;
+            let sent = k
+                .mutate(run, &format!("patching {what}"), retry::transient, || api.patch(name, &params, &body))
+                .await?;
             match sent {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
@@ -82,20 +86,23 @@ pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
             }
             let old = super::super::shown(q.old);
-            run.step(format!("{what}: {} {old} → {}", q.key.resource, q.new)).await?;
-            Ok(format!("{} quota of {} is {} (was {old})", q.key.resource, q.tenant, q.new))
+            Ok((
+                format!("{what}: {} {old} → {}", q.key.resource, q.new),
+                format!("{} quota of {} is {} (was {old})", q.key.resource, q.tenant, q.new),
+            ))
         }
         QuotaSourceSpec::ClusterQueue { queue, flavor } => {
             let what = format!("ClusterQueue {queue}");
             let field = q.key.field.kueue_name();
-            let ar = kueue_cluster_queues(&run.ex.client).await?;
-            let api: Api<kube::api::DynamicObject> = Api::all_with(run.ex.client.clone(), &ar);
+            let ar = kueue_cluster_queues(&k.client).await?;
+            let api: Api<kube::api::DynamicObject> = Api::all_with(k.client.clone(), &ar);
             let value_of = |o: &mut kube::api::DynamicObject| {
                 cq_slot(&mut o.data, flavor, &q.key.resource)
                     .map(|s| quantity_text(s.get(field)))
                     .unwrap_or_else(|| "gone".into())
             };
-            let mut obj = match run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await? {
+            let mut obj = match k.call(run, &format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?
+            {
                 Ok(Some(o)) => o,
                 Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
@@ -115,13 +122,14 @@ pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
             run.check_cancel()?;
             // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
             let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
-            match run
-                .mutate(&format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj))
+            match k
+                .mutate(run, &format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj))
                 .await?
             {
                 Ok(_) => {}
                 Err(e) if is_status(&e, 409) => {
-                    let reread = run.call(&format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
+                    let reread =
+                        k.call(run, &format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
                     let (v, val) = match reread.ok().flatten() {
                         Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
                         None => ("(deleted)".into(), "gone".into()),
@@ -134,8 +142,10 @@ pub(super) async fn quota_op(run: &mut Run<'_>, q: &QuotaPlan) -> Step<String> {
                 Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
             }
             let old = super::super::shown(q.old);
-            run.step(format!("{what} flavor {flavor}: {} {field} {old} → {}", q.key.resource, q.new)).await?;
-            Ok(format!("{} {field} of {queue} ({flavor}) is {} (was {old})", q.key.resource, q.new))
+            Ok((
+                format!("{what} flavor {flavor}: {} {field} {old} → {}", q.key.resource, q.new),
+                format!("{} {field} of {queue} ({flavor}) is {} (was {old})", q.key.resource, q.new),
+            ))
         }
     }
 }

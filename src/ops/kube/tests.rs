@@ -5,8 +5,14 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use serde_json::{Value, json};
 
 use super::PodAction;
-use super::drain::{drain_action, drain_action_at, holds_gpus, leftovers, reconcile};
-use super::evict::{Evicted, PodRef, after_conflict, pdb_selects};
+use super::drain::{drain_action, drain_action_at, holds_gpus};
+use super::evict::{after_conflict, pdb_selects, pod_view};
+use crate::ops::exec::{leftovers, reconcile};
+use crate::ops::target::{Evicted, PodRef, PodView};
+
+fn views(pods: &[Pod]) -> Vec<PodView> {
+    pods.iter().map(pod_view).collect()
+}
 use super::quota::{cq_slot, quantity_text};
 
 fn pod(v: Value) -> Pod {
@@ -94,7 +100,7 @@ fn reconcile_waits_for_terminating_pods_confirmed_or_not() {
     let (p, _) = held("held", false);
     let (late, _) = held("late", false);
     let confirmed = vec![("ml".to_string(), "held".to_string()), ("ml".to_string(), "a".to_string())];
-    let (go, notes) = reconcile(&confirmed, &[p, late, pod(base("a"))], false).unwrap();
+    let (go, notes) = reconcile(&confirmed, &views(&[p, late, pod(base("a"))]), false, crate::now_ms()).unwrap();
     let by_name = |n: &str| go.iter().find(|r| r.name == n).unwrap_or_else(|| panic!("{n} must go: {go:?}"));
     assert!(by_name("held").terminating.as_deref().is_some_and(|w| w.contains("example.com/hold")));
     assert!(by_name("late").terminating.is_some(), "terminating, even if the preview did not show it");
@@ -117,10 +123,10 @@ fn a_node_is_not_drained_while_a_pod_still_holds_a_gpu_or_terminates() {
     done["status"]["phase"] = json!("Succeeded");
     done["spec"]["containers"][0]["resources"] = json!({ "limits": { "nvidia.com/gpu": "1" } });
     let pods = [held, pod(late), pod(ds), pod(done), pod(base("cpu-only"))];
-    let (terminating, holding) = leftovers(&pods, false, now);
+    let (terminating, holding) = leftovers(&views(&pods), false, now);
     assert_eq!(terminating.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["held"]);
     assert_eq!(holding, ["ml/late"], "a DaemonSet pod stays by design; finished and GPU-less pods hold nothing");
-    assert_eq!(leftovers(&pods[2..], false, now), (vec![], vec![]));
+    assert_eq!(leftovers(&views(&pods[2..]), false, now), (vec![], vec![]));
 }
 
 #[test]
@@ -143,7 +149,7 @@ fn an_eviction_conflict_is_gone_only_when_the_pod_is() {
 fn reconcile_evicts_only_what_was_confirmed() {
     let pods = vec![pod(base("a")), pod(base("late"))];
     let confirmed = vec![("ml".to_string(), "a".to_string()), ("ml".to_string(), "vanished".to_string())];
-    let (evict, notes) = reconcile(&confirmed, &pods, false).unwrap();
+    let (evict, notes) = reconcile(&confirmed, &views(&pods), false, crate::now_ms()).unwrap();
     assert_eq!(
         evict,
         vec![PodRef { namespace: "ml".into(), name: "a".into(), uid: "uid-a".into(), terminating: None }]
@@ -152,7 +158,7 @@ fn reconcile_evicts_only_what_was_confirmed() {
     assert!(notes.iter().any(|n| n.contains("ml/vanished is already gone")), "{notes:?}");
     let mut bare = base("bare");
     bare["metadata"]["ownerReferences"] = json!([]);
-    let e = reconcile(&confirmed, &[pod(base("a")), pod(bare)], false).unwrap_err();
+    let e = reconcile(&confirmed, &views(&[pod(base("a")), pod(bare)]), false, crate::now_ms()).unwrap_err();
     assert!(e.contains("ml/bare") && e.contains("nothing was evicted"), "{e}");
 }
 

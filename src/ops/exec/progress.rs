@@ -1,10 +1,9 @@
-//! What every executor of a [`Plan`] shares, so that the demo and a cluster report an
-//! operation the same way: the number of steps a plan announces, how a step is counted,
+//! The runner's bookkeeping: the number of steps a plan announces, how a step is counted,
 //! what a cancel says, and the halt signal that stops an operation when the cockpit stops.
 
 use tokio::sync::watch;
 
-use super::{Plan, PlanDetail};
+use super::super::{Plan, PlanDetail};
 use crate::model::OpProgress;
 
 /// The steps a plan announces when it starts: a cordon or a quota edit is one step; a drain
@@ -13,7 +12,7 @@ use crate::model::OpProgress;
 /// at the node, the mig-parted config (counted when there is none to add), the label write
 /// and the end of its cordon. Pods that appear later raise the total as they are met.
 pub fn step_total(plan: &Plan) -> u32 {
-    let must_go = |pods: &[super::DrainPod]| pods.iter().filter(|p| p.action.must_go()).count() as u32;
+    let must_go = |pods: &[super::super::DrainPod]| pods.iter().filter(|p| p.action.must_go()).count() as u32;
     match &plan.detail {
         PlanDetail::Cordon { .. } => 1,
         PlanDetail::Drain(d) => 2 + must_go(&d.pods),

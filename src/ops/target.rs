@@ -1,0 +1,174 @@
+//! What an operation does to a cluster, as verbs: the one runner ([`super::exec`]) drives a
+//! plan through a [`Target`], implemented by the Kubernetes executor ([`super::kube`]) and by
+//! the simulator (`sim::exec`), so the demo runs an operation exactly as a cluster does — the
+//! same steps, waits, checks and words; only the verbs differ.
+//!
+//! A target answers with views ([`NodeView`], [`PodView`]) of what it holds, not its own
+//! types, so the runner's decisions (kubectl's filters, the drain's second look, mig-manager's
+//! acknowledgement) are written once.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+
+use super::cordon::CordonMark;
+use super::exec::{Run, Step};
+use super::mig_ack::{Caps, MigSeen};
+use super::{PodAction, QuotaPlan, ReslicePlan};
+use crate::cluster::labels;
+use crate::model::{Deletion, Owner};
+
+/// A node as an operation needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeView {
+    pub name: String,
+    pub unschedulable: bool,
+    /// fabrik's mark beside a cordon it made ([`super::cordon`]).
+    pub mark: Option<CordonMark>,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// The device-plugin GPU resources it advertises (positive counts; empty on a DRA node).
+    pub capacity: Caps,
+    /// When the state label's owner (mig-manager, not fabrik) last wrote the node.
+    pub state_written: Option<Timestamp>,
+    /// When fabrik last wrote the config label.
+    pub our_write: Option<Timestamp>,
+}
+
+impl NodeView {
+    pub fn label(&self, k: &str) -> Option<&str> {
+        self.labels.get(k).map(String::as_str)
+    }
+
+    /// What this read says about mig-manager, with the node's devices `caps`.
+    pub fn seen(&self, caps: Caps) -> MigSeen {
+        MigSeen {
+            config: self.labels.get(labels::MIG_CONFIG).cloned(),
+            state: self.labels.get(labels::MIG_CONFIG_STATE).cloned(),
+            state_written: self.state_written,
+            caps,
+        }
+    }
+
+    /// The `nvidia.com/gpu.deploy.*` labels that say a component is paused.
+    pub fn paused(&self) -> Vec<String> {
+        self.labels
+            .iter()
+            .filter(|(k, v)| k.starts_with(labels::DEPLOY_PREFIX) && v.starts_with("paused"))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect()
+    }
+}
+
+/// A pod as a drain needs it: what kubectl's filters read, and whether it holds GPUs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodView {
+    pub namespace: String,
+    pub name: String,
+    /// The eviction's precondition: a pod with the same name and another uid is a
+    /// replacement, not the one confirmed.
+    pub uid: String,
+    pub owner: Owner,
+    /// Phase Succeeded or Failed.
+    pub finished: bool,
+    pub empty_dir: bool,
+    /// Asks for GPUs (whole, MIG or DRA claims) and still holds them: not finished.
+    pub holds_gpus: bool,
+    pub deletion: Option<Deletion>,
+}
+
+impl PodView {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+
+    /// What keeps a pod whose deletion is under way, at `now` (ms), or `None`.
+    pub fn terminating(&self, now: u64) -> Option<String> {
+        self.deletion.as_ref().map(|d| super::terminating_note(d, now))
+    }
+
+    /// kubectl's filters ([`super::drain::kubectl_action`]) on this pod at `now`.
+    pub fn action(&self, force: bool, now: u64) -> PodAction {
+        super::drain::kubectl_action(self.terminating(now), self.owner, self.finished, self.empty_dir, force)
+    }
+}
+
+/// A pod the drain or reslice must see gone.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    /// Already being deleted, and what keeps it: waited for, never evicted again.
+    pub terminating: Option<String>,
+}
+
+impl PodRef {
+    pub fn key(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// A read that failed through its retries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReadFailure {
+    /// The failure may pass (5xx, a reset, a timeout): a wait may go on.
+    pub transient: bool,
+    /// What went wrong, briefly ("503 Service Unavailable").
+    pub why: String,
+    /// The person's words for it, with what to do.
+    pub message: String,
+}
+
+/// What one eviction answered.
+#[derive(Debug, PartialEq)]
+pub enum Evicted {
+    Done,
+    Gone,
+    /// Refused for now, with the HTTP status and what the server said.
+    Retry(u16, String),
+}
+
+/// The verbs of an operation. Each takes the running operation for its log, its audit
+/// (a mutating verb records `sending` first) and its cancel switch; a verb that fails for
+/// good says so as `Stop::Failed` with the person's words, or, where the caller decides what
+/// a failure means, as the inner `Err`.
+#[allow(async_fn_in_trait)] // used with concrete targets only; their futures are Send
+pub trait Target {
+    /// A monotonic clock in ms, for deadlines and waits.
+    fn clock_ms(&self) -> u64;
+    /// The wall clock in ms since the epoch (for notes and marks).
+    fn wall_ms(&self) -> u64;
+    /// Resolves after `d` on this target's clock.
+    fn sleep(&self, d: Duration) -> impl Future<Output = ()> + Send;
+
+    /// Asks again, for the plan's namespaces, whether this identity may do what the plan
+    /// needs. `Err`: why not (or why it could not be asked); nothing is sent then.
+    async fn preflight(&mut self, run: &mut Run<'_>) -> Result<(), String>;
+
+    /// The node now; `None` when it is gone.
+    async fn read_node(&mut self, run: &mut Run<'_>, node: &str) -> Step<Result<Option<NodeView>, ReadFailure>>;
+    /// Cordons with `mark` beside it, or (`None`) uncordons and removes any mark, in one write.
+    async fn set_cordon(&mut self, run: &mut Run<'_>, node: &str, mark: Option<&CordonMark>) -> Step<()>;
+    /// The pods bound to the node now.
+    async fn node_pods(&mut self, run: &mut Run<'_>, node: &str) -> Step<Vec<PodView>>;
+    /// One pod now (`None`: gone); `Err` is a failure to read it.
+    async fn pod(&mut self, run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>>;
+    /// Evicts one pod with its uid as precondition (policy/v1 Eviction semantics).
+    async fn evict(&mut self, run: &mut Run<'_>, pod: &PodRef) -> Step<Result<Evicted, String>>;
+    /// The PodDisruptionBudget that refuses a pod's eviction, in words, if one is found.
+    async fn blocking_pdb(&mut self, namespace: &str, name: &str) -> Option<String>;
+
+    /// Adds `entry` as config `name` to the mig-parted config; `false` when it is there already.
+    async fn add_mig_config(&mut self, run: &mut Run<'_>, name: &str, entry: &str) -> Step<bool>;
+    /// Sets `nvidia.com/mig.config` to the plan's config; returns the node as written.
+    async fn set_mig_config(&mut self, run: &mut Run<'_>, plan: &ReslicePlan) -> Step<NodeView>;
+    /// The node's GPU devices as its DRA ResourceSlices offer them.
+    async fn slice_caps(&mut self, run: &mut Run<'_>, node: &str) -> Step<Caps>;
+
+    /// Writes a quota over the version the preview showed; a concurrent edit is a conflict,
+    /// never overwritten. Returns the step's line and the outcome.
+    async fn patch_quota(&mut self, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)>;
+}
