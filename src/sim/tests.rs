@@ -121,6 +121,7 @@ fn drain_evicts_each_pod_and_waits_for_the_pdb() {
         op.log
     );
     assert!(f.events.iter().any(|e| f.str_of(e.reason) == "OperationSucceeded" && e.object == name));
+    assert_eq!((op.done, op.total), (op.total, 2 + expected.len() as u32), "the announced steps are the steps taken");
     check_invariants(&f);
 }
 
@@ -191,7 +192,13 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
         }
     }
     assert!(saw_pending, "state went through pending");
-    assert_eq!(f.op(2).unwrap().state, OpState::Succeeded, "{:?}", f.op(2).unwrap().log);
+    let op = f.op(2).unwrap();
+    assert_eq!(op.state, OpState::Succeeded, "{:?}", op.log);
+    // The runner's sequence, as on a cluster: mig-manager's answer is waited for, then the
+    // planned devices, and every announced step is taken.
+    assert!(op.log.iter().any(|l| l.starts_with("mig-manager acknowledged all-balanced")), "{:?}", op.log);
+    assert!(op.log.iter().any(|l| l == &format!("uncordoned {name}")), "{:?}", op.log);
+    assert_eq!(op.done, op.total, "{:?}", op.log);
     let n = f.node(node).unwrap();
     assert_eq!(n.mig_state, MigConfigState::Success);
     assert_eq!(f.str_of(n.mig_config), "all-balanced");
