@@ -108,6 +108,9 @@ async fn drive(
             batch = deltas.recv(), if feed_open => match batch {
                 Some(b) => {
                     let t = Instant::now();
+                    // The clock before the deltas too: an expensive view's rebuild is
+                    // throttled by the time since it was built, not since the last frame.
+                    app.set_clock(t);
                     let mut changed = app.apply(b);
                     while let Ok(b) = deltas.try_recv() {
                         changed |= app.apply(b);
