@@ -43,9 +43,9 @@ impl Setup {
     pub fn thresholds(&self) -> Thresholds {
         Thresholds {
             idle_util_pct: self.config.idle_util_pct,
-            idle_window_ms: self.config.idle_window_secs * 1000,
+            idle_window_ms: self.config.idle_window_secs.saturating_mul(1000),
             busy_util_pct: self.config.busy_util_pct,
-            mig_stuck_ms: self.config.mig_stuck_secs * 1000,
+            mig_stuck_ms: self.config.mig_stuck_secs.saturating_mul(1000),
             ..Thresholds::default()
         }
     }

@@ -101,11 +101,13 @@ impl Config {
                 "keymap" => file_name(value, "keymap", "default").map(|v| config.keymap = v),
                 "idle_util_pct" => int_in(value, 0, 100, "a percentage").map(|v| config.idle_util_pct = v as u8),
                 "busy_util_pct" => int_in(value, 0, 100, "a percentage").map(|v| config.busy_util_pct = v as u8),
+                // Bounded: the model counts in milliseconds, and a window longer than the
+                // history it keeps would never see a GPU idle anyway.
                 "idle_window_secs" => {
-                    int_in(value, 1, i64::MAX as i128, "seconds").map(|v| config.idle_window_secs = v as u64)
+                    int_in(value, 1, MAX_SECS, "seconds, at most 30 days").map(|v| config.idle_window_secs = v as u64)
                 }
                 "mig_stuck_secs" => {
-                    int_in(value, 1, i64::MAX as i128, "seconds").map(|v| config.mig_stuck_secs = v as u64)
+                    int_in(value, 1, MAX_SECS, "seconds, at most 30 days").map(|v| config.mig_stuck_secs = v as u64)
                 }
                 "fps" => int_in(value, 1, 120, "frames per second").map(|v| config.fps = v as u16),
                 "tenant_label" => label_key(value).map(|v| config.tenant_label = v),
@@ -183,6 +185,9 @@ fn label_key(value: &Value) -> Result<String, String> {
         Err(format!("{s:?} is not a label key: use [dns.prefix/]name, e.g. \"fabrik.io/tenant\""))
     }
 }
+
+/// The longest window a setting in seconds may name: 30 days.
+const MAX_SECS: i128 = 30 * 24 * 3600;
 
 fn int_in(value: &Value, min: i128, max: i128, what: &str) -> Result<i128, String> {
     let range = if max == i64::MAX as i128 {

@@ -77,6 +77,28 @@ fn bad_values_keep_their_default_and_the_rest_applies() {
 }
 
 #[test]
+fn windows_in_seconds_are_bounded_so_milliseconds_cannot_overflow() {
+    let (config, warnings, _dir) = load(
+        "idle_window_secs = 9223372036854775807
+mig_stuck_secs = 2592001
+",
+    );
+    let defaults = Config::default();
+    assert_eq!((config.idle_window_secs, config.mig_stuck_secs), (defaults.idle_window_secs, defaults.mig_stuck_secs));
+    let text: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+    assert_eq!(text.len(), 2, "{text:?}");
+    assert!(
+        text[0].contains("idle_window_secs: 9223372036854775807 is out of range: use a whole number from 1 to 2592000 (seconds, at most 30 days)"),
+        "{text:?}"
+    );
+    let (config, warnings, _dir) = load(
+        "idle_window_secs = 2592000
+",
+    );
+    assert_eq!((config.idle_window_secs, warnings.len()), (2_592_000, 0));
+}
+
+#[test]
 fn fps_upper_bound() {
     let (config, warnings, _dir) = load("fps = 121\n");
     assert_eq!(config.fps, 30);
