@@ -139,7 +139,13 @@ impl Audit {
         }
         let mut line = serde_json::to_string(r).map_err(|e| err(std::io::Error::other(e)))?;
         line.push('\n');
-        let mut f = OpenOptions::new().create(true).append(true).read(true).open(&self.path).map_err(err)?;
+        let mut opts = OpenOptions::new();
+        opts.create(true).append(true).read(true);
+        // Who did what to which node is for the person and their admins: a new log is
+        // readable by its owner only (an existing file keeps the mode it was given).
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+        let mut f = opts.open(&self.path).map_err(err)?;
         // A crash can leave a torn last line without its newline; start on a fresh line so
         // that torn line does not swallow this record too.
         if ends_torn(&mut f).map_err(err)? {
@@ -346,6 +352,12 @@ mod tests {
         a.record(2, &p, Phase::Step, "cordoned n1").unwrap();
         let (recs, bad) = read(a.path()).unwrap();
         assert_eq!((recs.len(), bad), (6, 0));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(a.path()).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o600, "the audit log is its owner's only: {mode:o}");
+        }
         assert_eq!(recs[1].effects, p.effects, "the confirmed record carries the preview");
         assert!(recs[2].effects.is_empty());
         let ops = summarize(&recs);
