@@ -19,6 +19,7 @@ pub mod screenshots;
 pub mod settings;
 pub mod sim;
 pub mod testing;
+pub mod text;
 pub mod ui;
 
 /// Wall-clock time in milliseconds since the Unix epoch (0 if the clock is before it): the

@@ -135,7 +135,8 @@ fn run_audit(args: &fabrik::cli::AuditArgs) -> color_eyre::Result<ExitCode> {
             if f.is_empty() { "" } else { " (with this filter)" }
         );
     } else {
-        print!("{}", audit::render(&records, args.records, args.limit as usize));
+        // The records hold cluster text (names, messages): escaped, never sent raw.
+        print!("{}", fabrik::text::printable_lines(&audit::render(&records, args.records, args.limit as usize)));
     }
     if bad > 0 {
         eprintln!("fabrik audit: {bad} line(s) of {} are not records (a torn write?) and were skipped", path.display());

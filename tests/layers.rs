@@ -13,15 +13,17 @@ const LAYERS: &[(&str, &[&str])] = &[
     // Reading the files people write (TOML, warnings, layering): config, themes, keymaps.
     ("settings", &[]),
     ("rng", &[]),
+    // Cluster text made safe for a terminal.
+    ("text", &[]),
     ("mig", &["quantity"]),
     ("model", &["mig", "quantity"]),
     ("cluster", &["model"]),
     ("agent", &["model", "rng", "now_ms"]),
-    ("ops", &["model", "mig", "cluster", "quantity", "now_ms"]),
+    ("ops", &["model", "mig", "cluster", "quantity", "text", "now_ms"]),
     ("sim", &["model", "mig", "cluster", "ops", "quantity", "rng"]),
     ("feed", &["model", "mig", "cluster", "agent", "ops", "quantity", "sim", "now_ms"]),
     ("kubesim", &["sim", "cluster", "agent", "model", "mig", "quantity", "rng", "now_ms"]),
-    ("ui", &["model", "ops", "mig", "quantity", "settings", "now_ms"]),
+    ("ui", &["model", "ops", "mig", "quantity", "settings", "text", "now_ms"]),
     // Test fixtures: the demo fleet and a headless cockpit, for tests and screenshots.
     ("testing", &["model", "sim", "ui", "ops", "mig", "quantity"]),
 ];

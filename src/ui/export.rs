@@ -151,7 +151,16 @@ pub enum Format {
 /// One view in a format: the table and markdown are the screen's cells; JSON is typed
 /// (`ui::json`, schema in docs/snapshot.md).
 pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
-    let text = || tables::text_rows(f, v, filter);
+    // Cells are cluster text: control characters are shown escaped, never sent to the
+    // terminal (JSON escapes them itself).
+    let text = || {
+        let (headers, rows) = tables::text_rows(f, v, filter);
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|r| r.into_iter().map(|c| crate::text::printable(&c).into_owned()).collect())
+            .collect();
+        (headers, rows)
+    };
     match format {
         Format::Json => {
             let doc = super::json::snapshot(f, v, filter);

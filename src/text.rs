@@ -1,0 +1,48 @@
+//! Cluster text made safe for a terminal: object names are tame, but event messages, labels,
+//! annotations and status reasons are whatever someone wrote, and an escape sequence in one
+//! would drive the terminal of whoever prints it (`fabrik audit`, `fabrik snapshot`). Control
+//! characters are shown escaped (`\x1b`), never sent.
+
+use std::borrow::Cow;
+
+/// `s` with every control character (newlines and tabs too) written as `\xNN` / `\u{NNNN}`.
+pub fn printable(s: &str) -> Cow<'_, str> {
+    escape(s, false)
+}
+
+/// [`printable`] for multi-line text: newlines stay.
+pub fn printable_lines(s: &str) -> Cow<'_, str> {
+    escape(s, true)
+}
+
+fn escape(s: &str, keep_newlines: bool) -> Cow<'_, str> {
+    let bad = |c: char| c.is_control() && !(keep_newlines && c == '\n');
+    if !s.chars().any(bad) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if !bad(c) {
+            out.push(c);
+        } else if (c as u32) < 0x80 {
+            out.push_str(&format!("\\x{:02x}", c as u32));
+        } else {
+            out.push_str(&format!("\\u{{{:04x}}}", c as u32));
+        }
+    }
+    Cow::Owned(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_sent() {
+        assert!(matches!(printable("h100-0001 ready"), Cow::Borrowed(_)), "plain text is not copied");
+        assert_eq!(printable("evil\u{1b}]52;c;aGk=\u{7}x"), "evil\\x1b]52;c;aGk=\\x07x");
+        assert_eq!(printable("a\tb\nc\u{9b}2J"), "a\\x09b\\x0ac\\u{009b}2J");
+        assert_eq!(printable_lines("one\ntwo\u{1b}[2J\n"), "one\ntwo\\x1b[2J\n");
+        assert_eq!(printable("GPU 🟢 Ready"), "GPU 🟢 Ready", "printable non-ASCII stays");
+    }
+}
