@@ -529,6 +529,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         .map(|p| p.trim().to_string())
         .expect("the kubeconfig names the server");
     drop(cp);
+    let down = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(batch) = tokio::time::timeout(Duration::from_millis(500), m.rx.recv()).await {
@@ -542,8 +543,22 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         }
         assert!(Instant::now() < deadline, "the model never said it was reconnecting: {:?}", m.fleet.feeds);
     }
+    // A long outage, as in an incident (the API server away for 40 s): the watches' waits
+    // between tries must not have grown so long that the cockpit misses the server's return.
+    while down.elapsed() < Duration::from_secs(40) {
+        if let Ok(batch) = tokio::time::timeout(Duration::from_millis(500), m.rx.recv()).await {
+            for d in batch.into_iter().flatten() {
+                m.fleet.apply(d);
+            }
+        }
+    }
     let (_cp, kubeconfig2) = control_plane_with(&dir, &["--keep", "--port", &port]);
     assert_eq!(kubeconfig2, kubeconfig);
+    // From the server's READY to the model live and equal to what the server holds: the
+    // reconnect waits are capped at 2 s (4 s with jitter), so this is a few seconds; with
+    // kube-rs's default backoff (30 s cap, reset only 120 s after its last wait) a 40 s
+    // outage left watches waiting half a minute more after the server was back.
+    let back = Instant::now();
     m.converge("after the API server restarted", Duration::from_secs(90), |f| {
         let c = client.clone();
         let snapshot = seen(f);
@@ -557,6 +572,13 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         }
     })
     .await;
+    let took = back.elapsed();
+    eprintln!(
+        "API server away {:.0} s; the model live and converged {:.1} s after it answered again",
+        (down.elapsed() - took).as_secs_f64(),
+        took.as_secs_f64()
+    );
+    assert!(took < Duration::from_secs(20), "the cockpit took {took:?} to see the API server again after it returned");
 
     // The real binary, in a real terminal, on this control plane.
     tmux_shows_the_fleet(&kubeconfig, NODES);

@@ -128,7 +128,7 @@ pub async fn run(
 ) {
     let api: Api<Pod> = Api::all(client.clone());
     let cfg = watcher::Config::default().labels(&selector);
-    let mut events = watcher::watcher(api, cfg).default_backoff().boxed();
+    let mut events = watcher::watcher(api, cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
     let mut streams = Streams { client, interval, tx: tx.clone(), running: HashMap::new() };
     // node → agent pod; `fresh` collects a relist until it is complete.
     let mut pods: BTreeMap<String, AgentPod> = BTreeMap::new();

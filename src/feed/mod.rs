@@ -6,4 +6,5 @@ pub mod agent_discovery;
 pub mod agent_stream;
 pub mod kube;
 pub mod prometheus;
+pub mod reconnect;
 pub mod sim;

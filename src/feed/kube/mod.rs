@@ -145,7 +145,7 @@ async fn pump<K>(api: Api<K>, cfg: watcher::Config, kind: Kind, wrap: fn(Event<K
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let mut stream = watcher::watcher(api, cfg).default_backoff().boxed();
+    let mut stream = watcher::watcher(api, cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
     while let Some(item) = stream.next().await {
         let msg = match item {
             Ok(e) => wrap(e),
