@@ -828,6 +828,8 @@ fn forced_drain_runs_to_the_end_through_the_simulator() {
     let row = line_with(&s, "Drain node h100-0038").expect("an ops row");
     assert!(row.contains("succeeded"), "{row}");
     assert!(!status_line(&s).contains("[running"), "{s}");
+    // The log pane ends with the newest line, the outcome, however long the lines above.
+    assert!(line_with(&s, "Drain node h100-0038: h100-0038 drained").is_some(), "{s}");
     let n = rig.app.fleet.node_by_name("h100-0038").unwrap();
     assert!(rig.app.fleet.node(n).unwrap().cordoned);
     assert_eq!(
