@@ -1,4 +1,4 @@
-//! Cluster text made safe for a terminal: object names are tame, but event messages, labels,
+//! Text for the terminal. Cluster text made safe: object names are tame, but event messages, labels,
 //! annotations and status reasons are whatever someone wrote, and an escape sequence in one
 //! would drive the terminal of whoever prints it (`fabrik audit`, `fabrik snapshot`). Control
 //! characters are shown escaped (`\x1b`), never sent.
@@ -33,6 +33,34 @@ fn escape(s: &str, keep_newlines: bool) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// `text` in lines of at most `width` characters, broken at spaces (a longer word is cut).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    let mut len = 0;
+    for word in text.split(' ') {
+        let mut w: Vec<char> = word.chars().collect();
+        if len > 0 && len + 1 + w.len() > width {
+            out.push(std::mem::take(&mut line));
+            len = 0;
+        }
+        if len > 0 {
+            line.push(' ');
+            len += 1;
+        }
+        while len + w.len() > width {
+            let rest = w.split_off(width - len);
+            line.extend(w);
+            out.push(std::mem::take(&mut line));
+            (w, len) = (rest, 0);
+        }
+        len += w.len();
+        line.extend(w);
+    }
+    out.push(line);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -44,5 +72,13 @@ mod tests {
         assert_eq!(printable("a\tb\nc\u{9b}2J"), "a\\x09b\\x0ac\\u{009b}2J");
         assert_eq!(printable_lines("one\ntwo\u{1b}[2J\n"), "one\ntwo\\x1b[2J\n");
         assert_eq!(printable("GPU 🟢 Ready"), "GPU 🟢 Ready", "printable non-ASCII stays");
+    }
+
+    #[test]
+    fn log_lines_wrap_at_spaces_and_long_words_are_cut() {
+        assert_eq!(wrap("evicted ml/a", 40), ["evicted ml/a"]);
+        assert_eq!(wrap("waiting for 2 pods to terminate", 12), ["waiting for", "2 pods to", "terminate"]);
+        assert_eq!(wrap("abcdefghij xy", 4), ["abcd", "efgh", "ij", "xy"]);
+        assert_eq!(wrap("", 5), [""]);
     }
 }

@@ -630,7 +630,7 @@ fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
                         if wrapped.len() >= rows {
                             break;
                         }
-                        wrapped.extend(wrap(l, width).into_iter().rev());
+                        wrapped.extend(crate::text::wrap(l, width).into_iter().rev());
                     }
                     let lines = wrapped
                         .into_iter()
@@ -658,43 +658,4 @@ fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
     let para = Paragraph::new(lines).block(block);
     let para = if v == ViewKind::Ops { para } else { para.wrap(Wrap { trim: false }) };
     frame.render_widget(para, area);
-}
-
-/// `text` in lines of at most `width` characters, broken at spaces (a longer word is cut).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut line = String::new();
-    let mut len = 0;
-    for word in text.split(' ') {
-        let mut w: Vec<char> = word.chars().collect();
-        if len > 0 && len + 1 + w.len() > width {
-            out.push(std::mem::take(&mut line));
-            len = 0;
-        }
-        if len > 0 {
-            line.push(' ');
-            len += 1;
-        }
-        while len + w.len() > width {
-            let rest = w.split_off(width - len);
-            line.extend(w);
-            out.push(std::mem::take(&mut line));
-            (w, len) = (rest, 0);
-        }
-        len += w.len();
-        line.extend(w);
-    }
-    out.push(line);
-    out
-}
-
-#[cfg(test)]
-mod wrap_tests {
-    #[test]
-    fn log_lines_wrap_at_spaces_and_long_words_are_cut() {
-        assert_eq!(super::wrap("evicted ml/a", 40), ["evicted ml/a"]);
-        assert_eq!(super::wrap("waiting for 2 pods to terminate", 12), ["waiting for", "2 pods to", "terminate"]);
-        assert_eq!(super::wrap("abcdefghij xy", 4), ["abcd", "efgh", "ij", "xy"]);
-        assert_eq!(super::wrap("", 5), [""]);
-    }
 }
