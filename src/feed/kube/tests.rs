@@ -211,6 +211,11 @@ fn dra_slices_name_the_gpus_and_claims_bind_pods_to_them() {
     assert_eq!(allocated.as_deref(), Some("GPU-aaaa"));
     assert_eq!(pod.map(|p| p.bound_gpus.len()), Some(1));
     assert_eq!(f.totals.gpus_allocated, 1);
+    assert_eq!(t.claim_links(), 1);
+    // The pod goes: the link from its claim goes too (pods come and go by the million).
+    let gone = self::pod("team-a", "dra-pod", Some("dra-1"), "Running", 0);
+    feed(&mut t, &mut f, vec![Msg::Pod(Event::Delete(gone))]);
+    assert_eq!(t.claim_links(), 0, "no claim is remembered for a pod that is gone");
 }
 
 #[test]
@@ -414,4 +419,31 @@ fn a_pod_being_deleted_keeps_what_holds_it() {
     p.status = Some(obj(json!({"phase": "Failed"})));
     let d = translate::pod_spec(&p).and_then(|s| s.deletion).expect("still being deleted");
     assert!(d.stopped);
+}
+
+#[test]
+fn a_relist_does_not_add_the_same_events_again() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let ev = |rv: &str, count: i32| -> KEvent {
+        obj(json!({
+            "metadata": {"name": "gpu-1.17f", "namespace": "ml", "resourceVersion": rv},
+            "involvedObject": {"kind": "Node", "name": "gpu-1"},
+            "reason": "XidError", "message": "XID 79 on GPU 3", "type": "Warning", "count": count
+        }))
+    };
+    let events = |t: &mut Translator, msgs: Vec<Msg>| -> usize {
+        msgs.into_iter()
+            .flat_map(|m| t.apply(m, 1_000))
+            .filter(|d| matches!(d, Delta::Event(e) if e.reason == "XidError"))
+            .count()
+    };
+    assert_eq!(events(&mut t, listed(Msg::Event, vec![ev("10", 1)])), 1);
+    // The API server restarted, or the watch's resourceVersion expired (410): a re-list.
+    assert_eq!(events(&mut t, listed(Msg::Event, vec![ev("10", 1)])), 0, "the same event is not history twice");
+    // It happened again meanwhile: the Event object was updated, and that is news.
+    assert_eq!(events(&mut t, listed(Msg::Event, vec![ev("12", 2)])), 1);
+    assert_eq!(events(&mut t, vec![Msg::Event(Event::Apply(ev("13", 3)))]), 1);
+    // Deleted (its TTL ran out), then a new one with the same name: shown.
+    assert_eq!(events(&mut t, vec![Msg::Event(Event::Delete(ev("13", 3)))]), 0);
+    assert_eq!(events(&mut t, vec![Msg::Event(Event::Apply(ev("20", 1)))]), 1);
 }

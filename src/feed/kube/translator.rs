@@ -99,6 +99,10 @@ pub struct Translator {
     claims: HashMap<String, ClaimInfo>,
     claim_pods: HashMap<String, BTreeSet<String>>,
     pods_with_claims: HashMap<String, PodSpec>,
+    /// The resourceVersion of each Event object passed on, so a re-list (after a restart,
+    /// a 410) does not add the same events to the history again; an Event that was updated
+    /// (its count went up) is passed on again. Bounded by the Events the cluster keeps.
+    event_versions: HashMap<String, String>,
     // quotas: key → (tenant, resources)
     /// What was sent per ResourceQuota (compact specs, not the object), so a tenant change
     /// can move them and a delete can remove them.
@@ -130,6 +134,7 @@ impl Translator {
             claims: HashMap::new(),
             claim_pods: HashMap::new(),
             pods_with_claims: HashMap::new(),
+            event_versions: HashMap::new(),
             quotas: HashMap::new(),
             feed_errors: HashMap::new(),
             trouble_since: HashMap::new(),
@@ -146,6 +151,12 @@ impl Translator {
 
     pub fn all_synced(&self) -> bool {
         Kind::FIRST.iter().chain(Kind::REST.iter()).all(|k| self.synced.contains(k))
+    }
+
+    /// How many claims the translator links to pods (it must not grow with pods that left).
+    #[cfg(test)]
+    pub(super) fn claim_links(&self) -> usize {
+        self.claim_pods.len()
     }
 
     fn known(&mut self, k: Kind) -> &mut Known {
@@ -532,22 +543,29 @@ impl Translator {
 
     // ---------- pods and DRA claims ----------
 
-    fn pod(&mut self, p: Option<&Pod>, key: &str, out: &mut Vec<Delta>) {
-        let Some(spec) = p.and_then(translate::pod_spec) else {
-            if let Some(old) = self.pods_with_claims.remove(key) {
-                for c in &old.dra {
-                    let ck = format!("{}/{}", old.namespace, c.claim);
-                    if let Some(set) = self.claim_pods.get_mut(&ck) {
-                        set.remove(key);
-                    }
+    /// Forgets which claims pod `key` named; a claim no pod names any more is dropped, so
+    /// the map holds only live pods' claims however many come and go.
+    fn unlink_claims(&mut self, key: &str) {
+        let Some(old) = self.pods_with_claims.remove(key) else { return };
+        for c in &old.dra {
+            let ck = format!("{}/{}", old.namespace, c.claim);
+            if let Some(set) = self.claim_pods.get_mut(&ck) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.claim_pods.remove(&ck);
                 }
             }
+        }
+    }
+
+    fn pod(&mut self, p: Option<&Pod>, key: &str, out: &mut Vec<Delta>) {
+        self.unlink_claims(key);
+        let Some(spec) = p.and_then(translate::pod_spec) else {
             let (namespace, name) = split(key);
             out.push(Delta::PodRemove { namespace, name });
             return;
         };
         if spec.dra.is_empty() {
-            self.pods_with_claims.remove(key);
             out.push(Delta::PodUpsert(spec));
             return;
         }
@@ -631,9 +649,16 @@ impl Translator {
         }
     }
 
-    fn event(&mut self, e: Option<&KEvent>, _key: &str, out: &mut Vec<Delta>) {
-        if let Some(e) = e {
-            out.push(Delta::Event(translate::event_spec(e)));
+    fn event(&mut self, e: Option<&KEvent>, key: &str, out: &mut Vec<Delta>) {
+        let Some(e) = e else {
+            self.event_versions.remove(key);
+            return;
+        };
+        let version = e.metadata.resource_version.clone().unwrap_or_default();
+        if !version.is_empty() && self.event_versions.get(key) == Some(&version) {
+            return;
         }
+        self.event_versions.insert(key.to_string(), version);
+        out.push(Delta::Event(translate::event_spec(e)));
     }
 }
