@@ -214,16 +214,26 @@ struct Out<'a> {
     seen: &'a mut FaultsSeen,
 }
 
+/// What arrived of a stream and how far it has been searched for a newline: a long line
+/// that comes in many pieces is scanned once, and the lines of one piece are cut in one
+/// pass, so the work is linear in the bytes however they are split.
+#[derive(Default)]
+struct Lines {
+    buf: Vec<u8>,
+    scanned: usize,
+}
+
+/// Longer than this without a newline is not a sample set.
+const MAX_LINE: usize = 16 << 20;
+
 /// Splits what arrived into sample lines and sends each as telemetry (and new faults).
 /// `Ok(false)` when the cockpit went away.
-async fn take_lines(buf: &mut Vec<u8>, who: &str, out: &mut Out<'_>) -> Result<bool, String> {
-    // Bounded: a line longer than 16 MiB is not a sample set.
-    if buf.len() > 16 << 20 && !buf.contains(&b'\n') {
-        return Err(format!("{who} sent a line over 16 MiB"));
-    }
-    while let Some(nl) = buf.iter().position(|b| *b == b'\n') {
-        let line: Vec<u8> = buf.drain(..=nl).collect();
-        let line = &line[..line.len() - 1];
+async fn take_lines(lines: &mut Lines, who: &str, out: &mut Out<'_>) -> Result<bool, String> {
+    let mut start = 0;
+    while let Some(off) = lines.buf[lines.scanned..].iter().position(|b| *b == b'\n') {
+        let nl = lines.scanned + off;
+        let line = &lines.buf[start..nl];
+        (start, lines.scanned) = (nl + 1, nl + 1);
         if line.is_empty() {
             continue;
         }
@@ -236,6 +246,11 @@ async fn take_lines(buf: &mut Vec<u8>, who: &str, out: &mut Out<'_>) -> Result<b
         if out.tx.send(batch).await.is_err() {
             return Ok(false);
         }
+    }
+    lines.buf.drain(..start);
+    lines.scanned = lines.buf.len();
+    if lines.buf.len() > MAX_LINE {
+        return Err(format!("{who} sent a line over 16 MiB"));
     }
     Ok(true)
 }
@@ -283,7 +298,7 @@ async fn stream_direct(url: &str, interval: Duration, out: &mut Out<'_>) -> Resu
         return Err(format!("{authority} answered {}", resp.status()));
     }
     let mut body = resp.into_body();
-    let mut buf: Vec<u8> = Vec::new();
+    let mut lines = Lines::default();
     let stall = stall_after(interval);
     loop {
         let frame = match tokio::time::timeout(stall, body.frame()).await {
@@ -293,8 +308,8 @@ async fn stream_direct(url: &str, interval: Duration, out: &mut Out<'_>) -> Resu
             Ok(Some(Ok(f))) => f,
         };
         let Ok(data) = frame.into_data() else { continue };
-        buf.extend_from_slice(&data);
-        if !take_lines(&mut buf, &authority, out).await? {
+        lines.buf.extend_from_slice(&data);
+        if !take_lines(&mut lines, &authority, out).await? {
             return Ok(());
         }
     }
@@ -324,7 +339,7 @@ async fn stream_proxied(
         })?;
     let mut stream = Box::pin(stream);
     let mut chunk = vec![0u8; 64 << 10];
-    let mut buf: Vec<u8> = Vec::new();
+    let mut lines = Lines::default();
     let stall = stall_after(interval);
     loop {
         let n = match tokio::time::timeout(stall, stream.read(&mut chunk)).await {
@@ -333,8 +348,8 @@ async fn stream_proxied(
             Ok(Ok(0)) => return Ok(()),
             Ok(Ok(n)) => n,
         };
-        buf.extend_from_slice(&chunk[..n]);
-        if !take_lines(&mut buf, &who, out).await? {
+        lines.buf.extend_from_slice(&chunk[..n]);
+        if !take_lines(&mut lines, &who, out).await? {
             return Ok(());
         }
     }
@@ -385,6 +400,40 @@ mod tests {
         sample.gpus[1].last_xid = Some(crate::agent::wire::XidEvent { code: 48, at_ms: 1_500 });
         let d = fault_deltas(&sample, &mut seen);
         assert!(matches!(d.as_slice(), [Delta::GpuFault { fault: GpuFault::Xid { code: 48 }, .. }]), "{d:?}");
+    }
+
+    #[tokio::test]
+    async fn lines_split_anywhere_arrive_whole_and_once() {
+        let mut fake = crate::agent::fake::FakeGpus::new("h100-0000", 2, 1);
+        let Ok(sample) = crate::agent::backend::Gpus::sample(&mut fake, 1_000) else { panic!("sample") };
+        let line = serde_json::to_string(&sample).expect("a sample serializes") + "\n";
+        let (tx, mut rx) = mpsc::channel(64);
+        let (mut since, mut seen) = (None, FaultsSeen::new());
+        let mut out = Out { source: "agent h100-0000", tx: &tx, since: &mut since, seen: &mut seen };
+        let mut lines = Lines::default();
+        // One line in 7-byte pieces, then two lines and half a third in one piece.
+        for piece in line.as_bytes().chunks(7) {
+            lines.buf.extend_from_slice(piece);
+            assert_eq!(take_lines(&mut lines, "agent", &mut out).await, Ok(true));
+        }
+        let (a, b) = line.split_at(line.len() / 2);
+        lines.buf.extend_from_slice(format!("{line}\n{line}{a}").as_bytes());
+        assert_eq!(take_lines(&mut lines, "agent", &mut out).await, Ok(true));
+        assert_eq!((lines.buf.len(), lines.scanned), (a.len(), a.len()), "only the partial line is kept, scanned");
+        lines.buf.extend_from_slice(b.as_bytes());
+        assert_eq!(take_lines(&mut lines, "agent", &mut out).await, Ok(true));
+        assert!(lines.buf.is_empty());
+        let mut batches = 0;
+        while let Ok(batch) = rx.try_recv() {
+            assert!(matches!(batch.first(), Some(Delta::Telemetry(t)) if t.len() == 2), "{batch:?}");
+            batches += 1;
+        }
+        assert_eq!(batches, 4, "each of the four lines once, the empty line none");
+        // A line that never ends is refused once it passes the limit.
+        lines.buf.extend(std::iter::repeat_n(b'x', MAX_LINE + 1));
+        let (mut since, mut seen) = (None, FaultsSeen::new());
+        let mut out = Out { source: "agent h100-0000", tx: &tx, since: &mut since, seen: &mut seen };
+        assert!(take_lines(&mut lines, "agent", &mut out).await.is_err_and(|e| e.contains("over 16 MiB")));
     }
 
     #[test]
