@@ -1,6 +1,10 @@
 //! fabrik: a terminal cockpit for GPU clusters on Kubernetes. The library holds every
 //! layer (see ARCHITECTURE in the README); `main.rs` only parses the command line.
 
+// Data from outside (the cluster, agents, files, the terminal) never meets an unwrap:
+// non-test code may not unwrap or expect at all (issue 14); tests may.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 pub mod agent;
 pub mod bench;
 pub mod cli;

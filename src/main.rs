@@ -1,5 +1,9 @@
 //! fabrik: a terminal cockpit for GPU clusters on Kubernetes.
 
+// Data from outside (the cluster, agents, files, the terminal) never meets an unwrap:
+// non-test code may not unwrap or expect at all (issue 14); tests may.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used))]
+
 use std::process::ExitCode;
 
 use fabrik::cli::{Cli, Cmd, MigCmd};
