@@ -22,7 +22,7 @@ use tokio::sync::watch;
 use super::world::{SPod, Sim};
 use crate::cluster::labels;
 use crate::mig::Layout;
-use crate::model::{Delta, MigConfigState, Phase, Ts};
+use crate::model::{Delta, Phase, Ts};
 use crate::ops::cordon::CordonMark;
 use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
 use crate::ops::mig_ack::Caps;
@@ -323,11 +323,6 @@ fn pod_view(p: &SPod) -> PodView {
     }
 }
 
-fn gone(node: &str) -> ReadFailure {
-    let why = format!("node {node} not found");
-    ReadFailure { transient: false, message: why.clone(), why }
-}
-
 impl Target for SimTarget {
     fn clock_ms(&self) -> u64 {
         self.clock.load(Ordering::Relaxed)
@@ -393,7 +388,9 @@ impl Target for SimTarget {
         run.sending(&format!("setting {} on {}", labels::MIG_CONFIG, plan.node))?;
         let r = plan.clone();
         let node = r.node.clone();
-        self.with(move |s| s.write_mig_config(&r)).await.ok_or_else(|| Stop::Failed(gone(&node).message))
+        self.with(move |s| s.write_mig_config(&r))
+            .await
+            .ok_or_else(|| Stop::Failed(format!("node {node} is gone from the cluster; nothing was changed")))
     }
 
     async fn slice_caps(&mut self, _run: &mut Run<'_>, _node: &str) -> Step<Caps> {
@@ -406,21 +403,4 @@ impl Target for SimTarget {
         let q = q.clone();
         self.with(move |s| s.write_quota(&q)).await.map_err(Stop::Failed)
     }
-}
-
-/// mig-manager's pass on one node with a config to apply: it takes a new config up
-/// (`pending`, written by it), then reports `success` with the new devices.
-pub(super) fn mig_take_up(sim: &mut Sim, ni: usize) -> bool {
-    let now = sim.now;
-    let n = &mut sim.nodes[ni];
-    let unanswered = n.config_written.is_some_and(|w| now > w && n.state_written.is_none_or(|s| s < w));
-    if !unanswered {
-        return false;
-    }
-    n.spec.mig_state = MigConfigState::Pending;
-    n.spec.mig_state_since = Some(now);
-    n.state_written = Some(now);
-    n.refresh_labels(ni);
-    sim.out.push(Delta::NodeUpsert(sim.nodes[ni].spec.clone()));
-    true
 }

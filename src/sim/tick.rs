@@ -170,10 +170,28 @@ impl Sim {
     }
 
     /// mig-manager: applies a pending layout after a few ticks, unless it is wedged.
+    /// mig-manager's pass on a node whose config fabrik wrote and it has not answered yet:
+    /// it takes the config up (`pending`, written by it) on its next pass after the write,
+    /// then applies it over the next ticks and reports `success` with the new devices.
+    fn mig_take_up(&mut self, ni: usize) -> bool {
+        let now = self.now;
+        let n = &mut self.nodes[ni];
+        let unanswered = n.config_written.is_some_and(|w| now > w && n.state_written.is_none_or(|s| s < w));
+        if !unanswered {
+            return false;
+        }
+        n.spec.mig_state = MigConfigState::Pending;
+        n.spec.mig_state_since = Some(now);
+        n.state_written = Some(now);
+        n.refresh_labels(ni);
+        self.out.push(Delta::NodeUpsert(self.nodes[ni].spec.clone()));
+        true
+    }
+
     pub(super) fn advance_mig(&mut self) {
         for ni in 0..self.nodes.len() {
             let Some((layouts, left)) = self.nodes[ni].mig_apply.take() else { continue };
-            if self.nodes[ni].mig_wedged || super::exec::mig_take_up(self, ni) {
+            if self.nodes[ni].mig_wedged || self.mig_take_up(ni) {
                 self.nodes[ni].mig_apply = Some((layouts, left));
                 continue;
             }
