@@ -157,14 +157,22 @@ pub fn our_write(n: &Node, ours: &str) -> Option<Timestamp> {
 
 /// The device-plugin GPU resources a node advertises (positive counts).
 pub fn capacity_caps(n: &Node) -> Caps {
-    n.status
-        .as_ref()
-        .and_then(|s| s.capacity.as_ref())
-        .into_iter()
-        .flatten()
-        .filter(|(k, _)| k.as_str() == labels::GPU_RESOURCE || k.starts_with(labels::MIG_RESOURCE_PREFIX))
-        .filter_map(|(k, v)| v.0.parse::<i64>().ok().map(|n| (k.clone(), n)))
-        .filter(|(_, n)| *n > 0)
+    gpu_caps(
+        n.status
+            .as_ref()
+            .and_then(|s| s.capacity.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, v)| v.0.parse::<i64>().ok().map(|n| (k.as_str(), n))),
+    )
+}
+
+/// Of a node's resources (name, count): the GPU ones (`nvidia.com/gpu`, `nvidia.com/mig-*`)
+/// with a positive count.
+pub fn gpu_caps<'a>(resources: impl Iterator<Item = (&'a str, i64)>) -> Caps {
+    resources
+        .filter(|(k, n)| *n > 0 && (*k == labels::GPU_RESOURCE || k.starts_with(labels::MIG_RESOURCE_PREFIX)))
+        .map(|(k, n)| (k.to_string(), n))
         .collect()
 }
 

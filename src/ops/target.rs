@@ -122,6 +122,13 @@ pub struct ReadFailure {
     pub message: String,
 }
 
+/// "PodDisruptionBudget ml/trainer-pdb allows 0 disruptions now (2 healthy, 2 needed)": why
+/// an eviction is refused, in the same words on a cluster and in the demo.
+pub fn pdb_refusal(ns: &str, name: &str, allowed: i32, healthy: i32, desired: i32) -> String {
+    let s = if allowed == 1 { "" } else { "s" };
+    format!("PodDisruptionBudget {ns}/{name} allows {allowed} disruption{s} now ({healthy} healthy, {desired} needed)")
+}
+
 /// What one eviction answered.
 #[derive(Debug, PartialEq)]
 pub enum Evicted {

@@ -26,7 +26,7 @@ use crate::model::{Delta, Phase, Ts};
 use crate::ops::cordon::CordonMark;
 use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
 use crate::ops::mig_ack::Caps;
-use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target};
+use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target, pdb_refusal};
 use crate::ops::{ExecRequest, Plan, QuotaField, QuotaPlan, ReslicePlan};
 
 /// A request the simulator serves between its ticks: the feed that runs it knows no more.
@@ -180,13 +180,7 @@ impl Sim {
             mark: CordonMark::parse(&n.spec.cordoned_by),
             labels: n.spec.labels.iter().cloned().collect(),
             annotations,
-            capacity: n
-                .spec
-                .capacity
-                .iter()
-                .filter(|(r, v)| *v > 0 && (r == labels::GPU_RESOURCE || r.starts_with(labels::MIG_RESOURCE_PREFIX)))
-                .cloned()
-                .collect(),
+            capacity: crate::ops::mig_ack::gpu_caps(n.spec.capacity.iter().map(|(r, v)| (r.as_str(), *v))),
             state_written: ts(n.state_written),
             our_write: ts(n.config_written),
         })
@@ -234,14 +228,7 @@ impl Sim {
     fn pdb_words(&self, ns: &str, name: &str) -> Option<String> {
         let p = self.pods.get(&format!("{ns}/{name}"))?;
         let d = self.pdbs.iter().find(|d| d.namespace == ns && d.selector_app == p.spec.app)?;
-        Some(format!(
-            "PodDisruptionBudget {ns}/{} allows {} disruption{} now ({} healthy, {} needed)",
-            d.name,
-            d.disruptions_allowed,
-            if d.disruptions_allowed == 1 { "" } else { "s" },
-            d.current_healthy,
-            d.desired_healthy
-        ))
+        Some(pdb_refusal(ns, &d.name, d.disruptions_allowed, d.current_healthy, d.desired_healthy))
     }
 
     /// fabrik's write of `nvidia.com/mig.config`: mig-manager takes it up on its next pass.

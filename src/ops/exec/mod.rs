@@ -117,7 +117,7 @@ pub struct Env {
     pub opts: ExecOptions,
     pub audit: Option<Audit>,
     pub sink: Sink,
-    /// The user named in cordon marks when there is no audit log to name them.
+    /// Who runs the operation, named in its cordon marks (the audit log's user on a cluster).
     pub user: String,
 }
 
@@ -210,10 +210,10 @@ impl Run<'_> {
         let cancel = &mut self.cancel;
         let mut changed = std::pin::pin!(cancel.changed());
         std::future::poll_fn(|cx| {
-            if let std::task::Poll::Ready(r) = changed.as_mut().poll(cx) {
-                // Closed: the cockpit stopped serving operations (a context switch): stop
-                // here, recorded as cancelled. A change to `false` cannot happen.
-                let _ = r;
+            // A change is the cancel (it only ever goes to `true`); an error is its sender
+            // gone (the cockpit stopped serving operations, a context switch): either way the
+            // operation stops here, recorded as cancelled.
+            if changed.as_mut().poll(cx).is_ready() {
                 return std::task::Poll::Ready(Err(Stop::Cancelled));
             }
             f.as_mut().poll(cx).map(Ok)
@@ -232,11 +232,8 @@ impl Run<'_> {
 
     /// The mark this operation writes with its cordon.
     pub fn cordon_mark(&self) -> CordonMark {
-        let (op, user) = match self.audit {
-            Some(a) => (a.op_key(self.id), a.user.as_str()),
-            None => (format!("demo-{}", self.id), self.user),
-        };
-        CordonMark::new(&op, self.plan.kind.name(), user, &super::audit::rfc3339(self.started_wall))
+        let op = self.audit.map_or_else(|| format!("demo-{}", self.id), |a| a.op_key(self.id));
+        CordonMark::new(&op, self.plan.kind.name(), self.user, &super::audit::rfc3339(self.started_wall))
     }
 }
 

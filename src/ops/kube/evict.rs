@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 
 use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
-use super::super::target::{Evicted, PodView};
+use super::super::target::{Evicted, PodView, pdb_refusal};
 use super::api_failure;
 use super::call::Kube;
 use super::drain::holds_gpus;
@@ -63,13 +63,12 @@ pub(super) async fn blocking_pdb(client: &kube::Client, ns: &str, name: &str) ->
     let list = pdbs.list(&ListParams::default()).await.ok()?;
     let pdb = list.items.into_iter().find(|p| pdb_selects(p, &labels))?;
     let st = pdb.status.as_ref();
-    Some(format!(
-        "PodDisruptionBudget {ns}/{} allows {} disruption{} now ({} healthy, {} needed)",
-        pdb.metadata.name.clone().unwrap_or_default(),
-        st.map(|s| s.disruptions_allowed).unwrap_or(0),
-        if st.map(|s| s.disruptions_allowed) == Some(1) { "" } else { "s" },
-        st.map(|s| s.current_healthy).unwrap_or(0),
-        st.map(|s| s.desired_healthy).unwrap_or(0),
+    Some(pdb_refusal(
+        ns,
+        pdb.metadata.name.as_deref().unwrap_or_default(),
+        st.map_or(0, |s| s.disruptions_allowed),
+        st.map_or(0, |s| s.current_healthy),
+        st.map_or(0, |s| s.desired_healthy),
     ))
 }
 
