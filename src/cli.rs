@@ -25,6 +25,10 @@ pub struct Cli {
     /// server's pod proxy for the nodes on screen. An empty value turns this off.
     #[arg(long, value_name = "SELECTOR", default_value = crate::feed::agent_discovery::DEFAULT_SELECTOR)]
     pub agent_selector: String,
+    /// The namespace of the agent DaemonSet: agents are taken only from its pods there that a
+    /// DaemonSet owns, so a tenant's pod carrying the selector's label feeds nothing.
+    #[arg(long, value_name = "NAMESPACE", default_value = crate::feed::agent_discovery::DEFAULT_NAMESPACE)]
+    pub agent_namespace: String,
     /// Fleet-wide GPU telemetry from Prometheus (dcgm-exporter or agent series), one query
     /// every --prometheus-every: http://HOST:PORT[/PREFIX].
     #[arg(long, value_name = "URL")]
@@ -143,7 +147,7 @@ impl Cli {
 }
 
 /// The argument ids of the root command's own options.
-const ROOT_ARGS: [&str; 9] = [
+const ROOT_ARGS: [&str; 10] = [
     "theme",
     "keymap",
     "readonly",
@@ -151,6 +155,7 @@ const ROOT_ARGS: [&str; 9] = [
     "context",
     "agents",
     "agent_selector",
+    "agent_namespace",
     "prometheus",
     "prometheus_every",
 ];
@@ -400,6 +405,11 @@ pub struct AgentArgs {
     /// Most concurrent /v1/stream readers.
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub max_readers: u32,
+    /// Most open connections (readers, scrapes, health checks); the next is answered 503.
+    /// Idle connections are closed after 5 s, writes the client does not take after the
+    /// stall limit (3 intervals, at least 10 s).
+    #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub max_connections: u32,
     /// The kubelet's PodResources socket, for which pod each GPU was given (default with
     /// NVML: /var/lib/kubelet/pod-resources/kubelet.sock; with --fake: none). "" turns it off.
     #[arg(long, value_name = "PATH")]
@@ -455,7 +465,12 @@ mod tests {
         let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
             (
                 vec![],
-                [&cockpit[..], &cluster[..], &["agent", "agent-selector", "prometheus", "prometheus-every"]].concat(),
+                [
+                    &cockpit[..],
+                    &cluster[..],
+                    &["agent", "agent-selector", "agent-namespace", "prometheus", "prometheus-every"],
+                ]
+                .concat(),
             ),
             (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms"]].concat()),
             (
@@ -485,7 +500,10 @@ mod tests {
             (vec!["mig"], vec![]),
             (vec!["mig", "profiles"], vec!["model"]),
             (vec!["mig", "plan"], vec!["model"]),
-            (vec!["agent"], vec!["listen", "fake", "seed", "interval", "node", "max-readers", "pod-resources"]),
+            (
+                vec!["agent"],
+                vec!["listen", "fake", "seed", "interval", "node", "max-readers", "max-connections", "pod-resources"],
+            ),
             (vec!["bench"], vec!["nodes", "frames", "ticks"]),
             (vec!["screenshots"], vec!["out", "seed", "theme"]),
         ];

@@ -32,6 +32,8 @@ pub struct Telemetry {
     pub agents: Vec<String>,
     /// Agent DaemonSet pods, through the pod proxy, for the nodes on screen ("" = off).
     pub agent_selector: String,
+    /// The namespace those pods must be in (`--agent-namespace`).
+    pub agent_namespace: String,
     /// `--prometheus URL` and how often to query it.
     pub prometheus: Option<(String, Duration)>,
 }
@@ -62,6 +64,7 @@ pub async fn run_cockpit(
         if !telemetry.agent_selector.trim().is_empty() {
             feeds.push(tokio::spawn(crate::feed::agent_discovery::run(
                 conn.client.clone(),
+                telemetry.agent_namespace.clone(),
                 telemetry.agent_selector.clone(),
                 Duration::from_secs(1),
                 view_rx,

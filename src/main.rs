@@ -47,6 +47,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                 &fabrik::live::Telemetry {
                     agents: cli.agents.clone(),
                     agent_selector: cli.agent_selector.clone(),
+                    agent_namespace: cli.agent_namespace.clone(),
                     prometheus: cli.prometheus.clone().map(|u| (u, cli.prometheus_every)),
                 },
             ))
@@ -181,12 +182,8 @@ fn run_agent(args: fabrik::cli::AgentArgs) -> color_eyre::Result<ExitCode> {
             std::process::exit(0);
         });
     }
-    let cfg = server::AgentConfig {
-        listen: args.listen,
-        interval: args.interval,
-        max_readers: args.max_readers as usize,
-        stall_timeout: (args.interval * 3).max(std::time::Duration::from_secs(10)),
-    };
+    let cfg =
+        server::AgentConfig::new(args.listen, args.interval, args.max_readers as usize, args.max_connections as usize);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     // Which pod the kubelet gave each GPU: its socket on a node; a fake node has none
     // unless one is named (`fabrik sim --agents` plays the kubelet).

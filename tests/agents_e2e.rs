@@ -20,7 +20,7 @@ use fabrik::feed::kube::KubeFeedConfig;
 use fabrik::model::{Delta, FeedState, Fleet, Thresholds};
 use k8s_openapi::api::core::v1::{Namespace, Pod};
 use kube::Api;
-use kube::api::{ListParams, PostParams};
+use kube::api::{DeleteParams, ListParams, PostParams};
 use serde_json::json;
 use tokio::sync::{mpsc, watch};
 
@@ -66,6 +66,14 @@ impl Model {
             }
             assert!(Instant::now() < deadline + Duration::from_secs(1), "{what}: the model never synced");
         }
+    }
+}
+
+async fn nss_create(c: &kube::Client, ns: &Namespace) {
+    match Api::<Namespace>::all(c.clone()).create(&PostParams::default(), ns).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 409 => {}
+        Err(e) => panic!("create namespace: {e}"),
     }
 }
 
@@ -153,6 +161,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let _kube = tokio::spawn(fabrik::feed::kube::run(c.clone(), KubeFeedConfig::default(), tx.clone()));
     let _agents = tokio::spawn(fabrik::feed::agent_discovery::run(
         c.clone(),
+        fabrik::feed::agent_discovery::DEFAULT_NAMESPACE.into(),
         fabrik::feed::agent_discovery::DEFAULT_SELECTOR.into(),
         Duration::from_millis(500),
         view_rx,
@@ -184,6 +193,71 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         procs.iter().any(|p| p.pod.as_deref().is_some_and(|pod| pod.contains('/'))),
         "GPU processes mapped to namespace/pod: {procs:?}"
     );
+
+    // A tenant cannot feed telemetry: its own pod, labelled as an agent, running on a GPU
+    // node and answering on a live agent's address (the third node's, out of view), is not
+    // taken, though the API server proxies to it (checked with kubectl) and its node is in
+    // view. Only pods a DaemonSet owns in the agent namespace are agents.
+    let decoy = "decoy-gpu-node";
+    let node_obj: k8s_openapi::api::core::v1::Node = serde_json::from_value(json!({
+        "metadata": {"name": decoy, "labels": {"nvidia.com/gpu.present": "true"}}
+    }))
+    .expect("node json");
+    Api::<k8s_openapi::api::core::v1::Node>::all(c.clone())
+        .create(&PostParams::default(), &node_obj)
+        .await
+        .expect("create the decoy node");
+    let evil_ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "team-evil"}})).expect("ns json");
+    nss_create(&c, &evil_ns).await;
+    let evil: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "not-an-agent", "labels": {"app.kubernetes.io/name": "fabrik-agent"}},
+        "spec": {"nodeName": decoy, "containers": [{"name": "agent", "image": "fabrik",
+            "ports": [{"name": "metrics", "containerPort": 9400}]}]}
+    }))
+    .expect("pod json");
+    let evil_api: Api<Pod> = Api::namespaced(c.clone(), "team-evil");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = evil_api.create(&PostParams::default(), &evil).await {
+        assert!(Instant::now() < deadline, "create the tenant's pod: {e}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let ip = &ips[&third];
+    let status = json!({"status": {"phase": "Running", "podIP": ip, "podIPs": [{"ip": ip}],
+        "conditions": [{"type": "Ready", "status": "True"}]}});
+    evil_api
+        .patch_status("not-an-agent", &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&status))
+        .await
+        .expect("the tenant's pod runs");
+    let evil_path = "/api/v1/namespaces/team-evil/pods/not-an-agent:9400/proxy/v1/snapshot";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", evil_path]).output();
+        match o {
+            Ok(o) if o.status.success() => break,
+            Ok(o) if Instant::now() < deadline => {
+                eprintln!("kubectl get --raw {evil_path}: {}", String::from_utf8_lossy(&o.stderr));
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            other => panic!("the tenant's pod answers through the proxy (else this check proves nothing): {other:?}"),
+        }
+    }
+    view.send(BTreeSet::from([b.clone(), decoy.to_string()])).expect("the feed listens");
+    m.until("more samples of the real agent in view", Duration::from_secs(20), {
+        let start = last_sample(&m.fleet, &b);
+        let b = b.clone();
+        move |f| if last_sample(f, &b) > start.map(|s| s + 2000) { Ok(()) } else { Err("waiting".into()) }
+    })
+    .await;
+    let decoy_feed = format!("agent {decoy}");
+    assert!(
+        !m.fleet.feeds.contains_key(&decoy_feed),
+        "a tenant's pod labelled as an agent fed the cockpit: {:?}",
+        m.fleet.feeds.get(&decoy_feed)
+    );
+    view.send(BTreeSet::from([b.clone()])).expect("the feed listens");
+    let gone = DeleteParams::default().grace_period(0);
+    evil_api.delete("not-an-agent", &gone).await.expect("delete the tenant's pod");
+    Api::<k8s_openapi::api::core::v1::Node>::all(c.clone()).delete(decoy, &gone).await.expect("delete the decoy");
 
     // Device-plugin pods: the API says a pod got one `nvidia.com/gpu`, not which. The agent
     // knows, from the kubelet's PodResources (the sim plays the kubelet on a socket the agent

@@ -4,6 +4,7 @@
 //! the agent never grows without bound and keeps serving everyone else.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -36,7 +37,37 @@ pub struct AgentConfig {
     pub max_readers: usize,
     /// A stream reader whose buffer stays full this long is disconnected.
     pub stall_timeout: Duration,
+    /// Most open connections; the next is answered 503 and closed.
+    pub max_connections: usize,
+    /// How long a connection may take to send a request's headers, the first or the next
+    /// on a kept-alive connection (hyper's header read timeout starts when it waits for a
+    /// request): idle and trickling clients are closed after this.
+    pub idle_timeout: Duration,
+    /// A write the client does not take within this long closes the connection.
+    pub write_timeout: Duration,
 }
+
+impl AgentConfig {
+    /// The limits a node agent runs with; `listen`, `interval` and `max_readers` from its
+    /// flags.
+    pub fn new(listen: SocketAddr, interval: Duration, max_readers: usize, max_connections: usize) -> Self {
+        let stall_timeout = (interval * 3).max(Duration::from_secs(10));
+        AgentConfig {
+            listen,
+            interval,
+            max_readers,
+            stall_timeout,
+            max_connections,
+            idle_timeout: Duration::from_secs(5),
+            write_timeout: stall_timeout,
+        }
+    }
+}
+
+/// Largest request head (request line and headers) read from a client.
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// Most header fields in a request.
+pub const MAX_HEADERS: usize = 64;
 
 /// The latest sample set, with its JSON line rendered once for every reader.
 pub struct Latest {
@@ -50,6 +81,9 @@ pub struct Stats {
     pub samples: AtomicU64,
     pub last_sample_nanos: AtomicU64,
     pub readers: AtomicUsize,
+    pub connections: AtomicUsize,
+    /// Connections refused because `max_connections` were open.
+    pub refused: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -129,8 +163,11 @@ fn error(status: StatusCode, msg: &str) -> Response<Body> {
     full(status, "application/json", body.to_string())
 }
 
-/// Serves until the listener fails; each connection runs on its own task.
+/// Serves until the listener fails; each connection runs on its own task. At most
+/// `max_connections` are served at once; each is bounded in how long it may idle or hold a
+/// write, and in the size of what it sends.
 pub async fn serve(listener: TcpListener, shared: Shared, cfg: AgentConfig) -> std::io::Result<()> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(cfg.max_connections));
     loop {
         let (stream, _) = match listener.accept().await {
             Ok(c) => c,
@@ -141,26 +178,138 @@ pub async fn serve(listener: TcpListener, shared: Shared, cfg: AgentConfig) -> s
                 continue;
             }
         };
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            shared.stats.refused.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(refuse(stream, cfg.max_connections));
+            continue;
+        };
         let shared = shared.clone();
         let cfg = cfg.clone();
         tokio::spawn(async move {
+            let _slot = slot;
+            let conns = shared.stats.clone();
+            conns.connections.fetch_add(1, Ordering::SeqCst);
             // A stream that detects a stuck reader closes the whole connection.
             let (kill_tx, mut kill_rx) = watch::channel(false);
             let kill_tx = Arc::new(kill_tx);
+            let write_timeout = cfg.write_timeout;
+            let idle_timeout = cfg.idle_timeout;
             let svc = service_fn(move |req| {
                 let (shared, cfg, kill) = (shared.clone(), cfg.clone(), kill_tx.clone());
                 async move { Ok::<_, Infallible>(handle(req, &shared, &cfg, kill)) }
             });
             let conn = http1::Builder::new()
                 .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(5))
-                .max_buf_size(16 * 1024)
-                .serve_connection(TokioIo::new(stream), svc);
+                .header_read_timeout(idle_timeout)
+                .max_buf_size(MAX_HEAD_BYTES)
+                .max_headers(MAX_HEADERS)
+                .serve_connection(TokioIo::new(WriteDeadline::new(stream, write_timeout)), svc);
             tokio::select! {
                 _ = conn => {}
                 _ = kill_rx.changed() => {}
             }
+            conns.connections.fetch_sub(1, Ordering::SeqCst);
         });
+    }
+}
+
+/// Answers a connection over the limit with a 503 (if it takes it within a second) and
+/// closes it.
+async fn refuse(mut stream: tokio::net::TcpStream, max: usize) {
+    use tokio::io::AsyncWriteExt;
+    let body = format!("{{\"error\":\"{max} connections are open, the most this agent serves; try again later\"}}");
+    let answer = format!(
+        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let _ = stream.write_all(answer.as_bytes()).await;
+        let _ = stream.shutdown().await;
+    })
+    .await;
+}
+
+/// A connection whose writes fail with `TimedOut` when the client takes none of the
+/// bytes for `limit`: a client that stops reading cannot hold its task and buffers.
+struct WriteDeadline {
+    io: tokio::net::TcpStream,
+    limit: Duration,
+    stalled: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl WriteDeadline {
+    fn new(io: tokio::net::TcpStream, limit: Duration) -> Self {
+        WriteDeadline { io, limit, stalled: None }
+    }
+
+    /// Called when a write would block: arms the deadline, or fails if it passed.
+    fn pending<T>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<T>> {
+        let limit = self.limit;
+        let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            std::task::Poll::Ready(()) => std::task::Poll::Ready(Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("the client took no bytes for {limit:?}"),
+            ))),
+            std::task::Poll::Pending => std::task::Poll::Pending,
+        }
+    }
+}
+
+impl tokio::io::AsyncRead for WriteDeadline {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for WriteDeadline {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
+            std::task::Poll::Pending => self.pending(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+    fn poll_write_vectored(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
+            std::task::Poll::Pending => self.pending(cx),
+            done => {
+                self.stalled = None;
+                done
+            }
+        }
+    }
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
+            std::task::Poll::Pending => self.pending(cx),
+            done => done,
+        }
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.io).poll_shutdown(cx)
     }
 }
 
@@ -251,7 +400,12 @@ fn stream(query: Option<&str>, shared: &Shared, cfg: &AgentConfig, kill: Arc<wat
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            // A reader that hung up is freed at once, not at its next tick (which may be
+            // an hour away).
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = tx.closed() => break,
+            }
             let line = latest.borrow_and_update().as_ref().map(|l| l.json_line.clone());
             let Some(line) = line else { continue };
             match tx.send_timeout(line, stall).await {
@@ -295,6 +449,10 @@ mod tests {
     }
 
     async fn start(max_readers: usize, gpus: u32) -> (SocketAddr, Arc<AtomicU64>, Shared) {
+        start_with(max_readers, gpus, 256).await
+    }
+
+    async fn start_with(max_readers: usize, gpus: u32, max_connections: usize) -> (SocketAddr, Arc<AtomicU64>, Shared) {
         let calls = Arc::new(AtomicU64::new(0));
         let backend = Box::new(Counting(FakeGpus::new("n1", gpus, 1), calls.clone()));
         let cfg = AgentConfig {
@@ -302,6 +460,9 @@ mod tests {
             interval: Duration::from_millis(100),
             max_readers,
             stall_timeout: Duration::from_millis(500),
+            max_connections,
+            idle_timeout: Duration::from_millis(500),
+            write_timeout: Duration::from_millis(500),
         };
         let shared = spawn_sampler(backend, cfg.interval, None).expect("sampler");
         let listener = TcpListener::bind(cfg.listen).await.expect("bind");
@@ -418,5 +579,122 @@ mod tests {
         }
         assert_eq!(shared.stats.readers.load(Ordering::SeqCst), 1, "stuck readers were not cut off");
         drop(stuck);
+    }
+
+    async fn wait_for(what: &str, limit: Duration, mut ok: impl FnMut() -> bool) -> Duration {
+        let t0 = Instant::now();
+        while !ok() {
+            assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        t0.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reader_that_hangs_up_is_freed_at_once_even_at_an_hour_interval() {
+        let (addr, _, shared) = start(4, 4).await;
+        let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /v1/stream?interval=1h HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+        let mut buf = vec![0u8; 1 << 16];
+        let mut text = String::new();
+        while !text.contains("\"version\":1") {
+            let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut buf))
+                .await
+                .expect("first line")
+                .expect("read");
+            assert!(n > 0, "closed before the first line");
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+        assert_eq!(shared.stats.readers.load(Ordering::SeqCst), 1);
+        drop(s);
+        let took = wait_for("the reader's slot is freed", Duration::from_secs(1), || {
+            shared.stats.readers.load(Ordering::SeqCst) == 0 && shared.stats.connections.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        eprintln!("reader at ?interval=1h freed {took:?} after its client hung up");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hundreds_of_idle_clients_neither_starve_health_checks_nor_readers() {
+        let (addr, _, shared) = start_with(4, 4, 256).await;
+        // 200 connections that send nothing, 40 that send half a request head and stop.
+        let mut idle = Vec::new();
+        for i in 0..240 {
+            let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+            if i >= 200 {
+                s.write_all(b"GET /v1/stream HTTP/1.1\r\nHost: x\r\nX-Slow: ").await.expect("write");
+            }
+            idle.push(s);
+        }
+        wait_for("the idle connections are counted", Duration::from_secs(5), || {
+            shared.stats.connections.load(Ordering::SeqCst) >= 240
+        })
+        .await;
+        // Under the limit: health checks and a new reader are served at once.
+        let (s, body) = get(addr, "/healthz").await;
+        assert_eq!(s, 200, "{body}");
+        let mut r = tokio::net::TcpStream::connect(addr).await.expect("connect");
+        r.write_all(b"GET /v1/stream?interval=100ms HTTP/1.1\r\nHost: x\r\n\r\n").await.expect("write");
+        let mut buf = vec![0u8; 1 << 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), r.read(&mut buf)).await.expect("a line").expect("read");
+        assert!(String::from_utf8_lossy(&buf[..n]).contains(" 200 "), "a new reader is served");
+        // Over the limit: the next connections are told so and closed, not left hanging.
+        let mut more = Vec::new();
+        for _ in 0..40 {
+            more.push(tokio::net::TcpStream::connect(addr).await.expect("connect"));
+        }
+        let (s, body) = get(addr, "/healthz").await;
+        assert_eq!(s, 503, "over the limit: {body}");
+        assert!(body.contains("256 connections are open"), "{body}");
+        assert!(shared.stats.refused.load(Ordering::SeqCst) > 0);
+        // The idle and trickling ones are closed after the idle timeout (500 ms here):
+        // health checks work again, and the reader that reads is still on.
+        let took = wait_for("idle connections are closed", Duration::from_secs(5), || {
+            shared.stats.connections.load(Ordering::SeqCst) <= 1
+        })
+        .await;
+        eprintln!("240 idle connections closed within {took:?}");
+        let (s, body) = get(addr, "/healthz").await;
+        assert_eq!(s, 200, "{body}");
+        assert_eq!(shared.stats.readers.load(Ordering::SeqCst), 1, "the reading stream stayed on");
+        let n =
+            tokio::time::timeout(Duration::from_secs(5), r.read(&mut buf)).await.expect("more lines").expect("read");
+        assert!(n > 0);
+        drop((idle, more));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn oversized_request_heads_are_refused_and_the_agent_keeps_serving() {
+        let (addr, _, _) = start(4, 4).await;
+        let big =
+            format!("GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\nConnection: close\r\n\r\n", "a".repeat(20_000));
+        let (s, _) = request(addr, &big).await;
+        assert_ne!(s, 200, "a 20 KB header is not served");
+        let many: String = (0..100).map(|i| format!("X-H{i}: v\r\n")).collect();
+        let (s, _) =
+            request(addr, &format!("GET /healthz HTTP/1.1\r\nHost: x\r\n{many}Connection: close\r\n\r\n")).await;
+        assert_ne!(s, 200, "100 header fields are not served");
+        let long_path = format!("GET /{} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", "p".repeat(20_000));
+        let (s, _) = request(addr, &long_path).await;
+        assert_ne!(s, 200);
+        let (s, body) = get(addr, "/healthz").await;
+        assert_eq!(s, 200, "still serving: {body}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_client_that_stops_reading_a_response_is_cut_off_by_the_write_deadline() {
+        let (addr, _, shared) = start(4, 64).await;
+        // Many /metrics requests pipelined on one connection that never reads: the answers
+        // fill its socket, the write waits, and the deadline (500 ms here) closes it.
+        let sock = tokio::net::TcpSocket::new_v4().expect("socket");
+        let _ = sock.set_recv_buffer_size(4096);
+        let mut s = sock.connect(addr).await.expect("connect");
+        let reqs = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(200);
+        let _ = tokio::time::timeout(Duration::from_secs(2), s.write_all(reqs.as_bytes())).await;
+        wait_for("the connection that does not read is closed", Duration::from_secs(10), || {
+            shared.stats.connections.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        drop(s);
     }
 }

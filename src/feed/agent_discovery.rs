@@ -1,6 +1,8 @@
-//! Node agents on a cluster: found as pods of their DaemonSet (a label selector), reached
-//! through the API server's pod proxy, and streamed only for the nodes the person is
-//! looking at. The cockpit says which nodes those are through a `watch` channel; a node
+//! Node agents on a cluster: found as pods of their DaemonSet (a label selector, in the
+//! agent namespace only, owned by a DaemonSet), reached through the API server's pod proxy,
+//! and streamed only for the nodes the person is looking at. A tenant can label its own pod
+//! `app.kubernetes.io/name=fabrik-agent`, but not create pods in the agent namespace nor
+//! make a DaemonSet own one there, so it cannot feed the cockpit telemetry for a node. The cockpit says which nodes those are through a `watch` channel; a node
 //! that leaves the view has its stream stopped (its GPUs' telemetry then ages into stale),
 //! one that comes into view gets a stream, and each stream reconnects on its own.
 
@@ -21,6 +23,8 @@ use crate::model::{Delta, FeedState};
 
 /// The agent DaemonSet's pods (deploy/agent.yaml), unless configured otherwise.
 pub const DEFAULT_SELECTOR: &str = "app.kubernetes.io/name=fabrik-agent";
+/// The namespace the agent DaemonSet runs in (deploy/agent-daemonset.yaml).
+pub const DEFAULT_NAMESPACE: &str = "fabrik-system";
 /// The agent's default port (`fabrik agent --listen 0.0.0.0:9400`).
 pub const DEFAULT_PORT: u16 = 9400;
 const SOURCE: &str = "agents";
@@ -33,9 +37,24 @@ pub struct AgentPod {
     pub port: u16,
 }
 
-/// The node an agent pod serves and how to reach it, if it is running and reachable: a
-/// pod that is not Running or has no IP yet cannot be proxied to.
+/// Whether a DaemonSet controls the pod (its controller owner reference), as it does every
+/// pod it creates or adopts. Bare pods, and pods of Deployments, Jobs or StatefulSets, are
+/// not agents whatever their labels say.
+pub fn owned_by_daemonset(p: &Pod) -> bool {
+    p.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.kind == "DaemonSet" && o.api_version.split('/').next() == Some("apps"))
+}
+
+/// The node an agent pod serves and how to reach it, if it is running and reachable and a
+/// DaemonSet owns it: a pod that is not Running or has no IP yet cannot be proxied to. (The
+/// namespace is checked by the watch, which looks in the agent namespace only.)
 pub fn agent_pod(p: &Pod) -> Option<(String, AgentPod)> {
+    if !owned_by_daemonset(p) {
+        return None;
+    }
     let spec = p.spec.as_ref()?;
     let node = spec.node_name.clone().filter(|n| !n.is_empty())?;
     let status = p.status.as_ref()?;
@@ -117,16 +136,17 @@ impl Drop for Streams {
     }
 }
 
-/// Watches the agent pods (all namespaces, `selector`) and keeps one pod-proxy stream per
-/// node in `interest`. Runs until the cockpit goes away.
+/// Watches the agent pods (`selector` in `namespace`, owned by a DaemonSet) and keeps one
+/// pod-proxy stream per node in `interest`. Runs until the cockpit goes away.
 pub async fn run(
     client: kube::Client,
+    namespace: String,
     selector: String,
     interval: Duration,
     mut interest: watch::Receiver<BTreeSet<String>>,
     tx: mpsc::Sender<Batch>,
 ) {
-    let api: Api<Pod> = Api::all(client.clone());
+    let api: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let cfg = watcher::Config::default().labels(&selector);
     let mut events = watcher::watcher(api, cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
     let mut streams = Streams { client, interval, tx: tx.clone(), running: HashMap::new() };
@@ -169,7 +189,7 @@ pub async fn run(
                     }
                     Err(e) => {
                         let since = *trouble_since.get_or_insert_with(crate::now_ms);
-                        let reason = format!("finding agent pods ({selector}): {e}");
+                        let reason = format!("finding agent pods ({selector} in {namespace}): {e}");
                         let state = FeedState::Reconnecting { since, reason };
                         if tx.send(vec![Delta::Feed { source: SOURCE.into(), state }]).await.is_err() {
                             return;
@@ -204,7 +224,8 @@ mod tests {
     #[test]
     fn agent_pods_need_a_node_an_ip_and_to_run() {
         let running = json!({
-            "metadata": {"name": "fabrik-agent-x1", "namespace": "fabrik-system"},
+            "metadata": {"name": "fabrik-agent-x1", "namespace": "fabrik-system", "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "fabrik-agent", "uid": "u1", "controller": true}]},
             "spec": {"nodeName": "h100-0001", "containers": [{"name": "agent",
                 "ports": [{"name": "probe", "containerPort": 8080}, {"name": "http", "containerPort": 9400}]}]},
             "status": {"phase": "Running", "podIP": "10.213.0.2"}
@@ -218,9 +239,23 @@ mod tests {
         let mut unbound = running.clone();
         unbound["spec"]["nodeName"] = json!(null);
         assert!(agent_pod(&pod(unbound)).is_none());
-        let mut no_ports = running;
+        let mut no_ports = running.clone();
         no_ports["spec"]["containers"][0]["ports"] = json!(null);
         assert_eq!(agent_pod(&pod(no_ports)).map(|(_, a)| a.port), Some(DEFAULT_PORT));
+        // Labels are not enough: a bare pod, one a Deployment's ReplicaSet owns, and one that
+        // names a DaemonSet without being its controller's are not agents.
+        let mut bare = running.clone();
+        bare["metadata"]["ownerReferences"] = json!(null);
+        assert!(agent_pod(&pod(bare)).is_none());
+        let mut replica = running.clone();
+        replica["metadata"]["ownerReferences"][0]["kind"] = json!("ReplicaSet");
+        assert!(agent_pod(&pod(replica)).is_none());
+        let mut not_controller = running.clone();
+        not_controller["metadata"]["ownerReferences"][0]["controller"] = json!(false);
+        assert!(agent_pod(&pod(not_controller)).is_none());
+        let mut other_group = running;
+        other_group["metadata"]["ownerReferences"][0]["apiVersion"] = json!("example.com/v1");
+        assert!(agent_pod(&pod(other_group)).is_none());
     }
 
     #[test]

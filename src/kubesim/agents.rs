@@ -13,8 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 
+use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, PropagationPolicy};
 use serde_json::json;
 
 use super::describe;
@@ -138,8 +139,16 @@ pub fn serve_pod_resources(client: &kube::Client, net: &mut AgentNet) {
     }
 }
 
-/// The agent pods, one per node, as the DaemonSet would have them (its selector label,
-/// the port named `metrics`), each reporting its agent's address.
+/// The agent DaemonSet's name (as in deploy/).
+pub const DAEMONSET: &str = "fabrik-agent";
+
+/// The agent pods, one per node, owned by the agent DaemonSet as a cluster has them (its
+/// selector label, the port named `metrics`), each reporting its agent's address.
+///
+/// The pods are made here (so that each is named after its node and reports its agent's
+/// address), then a real DaemonSet that runs on exactly these nodes takes them over: the
+/// cockpit accepts agents only from pods a DaemonSet controls. Its update strategy is
+/// OnDelete, so the DaemonSet controller keeps these pods rather than replacing them.
 pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet) -> Result<(), String> {
     let pp = PostParams::default();
     let ns: Namespace = serde_json::from_value(json!({
@@ -150,6 +159,22 @@ pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 409 => {}
         Err(e) => return Err(format!("creating namespace {NAMESPACE}: {}", describe(&e))),
+    }
+    // A DaemonSet left by an earlier run would replace the pods deleted below at once: let
+    // it go first, leaving its pods (they are replaced next).
+    let dss: Api<DaemonSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let orphan = DeleteParams { propagation_policy: Some(PropagationPolicy::Orphan), ..Default::default() };
+    let mut waited = 0;
+    loop {
+        match dss.delete(DAEMONSET, &orphan).await {
+            Err(kube::Error::Api(s)) if s.code == 404 => break,
+            Err(e) => return Err(format!("deleting the earlier agent DaemonSet: {}", describe(&e))),
+            Ok(_) if waited >= 120 => return Err("the earlier agent DaemonSet is still there after 30 s".into()),
+            Ok(_) => {
+                waited += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(250)).await;
+            }
+        }
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
     for (i, node) in nodes.iter().enumerate() {
@@ -177,6 +202,33 @@ pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet
                 Err(e) => return Err(format!("creating the agent pod of {node}: {}", describe(&e))),
             }
         }
+    }
+    let ds: DaemonSet = serde_json::from_value(json!({
+        "metadata": {"name": DAEMONSET, "labels": {"app.kubernetes.io/name": "fabrik-agent", WORKLOAD_LABEL: "true"}},
+        "spec": {
+            "selector": {"matchLabels": {"app.kubernetes.io/name": "fabrik-agent"}},
+            "updateStrategy": {"type": "OnDelete"},
+            "template": {
+                "metadata": {"labels": {"app.kubernetes.io/name": "fabrik-agent", WORKLOAD_LABEL: "true"}},
+                "spec": {
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}},
+                    "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": false,
+                    "containers": [{"name": "agent", "image": "fabrik",
+                        "ports": [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]}]}}}
+    }))
+    .map_err(|e| e.to_string())?;
+    let ds = dss.create(&pp, &ds).await.map_err(|e| format!("creating the agent DaemonSet: {}", describe(&e)))?;
+    // The DaemonSet controller adopts matching pods on its nodes; set the same controller
+    // reference here too, so the pods are the DaemonSet's at once however busy it is.
+    let uid = ds.metadata.uid.clone().unwrap_or_default();
+    let owner = json!({"metadata": {"ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "name": DAEMONSET, "uid": uid, "controller": true, "blockOwnerDeletion": true}]}});
+    for node in nodes {
+        let name = format!("fabrik-agent-{node}");
+        pods.patch(&name, &PatchParams::default(), &Patch::Merge(&owner))
+            .await
+            .map_err(|e| format!("handing the agent pod of {node} to its DaemonSet: {}", describe(&e)))?;
     }
     Ok(())
 }
