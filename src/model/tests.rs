@@ -653,6 +653,67 @@ fn events_are_bounded() {
 }
 
 #[test]
+fn tenant_controlled_strings_do_not_grow_the_interner() {
+    // What a tenant or the API server makes up as it goes — Event reasons, quota
+    // resourceVersions, generated claim names, pod names — must not pile up in the interner,
+    // which keeps every string it is given for the life of the cockpit.
+    let mut f = small_fleet();
+    let quota = |v: u64| QuotaSpec {
+        tenant: "team-a".into(),
+        source: QuotaSourceSpec::ResourceQuota { namespace: "a".into(), name: "gpu".into() },
+        resource: "requests.nvidia.com/gpu".into(),
+        hard: Quantity::from_int(8, Format::DecimalSI),
+        used: Quantity::zero(),
+        version: v.to_string(),
+        borrowing_limit: None,
+        lending_limit: None,
+    };
+    let churn = |f: &mut Fleet, round: u64| {
+        for i in 0..200 {
+            let n = round * 1000 + i;
+            let mut p = pod("a", &format!("job-{n}"), Some("n1"), Phase::Running, 0, &[]);
+            p.dra = vec![DraClaimSpec {
+                claim: format!("job-{n}-gpu-x{n}"),
+                device_class: "gpu.nvidia.com".into(),
+                count: 1,
+                allocated: None,
+            }];
+            f.apply(Delta::PodUpsert(p));
+            f.apply(Delta::QuotaUpsert(quota(n)));
+            f.apply(Delta::Event(EventSpec {
+                ts: n,
+                severity: Severity::Warning,
+                reason: format!("Reason{n}"),
+                object: format!("pod/job-{n}"),
+                message: "x".repeat(100_000),
+            }));
+            f.apply(Delta::PodRemove { namespace: "a".into(), name: format!("job-{n}") });
+        }
+    };
+    churn(&mut f, 1);
+    let after_one = f.interner.len();
+    for round in 2..6 {
+        churn(&mut f, round);
+    }
+    assert_eq!(f.interner.len(), after_one, "800 more pods, claims, quota versions and event reasons added nothing");
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!(&*f.quota(t.quotas[0]).unwrap().version, "5199", "the latest version is kept as it came");
+    let e = f.events.back().unwrap();
+    assert_eq!(&*e.reason, "Reason5199");
+    assert!(e.message.len() < fleet::EVENT_MESSAGE_MAX + 64, "a 100 kB message is cut: {}", e.message.len());
+    assert!(e.message.ends_with("… (100000 bytes in all)"), "and says how long it was");
+    check_invariants(&f);
+}
+
+#[test]
+fn event_text_is_cut_at_a_char_boundary() {
+    let s = "é".repeat(3000); // 6000 bytes, two per char
+    let cut = fleet::cap_text(&s, 4095);
+    assert!(cut.starts_with(&"é".repeat(2047)) && cut.ends_with("… (6000 bytes in all)"), "{cut}");
+    assert!(matches!(fleet::cap_text("short", 10), std::borrow::Cow::Borrowed("short")));
+}
+
+#[test]
 fn op_progress_lands_in_ops_and_events() {
     let mut f = Fleet::default();
     f.apply(Delta::Op(OpProgress::Started { id: 1, title: "Drain node n1".into(), target: "n1".into(), total: 3 }));
@@ -661,7 +722,7 @@ fn op_progress_lands_in_ops_and_events() {
     assert!(matches!(f.op(1).unwrap().state, OpState::Blocked(_)));
     f.apply(Delta::Op(OpProgress::Finished { id: 1, outcome: Ok("done".into()) }));
     assert_eq!(f.op(1).unwrap().state, OpState::Succeeded);
-    assert!(f.events.iter().any(|e| f.str_of(e.reason) == "OperationSucceeded"));
+    assert!(f.events.iter().any(|e| &*e.reason == "OperationSucceeded"));
     // Progress for an unknown op is ignored rather than invented.
     f.apply(Delta::Op(OpProgress::Step { id: 9, step: "x".into(), done: 1, total: 1 }));
     assert!(f.op(9).is_none());

@@ -230,7 +230,8 @@ impl Owner {
 /// A DRA claim of a pod and, once allocated, the device it got.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DraClaim {
-    pub claim: Sym,
+    /// The claim's name: generated per pod (a template's claims), so not interned.
+    pub claim: Box<str>,
     pub device_class: Sym,
     pub count: u16,
     /// `driver/pool/device` of the allocation result, if allocated.
@@ -301,8 +302,9 @@ pub struct Quota {
     pub hard: Quantity,
     /// As reported by the cluster (ResourceQuota status.used).
     pub used: Quantity,
-    /// Opaque version for optimistic concurrency (resourceVersion on a cluster).
-    pub version: Sym,
+    /// Opaque version for optimistic concurrency (resourceVersion on a cluster). Not
+    /// interned: it changes with every write.
+    pub version: Box<str>,
     /// Kueue ClusterQueue only (unset: no limit).
     pub borrowing_limit: Option<Quantity>,
     pub lending_limit: Option<Quantity>,
@@ -423,7 +425,9 @@ impl Severity {
 pub struct Event {
     pub ts: Ts,
     pub severity: Severity,
-    pub reason: Sym,
+    /// Whoever writes an Event chooses its reason: not interned (the interner keeps every
+    /// string for good), and at most [`super::fleet::EVENT_REASON_MAX`] bytes.
+    pub reason: Box<str>,
     pub object: String,
     pub message: String,
 }

@@ -120,7 +120,7 @@ pub(super) fn plan(
         ),
         format!(
             "the change applies only if the quota is still at version {} — a concurrent edit is reported as a conflict",
-            fleet.str_of(q.version)
+            &q.version
         ),
     ];
     Ok(Plan {
@@ -139,7 +139,7 @@ pub(super) fn plan(
             key: key.clone(),
             old,
             new,
-            expected_version: fleet.str_of(q.version).to_string(),
+            expected_version: q.version.to_string(),
         }),
     })
 }

@@ -57,12 +57,20 @@ impl Fleet {
         self.ops.iter().find(|o| o.id == id)
     }
 
+    /// Adds an event to the bounded history ([`EVENT_CAPACITY`] events, the oldest dropped),
+    /// its reason, object and message cut to a few KiB: an Event's text is whatever its
+    /// writer (a tenant, too) put there, up to the API server's object size limit.
     pub fn push_event(&mut self, e: EventSpec) {
-        let reason = self.interner.intern(&e.reason);
+        let reason = cap_text(&e.reason, EVENT_REASON_MAX).into_owned().into_boxed_str();
+        let object = cap_text(&e.object, EVENT_OBJECT_MAX).into_owned();
+        let message = match cap_text(&e.message, EVENT_MESSAGE_MAX) {
+            std::borrow::Cow::Borrowed(_) => e.message,
+            std::borrow::Cow::Owned(cut) => cut,
+        };
         if self.events.len() >= EVENT_CAPACITY {
             self.events.pop_front();
         }
-        self.events.push_back(Event { ts: e.ts, severity: e.severity, reason, object: e.object, message: e.message });
+        self.events.push_back(Event { ts: e.ts, severity: e.severity, reason, object, message });
         self.events_gen += 1;
     }
 
@@ -145,4 +153,17 @@ impl Fleet {
             self.push_event(EventSpec { ts: now, severity, reason: reason.into(), object, message });
         }
     }
+}
+
+/// `text` if it is at most `max` bytes; else its first bytes up to a char boundary and a note
+/// of how long it was (`… (1048576 bytes in all)`).
+pub fn cap_text(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    if text.len() <= max {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    std::borrow::Cow::Owned(format!("{}… ({} bytes in all)", &text[..end], text.len()))
 }

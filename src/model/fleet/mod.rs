@@ -26,12 +26,17 @@ use super::types::*;
 use crate::mig::{self, Fragmentation, PlacedInstance};
 use counters::Counters;
 pub use counters::Totals;
-pub use events::FeedsState;
+pub use events::{FeedsState, cap_text};
 use indexes::Indexes;
 use telemetry::Held;
 
 /// How many events the fleet keeps; older ones fall off.
 pub const EVENT_CAPACITY: usize = 5000;
+/// An event's reason, object and message are kept up to this many bytes each, so the
+/// history stays within a few tens of MB whatever the events say (5,000 × ~4.5 KiB).
+pub const EVENT_REASON_MAX: usize = 128;
+pub const EVENT_OBJECT_MAX: usize = 512;
+pub const EVENT_MESSAGE_MAX: usize = 4096;
 /// How many operations (running and finished) the fleet remembers.
 pub const OP_CAPACITY: usize = 200;
 

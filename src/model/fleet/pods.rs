@@ -85,7 +85,7 @@ impl Fleet {
                 .dra
                 .iter()
                 .map(|c| DraClaim {
-                    claim: self.interner.intern(&c.claim),
+                    claim: c.claim.as_str().into(),
                     device_class: self.interner.intern(&c.device_class),
                     count: c.count,
                     allocated: c.allocated.as_deref().map(|a| self.interner.intern(a)),

@@ -13,7 +13,9 @@ impl Fleet {
         };
         let source = self.intern_source(&spec.source);
         let resource = self.interner.intern(&spec.resource);
-        let version = self.interner.intern(&spec.version);
+        // A resourceVersion changes with every write (a quota's status with every pod in its
+        // namespace): interned, each would be kept for good.
+        let version = spec.version.into_boxed_str();
         let quota = Quota {
             tenant: tid,
             source: source.clone(),
@@ -116,7 +118,7 @@ impl Fleet {
             Counts::Dra(class) => {
                 let mut seen = BTreeSet::new();
                 pods.flat_map(|p| &p.dra)
-                    .filter(|c| self.str_of(c.device_class) == class && seen.insert(c.claim))
+                    .filter(|c| self.str_of(c.device_class) == class && seen.insert(&*c.claim))
                     .map(|c| i64::from(c.count))
                     .sum()
             }

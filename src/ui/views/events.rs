@@ -36,7 +36,7 @@ pub const COLUMNS: &[Column] = &[
             })
         },
     ),
-    Column::new("REASON", 20).min(12).priority(2).filter().value(|f, r| on(f, r, |e| Value::text(f.str_of(e.reason)))),
+    Column::new("REASON", 20).min(12).priority(2).filter().value(|f, r| on(f, r, |e| Value::text(&e.reason))),
     Column::new("OBJECT", 28).min(16).grow(1).filter().value(|f, r| on(f, r, |e| Value::text(&e.object))),
     Column::new("MESSAGE", 80).min(20).grow(3).filter().value(|f, r| on(f, r, |e| Value::text(&e.message))),
 ];

@@ -200,7 +200,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         .dra
         .iter()
         .map(|c| {
-            json!({ "claim": f.str_of(c.claim), "device_class": f.str_of(c.device_class), "count": c.count,
+            json!({ "claim": &*c.claim, "device_class": f.str_of(c.device_class), "count": c.count,
                 "allocated": opt(c.allocated.map(|a| f.str_of(a))) })
         })
         .collect();

@@ -83,8 +83,8 @@ pub const COLUMNS: &[Column] = &[
         }),
     Column::new("VERSION", 7)
         .priority(4)
-        .value(|f, r| on(f, r, |q| Value::text(f.str_of(q.version))))
-        .cell(|f, r| draw(f, r, |q| muted(f.str_of(q.version)))),
+        .value(|f, r| on(f, r, |q| Value::text(&q.version)))
+        .cell(|f, r| draw(f, r, |q| muted(&*q.version))),
 ];
 
 /// A quota's use: its used over its hard, in percent rounded to the nearest (60 of 177 is
