@@ -91,6 +91,13 @@ impl Sim {
     /// Starts executing a confirmed plan; it runs at once until its first wait, the rest in
     /// later `step()` output.
     pub fn execute(&mut self, id: u64, plan: Plan) -> Vec<Delta> {
+        self.execute_audited(id, plan, None)
+    }
+
+    /// As [`Sim::execute`], writing the operation's audit trail to `audit` as a cluster's
+    /// runner does (the demo itself keeps none): for tests of what the runner does when the
+    /// log cannot be written.
+    pub fn execute_audited(&mut self, id: u64, plan: Plan, audit: Option<crate::ops::audit::Audit>) -> Vec<Delta> {
         let job: Arc<Mutex<Option<Job>>> = Arc::default();
         let out: Arc<Mutex<Vec<Delta>>> = Arc::default();
         let clock = Arc::new(AtomicU64::new(self.now));
@@ -98,8 +105,7 @@ impl Sim {
         // Nothing halts the demo's operations: the halt's sender is gone at once.
         let (_, halt) = watch::channel(None);
         let target = SimTarget { job: job.clone(), clock: clock.clone() };
-        let env =
-            Env { opts: ExecOptions::default(), audit: None, sink: Sink::Buffer(out.clone()), user: DEMO_USER.into() };
+        let env = Env { opts: ExecOptions::default(), audit, sink: Sink::Buffer(out.clone()), user: DEMO_USER.into() };
         let fut = Box::pin(exec::execute(target, env, id, plan, cancelled, halt));
         let mut op = RunningOp { id, fut, job, out, clock, cancel };
         let done = self.poll_op(&mut op);

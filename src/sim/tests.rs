@@ -213,6 +213,57 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
 }
 
 #[test]
+fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call() {
+    // The log is written before every call; when it cannot be (a full disk, a removed
+    // volume), the operation stops there and says why, and the call is not made: here the
+    // reslice loses its log while it waits for its pods to go, so it never writes the
+    // mig.config label, and the node keeps its layout.
+    let (mut sim, mut f) = start(42, 48);
+    // A MIG node whose reslice has pods to move off first.
+    let (node, plan) = f
+        .node_ids()
+        .filter(|id| f.node(*id).is_some_and(|n| n.ready && n.mig_state == MigConfigState::Success))
+        .find_map(|id| {
+            let name = f.str_of(f.node(id)?.name).to_string();
+            let layout = if f.str_of(f.node(id)?.mig_config) == "all-balanced" { "all-1g.10gb" } else { "all-balanced" };
+            let plan = ops::plan(&f, &OpRequest::Reslice { node: name, gpus: vec![], layout: layout.into() }).ok()?;
+            let PlanDetail::Reslice(r) = &plan.detail else { return None };
+            (plan.can_execute() && !r.pods.is_empty()).then_some((id, plan))
+        })
+        .expect("a MIG node with pods to move");
+    let before = f.str_of(f.node(node).unwrap().mig_config).to_string();
+    let dir = std::env::temp_dir().join(format!("fabrik-audit-full-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let audit = crate::ops::audit::Audit::new(&dir, "test");
+    let log = audit.path().to_path_buf();
+    for d in sim.execute_audited(3, plan, Some(audit)) {
+        f.apply(d);
+    }
+    let written = crate::ops::audit::read(&log).unwrap().0;
+    assert!(written.iter().any(|r| r.phase == crate::ops::audit::Phase::Confirmed), "{written:?}");
+    assert!(f.op(3).is_some_and(|o| !o.state.finished()), "still waiting for its pods");
+    // The log goes away under the operation: a directory where the file was cannot be
+    // opened for appending, whatever the user's rights.
+    std::fs::remove_file(&log).unwrap();
+    std::fs::create_dir_all(&log).unwrap();
+    for _ in 0..100 {
+        for d in sim.step() {
+            f.apply(d);
+        }
+        if f.op(3).is_some_and(|o| o.state.finished()) {
+            break;
+        }
+    }
+    let op = f.op(3).unwrap();
+    let OpState::Failed(why) = &op.state else { panic!("the operation stops: {:?} {:?}", op.state, op.log) };
+    assert!(why.contains(crate::ops::audit::FILE_NAME) && why.contains("stopped after"), "it says why: {why}");
+    let n = f.node(node).unwrap();
+    assert_eq!(f.str_of(n.mig_config), before, "the label was never written: {:?}", op.log);
+    assert!(!op.log.iter().any(|l| l.contains("mig.config")), "{:?}", op.log);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn quota_edit_lands_and_a_concurrent_edit_is_a_conflict() {
     let (mut sim, mut f) = start(42, 48);
     let t = f.tenant(f.tenant_by_name("vision").unwrap()).unwrap();
