@@ -35,8 +35,12 @@ use tokio::sync::{mpsc, watch};
 
 mod common;
 use common::{BIN, Tmux, control_plane, kubectl, session};
+#[path = "ops_e2e/crash.rs"]
+mod crash;
 #[path = "common/fault_proxy.rs"]
 mod fault_proxy;
+#[path = "ops_e2e/rbac.rs"]
+mod rbac;
 
 const NS: &str = "e2e-ops";
 
@@ -80,6 +84,20 @@ impl Exec {
         let ex = self.ex.clone();
         tokio::spawn(async move { fabrik::ops::kube::execute(&ex, id, plan, cancel).await });
         (id, tx)
+    }
+
+    /// Starts `plan` on a task of its own; returns its id and the task, for a test to abort
+    /// it as a SIGKILL would end it (nothing more is written or sent).
+    fn start_task(&mut self, plan: Plan) -> (u64, tokio::task::JoinHandle<()>) {
+        let id = self.next;
+        self.next += 1;
+        let (_tx, cancel) = watch::channel(false);
+        let ex = self.ex.clone();
+        let task = tokio::spawn(async move {
+            let _keep = _tx;
+            fabrik::ops::kube::execute(&ex, id, plan, cancel).await;
+        });
+        (id, task)
     }
 
     /// Progress of `id` until `stop` holds on one of them (that one included).
@@ -732,6 +750,13 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
         .await
         .expect("let the trainers go");
     conflict_on_eviction_is_not_gone(&c, &audit_dir, &drain_node).await;
+
+    // ---------- issue 14 item 1: the cockpit killed mid-drain and mid-reslice ----------
+    crash::killed_mid_drain(&c, &kubeconfig, &dir, &drain_node).await;
+    crash::killed_mid_reslice(&c, &kubeconfig, &audit_dir, &reslice_node).await;
+
+    // ---------- issue 14 item 5: the shipped roles, applied; least privilege proven ----------
+    rbac::least_privilege(&c, &kubeconfig, &audit_dir, &drain_node, &reslice_node).await;
 }
 
 /// Item 7: the first eviction of a trainer is answered 409 (injected at a proxy, with the pod

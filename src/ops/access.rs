@@ -18,6 +18,9 @@ pub struct Perm {
     pub group: &'static str,
     pub resource: &'static str,
     pub subresource: &'static str,
+    /// One object by name (`""`: any). A Role that lists `resourceNames` grants only
+    /// requests that name one of them, so a check without the name would be refused.
+    pub name: &'static str,
     /// `None`: cluster-scoped, or checked across all namespaces.
     pub namespace: Option<String>,
     pub namespaced: bool,
@@ -25,17 +28,22 @@ pub struct Perm {
 
 impl Perm {
     const fn cluster(verb: &'static str, group: &'static str, resource: &'static str) -> Perm {
-        Perm { verb, group, resource, subresource: "", namespace: None, namespaced: false }
+        Perm { verb, group, resource, subresource: "", name: "", namespace: None, namespaced: false }
     }
     const fn ns(verb: &'static str, group: &'static str, resource: &'static str, sub: &'static str) -> Perm {
-        Perm { verb, group, resource, subresource: sub, namespace: None, namespaced: true }
+        Perm { verb, group, resource, subresource: sub, name: "", namespace: None, namespaced: true }
+    }
+    const fn named(mut self, name: &'static str) -> Perm {
+        self.name = name;
+        self
     }
     pub fn in_namespace(mut self, ns: &str) -> Perm {
         self.namespace = Some(ns.to_string());
         self
     }
 
-    /// `patch nodes`, `create pods/eviction in ml-team`: how RBAC names it.
+    /// `patch nodes`, `create pods/eviction in ml-team`, `update configmaps
+    /// default-mig-parted-config in gpu-operator`: how RBAC names it.
     pub fn describe(&self) -> String {
         let mut r = self.resource.to_string();
         if !self.subresource.is_empty() {
@@ -43,6 +51,9 @@ impl Perm {
         }
         if !self.group.is_empty() {
             r = format!("{r}.{}", self.group);
+        }
+        if !self.name.is_empty() {
+            r = format!("{r} {}", self.name);
         }
         match (&self.namespace, self.namespaced) {
             (Some(ns), _) => format!("{} {r} in {ns}", self.verb),
@@ -56,6 +67,9 @@ impl Perm {
         let mut r = self.resource.to_string();
         if !self.group.is_empty() {
             r = format!("{r}.{}", self.group);
+        }
+        if !self.name.is_empty() {
+            r = format!("{r}/{}", self.name);
         }
         let sub =
             if self.subresource.is_empty() { String::new() } else { format!(" --subresource={}", self.subresource) };
@@ -71,9 +85,13 @@ impl Perm {
 pub const PATCH_NODES: Perm = Perm::cluster("patch", "", "nodes");
 pub const LIST_PODS: Perm = Perm::ns("list", "", "pods", "");
 pub const EVICT_PODS: Perm = Perm::ns("create", "", "pods", "eviction");
-pub const UPDATE_CONFIGMAPS: Perm = Perm::ns("update", "", "configmaps", "");
+/// Reslice reads the mig-parted ConfigMap and replaces it (get + update) when a layout needs
+/// a config of its own; deploy/ grants exactly that one ConfigMap.
+pub const UPDATE_CONFIGMAPS: Perm =
+    Perm::ns("update", "", "configmaps", "").named(crate::cluster::labels::MIG_CONFIGMAP);
 pub const PATCH_QUOTAS: Perm = Perm::ns("patch", "", "resourcequotas", "");
-pub const UPDATE_CLUSTERQUEUES: Perm = Perm::cluster("update", "kueue.x-k8s.io", "clusterqueues");
+/// A ClusterQueue edit is a JSON patch of one field (deploy/ grants patch, not update).
+pub const PATCH_CLUSTERQUEUES: Perm = Perm::cluster("patch", "kueue.x-k8s.io", "clusterqueues");
 
 /// What each kind of operation needs, before the plan says where.
 pub fn requirements(kind: OpKind) -> Vec<Perm> {
@@ -101,6 +119,7 @@ pub async fn can(client: &kube::Client, p: &Perm) -> Result<bool, kube::Error> {
                 group: Some(p.group.into()),
                 resource: Some(p.resource.into()),
                 subresource: (!p.subresource.is_empty()).then(|| p.subresource.into()),
+                name: (!p.name.is_empty()).then(|| p.name.into()),
                 namespace: p.namespace.clone(),
                 ..Default::default()
             }),
@@ -180,6 +199,9 @@ mod tests {
         assert_eq!(e.describe(), "create pods/eviction in ml");
         assert_eq!(e.can_i(), "kubectl auth can-i create pods --subresource=eviction -n ml");
         assert_eq!(EVICT_PODS.can_i(), "kubectl auth can-i create pods --subresource=eviction -A");
-        assert_eq!(UPDATE_CLUSTERQUEUES.describe(), "update clusterqueues.kueue.x-k8s.io");
+        assert_eq!(PATCH_CLUSTERQUEUES.describe(), "patch clusterqueues.kueue.x-k8s.io");
+        let cm = UPDATE_CONFIGMAPS.in_namespace("gpu-operator");
+        assert_eq!(cm.describe(), "update configmaps default-mig-parted-config in gpu-operator");
+        assert_eq!(cm.can_i(), "kubectl auth can-i update configmaps/default-mig-parted-config -n gpu-operator");
     }
 }

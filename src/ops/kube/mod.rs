@@ -14,8 +14,9 @@
 //!   that does not move is flagged with the paused `nvidia.com/gpu.deploy.*` labels) to
 //!   `success` with the planned devices, uncordon what it (or an interrupted reslice,
 //!   [`super::cordon`]) cordoned;
-//! - quota: patch conditional on the resourceVersion the preview showed, so a concurrent edit
-//!   is a conflict reported with the new value, never overwritten.
+//! - quota: a ResourceQuota's merge patch, or a JSON patch of the one ClusterQueue field,
+//!   conditional on the resourceVersion the preview showed, so a concurrent edit is a
+//!   conflict reported with the new value, never overwritten.
 //!
 //! Idempotent calls are retried on transient failures ([`super::retry`]) with a timeout per
 //! call and the operation's deadline over all. Every step is written to the audit log before
@@ -196,7 +197,7 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
         }
         PlanDetail::Quota(q) => match &q.key.source {
             QuotaSourceSpec::ResourceQuota { namespace, .. } => v.push(access::PATCH_QUOTAS.in_namespace(namespace)),
-            QuotaSourceSpec::ClusterQueue { .. } => v.push(access::UPDATE_CLUSTERQUEUES),
+            QuotaSourceSpec::ClusterQueue { .. } => v.push(access::PATCH_CLUSTERQUEUES),
         },
     }
     v

@@ -1,14 +1,14 @@
 //! Quota edits: a ResourceQuota's hard limit, or a Kueue ClusterQueue's nominal, borrowing
 //! or lending quota, written only over the resourceVersion the preview showed.
 
-use kube::api::{Api, Patch, PostParams};
+use kube::api::{Api, Patch};
 use serde_json::{Value, json};
 
 use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
 use super::super::{QuotaField, QuotaPlan};
 use super::call::Kube;
-use super::{FIELD_MANAGER, api_failure, pp};
+use super::{api_failure, pp};
 use crate::cluster::{describe, is_status, labels};
 use crate::model::QuotaSourceSpec;
 
@@ -112,18 +112,28 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
             if version_now != q.expected_version {
                 return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
             }
-            let Some(slot) = cq_slot(&mut obj.data, flavor, &q.key.resource) else {
+            let Some(path) = cq_path(&obj.data, flavor, &q.key.resource) else {
                 return Err(Stop::Failed(format!(
                     "{what} has no {} in flavor {flavor} any more; nothing was changed",
                     q.key.resource
                 )));
             };
-            slot[field] = json!(q.new.to_string());
             run.check_cancel()?;
-            // Replace carries the resourceVersion we read: a concurrent writer gets us 409.
-            let params = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..Default::default() };
+            // A JSON patch of the one field. Its first operation sets the resourceVersion the
+            // preview showed: that is a precondition, so if the queue moved on the server
+            // answers 409 and writes nothing (the indexes in the path were read at that
+            // version too). `add` sets the field whether it was there or not.
+            let ops = json!([
+                { "op": "replace", "path": "/metadata/resourceVersion", "value": q.expected_version },
+                { "op": "add", "path": format!("{path}/{field}"), "value": q.new.to_string() },
+            ]);
+            let patch = serde_json::from_value(ops)
+                .map_err(|e| Stop::Failed(format!("{what}: building the patch: {e}; nothing was changed")))?;
+            // Retrying it is safe: a retry after a write that landed meets 409, and then the
+            // value read back tells our write from someone else's.
+            let (params, body) = (pp(), Patch::<()>::Json(patch));
             match k
-                .mutate(run, &format!("updating {what}"), retry::transient, || api.replace(queue, &params, &obj))
+                .mutate(run, &format!("patching {what}"), retry::transient, || api.patch(queue, &params, &body))
                 .await?
             {
                 Ok(_) => {}
@@ -139,7 +149,7 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
                     }
                     run.log(format!("{what} already has {field} = {} (an earlier try landed)", q.new)).await?;
                 }
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("updating {what}"), &e))),
+                Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
             }
             let old = super::super::shown(q.old);
             Ok((
@@ -167,17 +177,23 @@ pub(super) async fn kueue_cluster_queues(client: &kube::Client) -> Step<kube::ap
 
 /// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.
 pub(super) fn cq_slot<'a>(data: &'a mut Value, flavor: &str, resource: &str) -> Option<&'a mut Value> {
-    let groups = data.get_mut("spec")?.get_mut("resourceGroups")?.as_array_mut()?;
-    for g in groups {
-        let Some(flavors) = g.get_mut("flavors").and_then(|f| f.as_array_mut()) else { continue };
-        for f in flavors {
+    let path = cq_path(data, flavor, resource)?;
+    data.pointer_mut(&path)
+}
+
+/// Where that entry is, as a JSON pointer (`/spec/resourceGroups/0/flavors/1/resources/0`).
+pub(super) fn cq_path(data: &Value, flavor: &str, resource: &str) -> Option<String> {
+    let groups = data.get("spec")?.get("resourceGroups")?.as_array()?;
+    for (gi, g) in groups.iter().enumerate() {
+        let Some(flavors) = g.get("flavors").and_then(|f| f.as_array()) else { continue };
+        for (fi, f) in flavors.iter().enumerate() {
             if f.get("name").and_then(|n| n.as_str()) != Some(flavor) {
                 continue;
             }
-            let Some(resources) = f.get_mut("resources").and_then(|r| r.as_array_mut()) else { continue };
-            for r in resources {
+            let Some(resources) = f.get("resources").and_then(|r| r.as_array()) else { continue };
+            for (ri, r) in resources.iter().enumerate() {
                 if r.get("name").and_then(|n| n.as_str()) == Some(resource) {
-                    return Some(r);
+                    return Some(format!("/spec/resourceGroups/{gi}/flavors/{fi}/resources/{ri}"));
                 }
             }
         }
