@@ -374,6 +374,74 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     })
     .await;
 
+    // Faults a node agent meets (issue 14 item 1): the agent stopped (SIGSTOP) and its
+    // network dropped (the agents' veth down in their namespace). Each time the node shows
+    // reconnecting within the stall limit (no sample for 10 s) and recovers once the agent is
+    // back; the agent then serves exactly one reader again (its gauge, read through the proxy).
+    let agent_pid = _again.child.id().to_string();
+    let readers = || -> Option<u64> {
+        let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{b}:9400/proxy/metrics");
+        let o =
+            Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output().ok()?;
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        text.lines().find(|l| l.starts_with("fabrik_agent_stream_readers{"))?.rsplit(' ').next()?.parse().ok()
+    };
+    let peer = format!("fsn{}", sim.child.id() % 100_000);
+    let faults: [(&str, Vec<String>, Vec<String>); 2] = [
+        (
+            "SIGSTOP",
+            vec!["kill".into(), "-STOP".into(), agent_pid.clone()],
+            vec!["kill".into(), "-CONT".into(), agent_pid.clone()],
+        ),
+        (
+            "partition",
+            ["ip", "netns", "exec", &netns, "ip", "link", "set", &peer, "down"].map(String::from).to_vec(),
+            ["ip", "netns", "exec", &netns, "ip", "link", "set", &peer, "up"].map(String::from).to_vec(),
+        ),
+    ];
+    for (what, start, end) in faults {
+        let run = |argv: &[String]| {
+            let ok = Command::new(&argv[0]).args(&argv[1..]).status().is_ok_and(|s| s.success());
+            assert!(ok, "{argv:?}");
+        };
+        let t0 = Instant::now();
+        run(&start);
+        m.until(&format!("{what}: the node's stream reconnecting"), Duration::from_secs(25), |f| {
+            match f.feeds.get(&src) {
+                Some(FeedState::Reconnecting { .. }) => Ok(()),
+                other => Err(format!("{src}: {other:?}")),
+            }
+        })
+        .await;
+        let noticed = t0.elapsed();
+        let t1 = Instant::now();
+        run(&end);
+        m.until(&format!("{what}: the stream live again"), Duration::from_secs(40), |f| match f.feeds.get(&src) {
+            Some(FeedState::Live) => Ok(()),
+            other => Err(format!("{src}: {other:?}")),
+        })
+        .await;
+        let recovered = t1.elapsed();
+        let t2 = Instant::now();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match readers() {
+                Some(1) => break,
+                other => {
+                    assert!(Instant::now() < deadline, "{what}: the agent's readers back to 1, still {other:?}");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                }
+            }
+        }
+        eprintln!(
+            "agent fault {what}: reconnecting shown after {:.1} s (stall limit 10 s), live {:.1} s after the agent was back, \
+             stale readers freed {:.1} s later",
+            noticed.as_secs_f64(),
+            recovered.as_secs_f64(),
+            t2.elapsed().as_secs_f64()
+        );
+    }
+
     // The real binary: every node is on screen, so every node shows utilisation.
     let t = Tmux::start();
     let home = format!("HOME={}", t.home.display());

@@ -203,6 +203,11 @@ pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet
             }
         }
     }
+    // One term per node (terms are ORed; a field selector takes one value per term).
+    let terms: Vec<serde_json::Value> = nodes
+        .iter()
+        .map(|n| json!({"matchFields": [{"key": "metadata.name", "operator": "In", "values": [n]}]}))
+        .collect();
     let ds: DaemonSet = serde_json::from_value(json!({
         "metadata": {"name": DAEMONSET, "labels": {"app.kubernetes.io/name": "fabrik-agent", WORKLOAD_LABEL: "true"}},
         "spec": {
@@ -211,8 +216,7 @@ pub async fn create_pods(client: &kube::Client, nodes: &[String], net: &AgentNet
             "template": {
                 "metadata": {"labels": {"app.kubernetes.io/name": "fabrik-agent", WORKLOAD_LABEL: "true"}},
                 "spec": {
-                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-                        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": nodes}]}]}}},
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}},
                     "tolerations": [{"operator": "Exists"}], "automountServiceAccountToken": false,
                     "containers": [{"name": "agent", "image": "fabrik",
                         "ports": [{"name": "metrics", "containerPort": 9400, "protocol": "TCP"}]}]}}}

@@ -225,7 +225,8 @@ fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call(
         .filter(|id| f.node(*id).is_some_and(|n| n.ready && n.mig_state == MigConfigState::Success))
         .find_map(|id| {
             let name = f.str_of(f.node(id)?.name).to_string();
-            let layout = if f.str_of(f.node(id)?.mig_config) == "all-balanced" { "all-1g.10gb" } else { "all-balanced" };
+            let layout =
+                if f.str_of(f.node(id)?.mig_config) == "all-balanced" { "all-1g.10gb" } else { "all-balanced" };
             let plan = ops::plan(&f, &OpRequest::Reslice { node: name, gpus: vec![], layout: layout.into() }).ok()?;
             let PlanDetail::Reslice(r) = &plan.detail else { return None };
             (plan.can_execute() && !r.pods.is_empty()).then_some((id, plan))
