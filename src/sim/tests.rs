@@ -214,8 +214,8 @@ fn reslice_moves_mig_state_pending_to_success_and_updates_capacity() {
 
 #[test]
 fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call() {
-    // The log is written before every call; when it cannot be (a full disk, a removed
-    // volume), the operation stops there and says why, and the call is not made: here the
+    // The log is written before every call; when it cannot be (a full disk), the operation
+    // stops there and says why, and the call is not made: here the
     // reslice loses its log while it waits for its pods to go, so it never writes the
     // mig.config label, and the node keeps its layout.
     let (mut sim, mut f) = start(42, 48);
@@ -243,10 +243,10 @@ fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call(
     let written = crate::ops::audit::read(&log).unwrap().0;
     assert!(written.iter().any(|r| r.phase == crate::ops::audit::Phase::Confirmed), "{written:?}");
     assert!(f.op(3).is_some_and(|o| !o.state.finished()), "still waiting for its pods");
-    // The log goes away under the operation: a directory where the file was cannot be
-    // opened for appending, whatever the user's rights.
+    // The disk fills under the operation: the log becomes /dev/full, where every write
+    // fails with ENOSPC, as on a full volume.
     std::fs::remove_file(&log).unwrap();
-    std::fs::create_dir_all(&log).unwrap();
+    std::os::unix::fs::symlink("/dev/full", &log).unwrap();
     for _ in 0..100 {
         for d in sim.step() {
             f.apply(d);
@@ -257,7 +257,10 @@ fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call(
     }
     let op = f.op(3).unwrap();
     let OpState::Failed(why) = &op.state else { panic!("the operation stops: {:?} {:?}", op.state, op.log) };
-    assert!(why.contains(crate::ops::audit::FILE_NAME) && why.contains("stopped after"), "it says why: {why}");
+    assert!(
+        why.contains(crate::ops::audit::FILE_NAME) && why.contains("No space left on device") && why.contains("stopped after"),
+        "it says why: {why}"
+    );
     let n = f.node(node).unwrap();
     assert_eq!(f.str_of(n.mig_config), before, "the label was never written: {:?}", op.log);
     assert!(!op.log.iter().any(|l| l.contains("mig.config")), "{:?}", op.log);
