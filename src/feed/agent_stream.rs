@@ -114,9 +114,15 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
 pub type FaultsSeen = std::collections::HashMap<String, (Option<u64>, u64)>;
 
 /// XIDs and uncorrectable ECC errors the agent reports that were not reported before.
+/// A uuid the sample lists twice counts once (the first), so two entries that disagree do
+/// not report their faults again with every sample.
 pub fn fault_deltas(s: &NodeSample, seen: &mut FaultsSeen) -> Vec<Delta> {
     let mut out = Vec::new();
+    let mut done = std::collections::HashSet::new();
     for g in &s.gpus {
+        if !done.insert(g.uuid.as_str()) {
+            continue;
+        }
         let entry = seen.entry(g.uuid.clone()).or_insert((None, 0));
         if let Some(x) = &g.last_xid
             && entry.0 != Some(x.at_ms)
@@ -400,6 +406,25 @@ mod tests {
         sample.gpus[1].last_xid = Some(crate::agent::wire::XidEvent { code: 48, at_ms: 1_500 });
         let d = fault_deltas(&sample, &mut seen);
         assert!(matches!(d.as_slice(), [Delta::GpuFault { fault: GpuFault::Xid { code: 48 }, .. }]), "{d:?}");
+    }
+
+    #[test]
+    fn a_gpu_listed_twice_does_not_report_its_faults_with_every_sample() {
+        // Found by tests/fuzz.rs: two entries with one uuid and different XID times took
+        // turns as "the last one seen", so every sample reported both XIDs again.
+        let mut fake = crate::agent::fake::FakeGpus::new("h100-0000", 1, 1);
+        let Ok(mut sample) = crate::agent::backend::Gpus::sample(&mut fake, 1_000) else { panic!("sample") };
+        sample.gpus[0].last_xid = Some(crate::agent::wire::XidEvent { code: 79, at_ms: 900 });
+        let mut twin = sample.gpus[0].clone();
+        twin.last_xid = Some(crate::agent::wire::XidEvent { code: 48, at_ms: 0 });
+        sample.gpus.push(twin);
+        let mut seen = FaultsSeen::new();
+        let first = fault_deltas(&sample, &mut seen);
+        assert!(
+            matches!(first.as_slice(), [Delta::GpuFault { fault: GpuFault::Xid { code: 79 }, .. }, ..]),
+            "{first:?}"
+        );
+        assert!(fault_deltas(&sample, &mut seen).is_empty(), "nothing new in the same sample again");
     }
 
     #[tokio::test]

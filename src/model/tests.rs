@@ -1034,3 +1034,52 @@ mod recount {
         }
     }
 }
+
+#[test]
+fn a_pod_updated_after_its_tenant_went_away_is_counted_once() {
+    // Found by tests/fuzz.rs: the namespace's tenant is removed while it still has pods (the
+    // namespace was deleted or relabelled), then a pod there changes. Rebuilding the pod
+    // made the namespace's own tenant, which re-linked the pod while it was unlinked for the
+    // update, so it was linked twice and counted twice for good.
+    let mut f = Fleet::new(Thresholds::default());
+    f.apply(Delta::TenantUpsert(TenantSpec {
+        name: "alpha".into(),
+        namespaces: vec!["team-a".into()],
+        source: "label".into(),
+    }));
+    f.apply(Delta::PodUpsert(pod("team-a", "p1", None, Phase::Running, 2, &[])));
+    f.apply(Delta::TenantRemove("alpha".into()));
+    f.apply(Delta::PodUpsert(pod("team-a", "p1", None, Phase::Pending, 2, &[])));
+    check_invariants(&f);
+    assert_eq!((f.totals.pods, f.totals.pods_pending), (1, 1));
+    let team = f.tenant_by_name("team-a").and_then(|t| f.tenant(t)).map(|t| (t.usage.pods, t.usage.requested_gpus));
+    assert_eq!(team, Some((1, 2)), "the pod moved to its namespace's own tenant, counted once");
+    f.apply(Delta::PodRemove { namespace: "team-a".into(), name: "p1".into() });
+    check_invariants(&f);
+    assert_eq!(f.totals.pods, 0);
+}
+
+#[test]
+fn gpu_quotas_at_the_cap_add_up_without_overflowing() {
+    // Found by tests/fuzz.rs: a tenant with two GPU quotas of 9223372036854775807 (the
+    // largest quantity) overflowed the sum: a panic in debug builds, and in release a
+    // negative limit that put the tenant over quota.
+    let mut f = small_fleet();
+    for (name, resource) in [("rq", "requests.nvidia.com/gpu"), ("rq2", "nvidia.com/gpu")] {
+        f.apply(Delta::QuotaUpsert(QuotaSpec {
+            tenant: "team-a".into(),
+            source: QuotaSourceSpec::ResourceQuota { namespace: "a".into(), name: name.into() },
+            resource: resource.into(),
+            hard: Quantity::from_int(i64::MAX, Format::DecimalSI),
+            used: Quantity::zero(),
+            version: "1".into(),
+            borrowing_limit: None,
+            lending_limit: None,
+        }));
+    }
+    f.apply(Delta::PodUpsert(pod("a", "p1", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    let t = f.tenant_by_name("team-a").and_then(|t| f.tenant(t)).expect("the quotas' tenant");
+    assert_eq!(f.tenant_gpu_quota(t), Some(i64::MAX));
+    assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::OverQuota));
+    check_invariants(&f);
+}

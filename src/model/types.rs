@@ -348,7 +348,10 @@ impl Tenant {
             if let Some(q) = fleet_quotas.get(q)
                 && gpu_resources.contains(&q.resource)
             {
-                *total.get_or_insert(0) += q.hard.value();
+                // Saturating: two quotas at the quantity cap (i64::MAX) are "no limit", not
+                // an overflow.
+                let sum = total.get_or_insert(0);
+                *sum = sum.saturating_add(q.hard.value());
             }
         }
         total

@@ -258,7 +258,9 @@ fn an_audit_log_that_cannot_be_written_stops_the_operation_before_its_next_call(
     let op = f.op(3).unwrap();
     let OpState::Failed(why) = &op.state else { panic!("the operation stops: {:?} {:?}", op.state, op.log) };
     assert!(
-        why.contains(crate::ops::audit::FILE_NAME) && why.contains("No space left on device") && why.contains("stopped after"),
+        why.contains(crate::ops::audit::FILE_NAME)
+            && why.contains("No space left on device")
+            && why.contains("stopped after"),
         "it says why: {why}"
     );
     let n = f.node(node).unwrap();

@@ -447,3 +447,18 @@ fn a_relist_does_not_add_the_same_events_again() {
     assert_eq!(events(&mut t, vec![Msg::Event(Event::Delete(ev("13", 3)))]), 0);
     assert_eq!(events(&mut t, vec![Msg::Event(Event::Apply(ev("20", 1)))]), 1);
 }
+
+#[test]
+fn huge_mig_requests_across_containers_saturate_instead_of_overflowing() {
+    // Two containers asking for 40000 instances each overflowed the u16 sum (a panic in
+    // debug builds, a wrapped 14464 in release); tests/fuzz.rs's made-up pods reach it.
+    let mut p = pod("ml", "greedy", Some("gpu-1"), "Pending", 0);
+    let container = |name: &str| -> k8s_openapi::api::core::v1::Container {
+        obj(json!({"name": name, "resources": {"limits": {"nvidia.com/mig-1g.10gb": "40000"}}}))
+    };
+    if let Some(spec) = p.spec.as_mut() {
+        spec.containers = vec![container("a"), container("b")];
+    }
+    let s = translate::pod_spec(&p).expect("a pod");
+    assert_eq!(s.mig, vec![("nvidia.com/mig-1g.10gb".to_string(), u16::MAX)]);
+}

@@ -326,7 +326,8 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
             if k == l::GPU_RESOURCE {
                 gpus = gpus.saturating_add(n);
             } else if k.starts_with(l::MIG_RESOURCE_PREFIX) {
-                *mig.entry(k.clone()).or_default() += n;
+                let sum = mig.entry(k.clone()).or_default();
+                *sum = sum.saturating_add(n);
             }
         }
     }

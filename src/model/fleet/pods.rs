@@ -46,6 +46,9 @@ impl Fleet {
     pub(super) fn upsert_pod(&mut self, spec: PodSpec) {
         let ns = self.interner.intern(&spec.namespace);
         if let Some(pid) = self.idx.pod_by_name.get(&ns).and_then(|m| m.get(spec.name.as_str())).copied() {
+            // The namespace's tenant first: making one (its tenant went away) re-links the
+            // namespace's pods, this one included, which must happen while it is linked.
+            self.tenant_for_namespace(ns);
             self.unlink_pod(pid);
             let pod = self.build_pod(ns, spec);
             if let Some(p) = self.pods.get_mut(pid) {

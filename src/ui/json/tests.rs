@@ -276,3 +276,16 @@ fn a_quota_with_nothing_allowed_has_no_percentage() {
     let d = doc(&f, q);
     assert!(rows(&d).iter().all(|r| r["use_pct"].is_null()));
 }
+
+#[test]
+fn a_quota_at_the_cap_is_ok_not_an_overflow() {
+    // Found by tests/fuzz.rs: the tenants view's "near quota" test multiplied the limit by 90,
+    // which overflows for a quota near 9223372036854775807 (a panic in debug builds).
+    let mut f = Fleet::default();
+    f.apply(Delta::PodUpsert(pod("t", "p", Phase::Running, 2, None)));
+    f.apply(quota("t", "t", "requests.nvidia.com/gpu", i64::MAX, 2));
+    let v = ViewKind::Tenants;
+    let cells: Vec<String> = f.tenant_ids().map(|i| tables::cell(&f, v, RowId::Tenant(i), "STATUS").0).collect();
+    assert_eq!(cells, vec!["ok".to_string()]);
+    assert_eq!(rows(&doc(&f, v)).len(), 1);
+}

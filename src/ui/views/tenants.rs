@@ -108,7 +108,9 @@ fn namespaces(f: &Fleet, r: RowId) -> Cell {
 fn status(f: &Fleet, r: RowId) -> Cell {
     draw(f, r, |t| match f.tenant_gpu_quota(t) {
         Some(q) if t.usage.requested_gpus as i64 > q => ("over quota".into(), "tenant.over_quota"),
-        Some(q) if q > 0 && t.usage.requested_gpus as i64 * 100 >= q * 90 => ("near quota".into(), "tenant.near_quota"),
+        Some(q) if q > 0 && t.usage.requested_gpus as i64 * 100 >= q.saturating_mul(90) => {
+            ("near quota".into(), "tenant.near_quota")
+        }
         Some(_) => ("ok".into(), "tenant.ok"),
         None => muted("no quota"),
     })
