@@ -37,6 +37,8 @@ mod common;
 use common::{BIN, Tmux, control_plane, kubectl, session};
 #[path = "ops_e2e/crash.rs"]
 mod crash;
+#[path = "ops_e2e/etcd.rs"]
+mod etcd;
 #[path = "common/fault_proxy.rs"]
 mod fault_proxy;
 #[path = "ops_e2e/rbac.rs"]
@@ -71,9 +73,13 @@ struct Exec {
 
 impl Exec {
     fn new(client: kube::Client, audit_dir: &Path, context: &str) -> Exec {
+        Exec::with_opts(client, audit_dir, context, opts())
+    }
+
+    fn with_opts(client: kube::Client, audit_dir: &Path, context: &str, opts: ExecOptions) -> Exec {
         let (out, rx) = mpsc::channel(1024);
         let audit = Audit::new(audit_dir, context);
-        Exec { ex: Arc::new(KubeExec { client, audit, opts: opts(), out }), rx, next: 1 }
+        Exec { ex: Arc::new(KubeExec { client, audit, opts, out }), rx, next: 1 }
     }
 
     /// Starts `plan`; returns its id and the cancel switch.
@@ -757,6 +763,9 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
 
     // ---------- issue 14 item 5: the shipped roles, applied; least privilege proven ----------
     rbac::least_privilege(&c, &kubeconfig, &audit_dir, &drain_node, &reslice_node).await;
+
+    // ---------- issue 14 item 1: etcd paused under the API server ----------
+    etcd::etcd_paused(&c, &kubeconfig, _cp.child.id(), &audit_dir, &reslice_node).await;
 }
 
 /// Item 7: the first eviction of a trainer is answered 409 (injected at a proxy, with the pod
@@ -1091,6 +1100,20 @@ fn logs(seen: &[OpProgress]) -> Vec<String> {
 
 fn node_json(kubeconfig: &Path, node: &str) -> Value {
     serde_json::from_str(&kubectl(kubeconfig, &["get", "node", node, "-o", "json"])).expect("node json")
+}
+
+/// A reslice of GPU `gpu` of `node` to the first of `layouts` that changes its devices (so
+/// mig-manager has work to do, whatever earlier phases left there).
+fn reslice_changing(f: &Fleet, node: &str, gpu: u8, layouts: &[&'static str]) -> (Plan, &'static str) {
+    for layout in layouts {
+        let req = OpRequest::Reslice { node: node.into(), gpus: vec![gpu], layout: (*layout).into() };
+        let Ok(p) = fabrik::ops::plan(f, &req) else { continue };
+        let PlanDetail::Reslice(r) = &p.detail else { continue };
+        if p.can_execute() && r.capacity_before != r.capacity_after {
+            return (p, layout);
+        }
+    }
+    panic!("none of {layouts:?} changes GPU {gpu} of {node} (now {})", layout_of(f, node, gpu))
 }
 
 /// The layout the cockpit's model gives GPU `index` of `node`, as a layout argument.

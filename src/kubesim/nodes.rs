@@ -389,8 +389,19 @@ async fn on_node(shared: &Arc<Shared>, node: &Node, resume: &mpsc::UnboundedSend
     };
     let s = shared.clone();
     tokio::spawn(async move {
-        if let Err(e) = reconfigure(&s, &name, &config, generation).await {
-            eprintln!("fabrik sim: mig-manager on {name}: {e}");
+        // As mig-manager's reconcile loop does: an API call that failed (the API server or
+        // etcd away) is tried again, from the start, until this config is done or replaced.
+        let mut wait = Duration::from_secs(1);
+        while let Err(e) = reconfigure(&s, &name, &config, generation).await {
+            if !current(&s, &name, generation) {
+                return;
+            }
+            eprintln!("fabrik sim: mig-manager on {name}: {e}; trying {config} again in {}s", wait.as_secs());
+            tokio::time::sleep(wait).await;
+            wait = (wait * 2).min(Duration::from_secs(8));
+            if !current(&s, &name, generation) {
+                return;
+            }
         }
     });
 }

@@ -256,6 +256,27 @@ func up(args []string) error {
 	}
 	logf("etcd ready at %s", cu.String())
 
+	// The API server reaches etcd through a gate on loopback that a test can close:
+	// SIGUSR1 pauses etcd as the API server sees it (bytes stop both ways, new connections
+	// wait), SIGUSR2 resumes it. etcd itself keeps running; nothing is lost.
+	gatePort, err := freePort()
+	if err != nil {
+		return err
+	}
+	gate, err := newEtcdGate("127.0.0.1:"+strconv.Itoa(gatePort), cu.Host)
+	if err != nil {
+		return err
+	}
+	defer gate.close()
+	gateSignals := make(chan os.Signal, 4)
+	signal.Notify(gateSignals, syscall.SIGUSR1, syscall.SIGUSR2)
+	go func() {
+		for sig := range gateSignals {
+			gate.set(sig == syscall.SIGUSR1)
+		}
+	}()
+	gu := url.URL{Scheme: "http", Host: "127.0.0.1:" + strconv.Itoa(gatePort)}
+
 	// ---- credentials ----
 	saKey := filepath.Join(d, "sa.key")
 	old := map[string]string{} // uid-<id> -> token, from the previous start (--keep)
@@ -314,7 +335,7 @@ func up(args []string) error {
 		afs.AddFlagSet(f)
 	}
 	apiArgs := []string{
-		"--etcd-servers=" + cu.String(),
+		"--etcd-servers=" + gu.String(),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(apiPort),
@@ -646,5 +667,87 @@ func (c *children) stopAll(grace time.Duration) {
 		}
 		_ = cmd.Process.Kill()
 		<-c.done[name]
+	}
+}
+
+// etcdGate forwards TCP connections to etcd, and holds every byte (and every new
+// connection) while paused: to the API server, etcd hangs, as a stalled disk or a
+// partition makes it.
+type etcdGate struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+}
+
+func newEtcdGate(listen, target string) (*etcdGate, error) {
+	ln, err := net.Listen("tcp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("etcd gate: %w", err)
+	}
+	g := &etcdGate{ln: ln, target: target}
+	g.cond = sync.NewCond(&g.mu)
+	go g.serve()
+	return g, nil
+}
+
+func (g *etcdGate) set(paused bool) {
+	g.mu.Lock()
+	g.paused = paused
+	g.mu.Unlock()
+	g.cond.Broadcast()
+	if paused {
+		logf("etcd gate: paused (SIGUSR1)")
+	} else {
+		logf("etcd gate: resumed (SIGUSR2)")
+	}
+}
+
+func (g *etcdGate) wait() {
+	g.mu.Lock()
+	for g.paused {
+		g.cond.Wait()
+	}
+	g.mu.Unlock()
+}
+
+func (g *etcdGate) close() { _ = g.ln.Close() }
+
+func (g *etcdGate) serve() {
+	for {
+		c, err := g.ln.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			g.wait()
+			up, err := net.Dial("tcp", g.target)
+			if err != nil {
+				_ = c.Close()
+				return
+			}
+			go g.pipe(up, c)
+			g.pipe(c, up)
+		}()
+	}
+}
+
+// pipe copies src to dst, each chunk only while the gate is open.
+func (g *etcdGate) pipe(dst, src net.Conn) {
+	defer dst.Close()
+	defer src.Close()
+	buf := make([]byte, 64*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			g.wait()
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
 	}
 }

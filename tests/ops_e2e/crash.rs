@@ -20,8 +20,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{
-    BIN, Exec, NS, SLOW, Tmux, audit_records, cockpit, eventually, fleet, layout_of, node_json, phases, plan, running,
-    select_node, unschedulable,
+    BIN, Exec, NS, SLOW, Tmux, audit_records, cockpit, eventually, fleet, node_json, phases, plan, reslice_changing,
+    running, select_node, unschedulable,
 };
 use crate::common::kubectl;
 
@@ -30,8 +30,7 @@ fn audit_line(data: &Path, node: &str, kind: &str) -> String {
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success(), "{text}");
     text.lines()
-        .filter(|l| l.contains(node) && l.contains(kind))
-        .last()
+        .rfind(|l| l.contains(node) && l.contains(kind))
         .unwrap_or_else(|| panic!("fabrik audit lists the {kind} of {node}:\n{text}"))
         .to_string()
 }
@@ -111,8 +110,7 @@ pub async fn killed_mid_drain(c: &kube::Client, kubeconfig: &Path, dir: &Path, n
 
 pub async fn killed_mid_reslice(c: &kube::Client, kubeconfig: &Path, audit_dir: &Path, node: &str) {
     let f = fleet(c).await;
-    let layout = if layout_of(&f, node, 1) == "all-balanced" { "all-disabled" } else { "all-balanced" };
-    let p = plan(&f, OpRequest::Reslice { node: node.into(), gpus: vec![1], layout: layout.into() });
+    let (p, layout) = reslice_changing(&f, node, 1, &["all-balanced", "all-disabled"]);
     let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice plan") };
     assert!(!r.was_cordoned && !unschedulable(c, node).await, "uncordoned before");
     let config = r.config_name.clone();

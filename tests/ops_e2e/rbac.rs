@@ -31,7 +31,7 @@ use kube::Api;
 use kube::api::PostParams;
 use serde_json::json;
 
-use super::{Exec, NS, eventually, fleet, layout_of, obj, phases, plan, running, unschedulable};
+use super::{Exec, NS, eventually, fleet, obj, phases, plan, reslice_changing, running, unschedulable};
 use crate::common::kubectl;
 
 const SA_NS: &str = "fabrik-system";
@@ -370,14 +370,20 @@ pub async fn least_privilege(c: &kube::Client, kubeconfig: &Path, audit_dir: &Pa
     assert!(outcome.as_ref().is_ok_and(|m| m.contains("2 pods evicted")), "drain: {outcome:?}\n{seen:#?}");
     assert!(unschedulable(c, drain_node).await && running(c, "trainer", drain_node).await.is_empty());
 
+    // A layout no earlier phase used, so its config is new to mig-parted's ConfigMap: the
+    // operator reads and replaces it (get + update on that one ConfigMap).
     let f = fleet(c).await;
-    let layout = if layout_of(&f, node, 1) == "all-balanced" { "all-1g.10gb" } else { "all-balanced" };
-    let p = plan(&f, OpRequest::Reslice { node: node.into(), gpus: vec![1], layout: layout.into() });
+    let (p, _) = reslice_changing(&f, node, 1, &["all-3g.40gb", "all-2g.20gb", "all-7g.80gb"]);
     let PlanDetail::Reslice(r) = &p.detail else { panic!("a reslice plan") };
     assert!(r.custom_config.is_some(), "a config of its own: the ConfigMap is replaced (get + update)");
     let config = r.config_name.clone();
     let (outcome, seen) = as_operator.run(p, Duration::from_secs(90)).await;
     assert!(outcome.is_ok(), "reslice: {outcome:?}\n{seen:#?}");
+    assert!(
+        seen.iter()
+            .any(|p| matches!(p, OpProgress::Step { step, .. } if step.starts_with(&format!("added config {config}")))),
+        "the operator added its config to the ConfigMap: {seen:#?}"
+    );
     assert!(seen.iter().all(|p| !matches!(p, OpProgress::Blocked { reason, .. } if reason.contains("forbidden"))));
     let n: serde_json::Value =
         serde_json::from_str(&kubectl(kubeconfig, &["get", "node", node, "-o", "json"])).expect("json");

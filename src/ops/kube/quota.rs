@@ -54,7 +54,7 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
                     .map(|v| v.0.clone())
                     .unwrap_or_else(|| "unset".into())
             };
-            let rq = read(run).await?;
+            let rq = read(run).await.map_err(nothing_changed)?;
             let version = rq.metadata.resource_version.clone().unwrap_or_default();
             if version != q.expected_version {
                 return Err(conflict(&what, &q.key.resource, &q.expected_version, &version, &value_of(&rq)));
@@ -83,7 +83,15 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
                     run.log(format!("{what} already has {} = {} (an earlier try landed)", q.key.resource, q.new))
                         .await?;
                 }
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
+                Err(e) => {
+                    let check = format!("kubectl -n {namespace} get resourcequota {name} -o yaml");
+                    return Err(Stop::Failed(write_failure(
+                        &format!("patching {what}"),
+                        &e,
+                        &check,
+                        &q.expected_version,
+                    )));
+                }
             }
             let old = super::super::shown(q.old);
             Ok((
@@ -105,7 +113,12 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
             {
                 Ok(Some(o)) => o,
                 Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("reading {what}"), &e))),
+                Err(e) => {
+                    return Err(Stop::Failed(format!(
+                        "{}; nothing was changed",
+                        api_failure(&format!("reading {what}"), &e)
+                    )));
+                }
             };
             let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
             let current = value_of(&mut obj);
@@ -149,7 +162,15 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
                     }
                     run.log(format!("{what} already has {field} = {} (an earlier try landed)", q.new)).await?;
                 }
-                Err(e) => return Err(Stop::Failed(api_failure(&format!("patching {what}"), &e))),
+                Err(e) => {
+                    let check = format!("kubectl get clusterqueue {queue} -o yaml");
+                    return Err(Stop::Failed(write_failure(
+                        &format!("patching {what}"),
+                        &e,
+                        &check,
+                        &q.expected_version,
+                    )));
+                }
             }
             let old = super::super::shown(q.old);
             Ok((
@@ -173,6 +194,29 @@ pub(super) async fn kueue_cluster_queues(client: &kube::Client) -> Step<kube::ap
     Err(Stop::Failed(format!(
         "Kueue's ClusterQueue API (kueue.x-k8s.io v1beta2 or v1beta1) is not served here ({last}); nothing was changed"
     )))
+}
+
+/// A failure before the write: say that nothing was changed.
+fn nothing_changed(s: Stop) -> Stop {
+    match s {
+        Stop::Failed(m) if !m.contains("nothing was changed") => Stop::Failed(format!("{m}; nothing was changed")),
+        s => s,
+    }
+}
+
+/// A conditional write that ended without an answer (the API server or etcd did not
+/// answer in time, the connection broke) may still land after we stopped waiting: say so,
+/// rather than "failed", and how to check. A rerun cannot write twice: it is conditional on
+/// the version the preview showed.
+fn write_failure(what: &str, e: &kube::Error, check: &str, version: &str) -> String {
+    if retry::transient(e).is_none() {
+        return api_failure(what, e);
+    }
+    format!(
+        "{}; the API server gave no answer, so whether the change landed is unknown: check with `{check}`. \
+         Running it again is safe: it is conditional on version {version}, so it cannot overwrite a change made since",
+        api_failure(what, e)
+    )
 }
 
 /// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.
@@ -199,4 +243,28 @@ pub(super) fn cq_path(data: &Value, flavor: &str, resource: &str) -> Option<Stri
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status::failure(message, "").with_code(code)))
+    }
+
+    #[test]
+    fn a_write_without_an_answer_is_unknown_not_failed() {
+        let check = "kubectl -n ml get resourcequota gpu -o yaml";
+        let timeout =
+            kube::Error::Service(Box::new(std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer within 10s")));
+        for e in [timeout, status(504, "Timeout: request did not complete within requested timeout")] {
+            let m = write_failure("patching ResourceQuota ml/gpu", &e, check, "4711");
+            assert!(m.contains("whether the change landed is unknown") && m.contains(check), "{m}");
+            assert!(m.contains("conditional on version 4711"), "{m}");
+        }
+        // An answer is an answer: a refusal says what it was, and nothing about unknowns.
+        let m = write_failure("patching ResourceQuota ml/gpu", &status(403, "forbidden"), check, "4711");
+        assert!(m.contains("forbidden") && !m.contains("unknown"), "{m}");
+    }
 }
