@@ -520,6 +520,10 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     })
     .await;
 
+    // Churn 4 (issue 14 item 1): a burst of Events and pods; the restart below then makes
+    // every watch relist (the new server's watch cache cannot serve the old versions).
+    let before_burst = burst(&client, &mut m).await;
+
     // Churn 4: the API server restarts (same address, same etcd data, same credentials).
     // The model says it is reconnecting while the server is away, then converges again.
     let kc = std::fs::read_to_string(&kubeconfig).expect("read the kubeconfig");
@@ -579,6 +583,43 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
         took.as_secs_f64()
     );
     assert!(took < Duration::from_secs(20), "the cockpit took {took:?} to see the API server again after it returned");
+    // The relist passed every Event again: none was added to the history twice.
+    let after = burst_events(&m.fleet);
+    let distinct: BTreeSet<&(String, String)> = after.iter().collect();
+    assert_eq!(distinct.len(), after.len(), "after the relist, no event is in the history twice");
+    // Events that happened meanwhile (the restart's own) may have pushed the oldest out of
+    // the ring; the rest are the same, in the same order, and none was added again.
+    let was: BTreeSet<&(String, String)> = before_burst.events.iter().collect();
+    let new: Vec<&(String, String)> = after.iter().filter(|e| !was.contains(e)).collect();
+    let tail = &before_burst.events[before_burst.events.len().saturating_sub(after.len())..];
+    let first_diff = tail.iter().zip(&after).position(|(a, b)| a != b);
+    assert!(
+        before_burst.events.ends_with(&after) && after.len() + 200 >= before_burst.events.len(),
+        "the relist added no burst event again: {} before, {} after; {} not seen before ({:?}); first difference at \
+         {first_diff:?}: {:?}",
+        before_burst.events.len(),
+        after.len(),
+        new.len(),
+        new.iter().take(3).collect::<Vec<_>>(),
+        first_diff.map(|i| (&tail[i], &after[i]))
+    );
+    let interned = m.fleet.interner.len();
+    assert!(
+        interned <= before_burst.interned_after + 20,
+        "the relist grew the interner: {} → {interned}",
+        before_burst.interned_after
+    );
+    eprintln!(
+        "burst: RSS {} → {} MiB (after the burst) → {} MiB (after the relist); interner {} → {} → {interned} strings; \
+         {} burst events in the history of {}",
+        before_burst.rss_mib.0,
+        before_burst.rss_mib.1,
+        rss_mib(),
+        before_burst.interned_before,
+        before_burst.interned_after,
+        after.len(),
+        fabrik::model::fleet::EVENT_CAPACITY
+    );
 
     // The real binary, in a real terminal, on this control plane.
     tmux_shows_the_fleet(&kubeconfig, NODES);
@@ -678,17 +719,7 @@ async fn forbidden_kinds_are_stale_not_fatal(admin: &kube::Client, kubeconfig: &
         .map(|s| s.token)
         .expect("a token");
     // The admin kubeconfig with the user's token swapped for the ServiceAccount's.
-    let kc = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
-    let mut kc: serde_json::Value =
-        serde_json::to_value(kube::config::Kubeconfig::from_yaml(&kc).expect("parse the kubeconfig"))
-            .expect("kubeconfig as JSON");
-    if let Some(users) = kc["users"].as_array_mut() {
-        for u in users {
-            u["user"] = json!({"token": token});
-        }
-    }
-    let path = kubeconfig.with_file_name("nodes-only.kubeconfig");
-    std::fs::write(&path, serde_json::to_string(&kc).expect("serialize")).expect("write the kubeconfig");
+    let path = crate::common::kubeconfig_with_token(kubeconfig, &token, "nodes-only");
     let conn = fabrik::cluster::connect(Some(&path), None).await.unwrap_or_else(|e| panic!("{e}"));
     let fleet = fabrik::live::load_fleet(
         conn.client,
@@ -712,4 +743,148 @@ async fn forbidden_kinds_are_stale_not_fatal(admin: &kube::Client, kubeconfig: &
     assert!(!stale.contains("nodes"), "{:?}", fleet.feeds);
     let told = fleet.events.iter().any(|e| e.message.contains("kubectl auth can-i watch pods"));
     assert!(told, "the events say how to get the right");
+}
+
+/// What the burst left, to compare after the relist.
+struct Burst {
+    events: Vec<(String, String)>,
+    interned_before: usize,
+    interned_after: usize,
+    rss_mib: (u64, u64),
+}
+
+/// This process's resident memory (the model and the feed are in it), MiB.
+fn rss_mib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        .map_or(0, |kb| kb / 1024)
+}
+
+/// The burst's events in the model's history, (object, start of message), in order.
+fn burst_events(f: &Fleet) -> Vec<(String, String)> {
+    f.events
+        .iter()
+        .filter(|e| e.object.starts_with("pod/burst/"))
+        .map(|e| (e.object.clone(), e.message.chars().take(40).collect()))
+        .collect()
+}
+
+const BURST_EVENTS: usize = 10_000;
+const BURST_PODS: usize = 5_000;
+
+/// 10,000 Events (one in 500 with a 1 MB message) and 5,000 pods created and deleted in a
+/// namespace of their own, as fast as 16 clients at once get them in; the model converges to
+/// the API, keeps a bounded history (each message cut to 4 KiB) and does not intern what the
+/// burst made up.
+async fn burst(client: &kube::Client, m: &mut Model) -> Burst {
+    use futures::StreamExt;
+    use k8s_openapi::api::core::v1::Event;
+    m.converge("before the burst", Duration::from_secs(60), |_| async { Ok(()) }).await;
+    let (rss0, interned_before) = (rss_mib(), m.fleet.interner.len());
+    let gen0 = m.fleet.events_gen;
+    let pp = PostParams::default();
+    Api::<Namespace>::all(client.clone())
+        .create(&pp, &serde_json::from_value(json!({"metadata": {"name": "burst"}})).expect("ns json"))
+        .await
+        .expect("create the burst namespace");
+    let t0 = Instant::now();
+    let events: Api<Event> = Api::namespaced(client.clone(), "burst");
+    let now = jiff::Timestamp::now().to_string();
+    let made = futures::stream::iter(0..BURST_EVENTS)
+        .map(|i| {
+            let events = events.clone();
+            let now = now.clone();
+            async move {
+                let message = if i % 500 == 0 { "x".repeat(1_000_000) } else { format!("burst event {i}") };
+                let e: Event = serde_json::from_value(json!({
+                    "metadata": {"name": format!("burst-{i}")},
+                    "involvedObject": {"kind": "Pod", "namespace": "burst", "name": format!("job-{i}")},
+                    "reason": format!("Burst{}", i % 50), "message": message, "type": "Warning",
+                    "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+                    "source": {"component": "fabrik-e2e"}
+                }))
+                .expect("event json");
+                events.create(&PostParams::default(), &e).await.map_err(|e| format!("event {i}: {e}"))
+            }
+        })
+        .buffer_unordered(16)
+        .filter_map(|r| async move { r.err() })
+        .collect::<Vec<String>>()
+        .await;
+    assert!(made.is_empty(), "{} events refused: {:?}", made.len(), made.first());
+    let events_took = t0.elapsed();
+    // The pods name a scheduler nobody runs: they stay unbound, and go at once when deleted.
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "burst");
+    let t1 = Instant::now();
+    let failed = futures::stream::iter(0..BURST_PODS)
+        .map(|i| {
+            let pods = pods.clone();
+            async move {
+                let p: Pod = serde_json::from_value(json!({
+                    "metadata": {"name": format!("job-{i}")},
+                    "spec": {"schedulerName": "fabrik-e2e-nobody", "containers": [{"name": "c", "image": "none"}]}
+                }))
+                .expect("pod json");
+                let mut tries = 0;
+                loop {
+                    match pods.create(&PostParams::default(), &p).await {
+                        Ok(_) => break,
+                        // The namespace's ServiceAccount comes from the controller manager.
+                        Err(e) if tries < 40 => {
+                            let _ = e;
+                            tries += 1;
+                            tokio::time::sleep(Duration::from_millis(250)).await;
+                        }
+                        Err(e) => return Err(format!("pod {i}: {e}")),
+                    }
+                }
+                pods.delete(&format!("job-{i}"), &DeleteParams::default())
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| format!("pod {i}: {e}"))
+            }
+        })
+        .buffer_unordered(16)
+        .filter_map(|r| async move { r.err() })
+        .collect::<Vec<String>>()
+        .await;
+    assert!(failed.is_empty(), "{} pods failed: {:?}", failed.len(), failed.first());
+    let pods_took = t1.elapsed();
+    let t2 = Instant::now();
+    m.converge("after the burst", Duration::from_secs(180), |f| {
+        let c = client.clone();
+        let snapshot = seen(f);
+        // Every burst event delivered (the history keeps the newest 5,000 of them).
+        let delivered = f.events_gen - gen0;
+        async move {
+            if delivered < BURST_EVENTS as u64 {
+                return Err(format!("{delivered} events delivered since the burst began"));
+            }
+            diff(&snapshot, &truth(&c).await?)
+        }
+    })
+    .await;
+    let converged = t2.elapsed();
+    let events = burst_events(&m.fleet);
+    let distinct: BTreeSet<&(String, String)> = events.iter().collect();
+    assert_eq!(distinct.len(), events.len(), "no event is in the history twice");
+    let longest = m.fleet.events.iter().map(|e| e.message.len()).max().unwrap_or(0);
+    assert!(longest <= fabrik::model::fleet::EVENT_MESSAGE_MAX + 64, "a 1 MB message is cut: {longest} bytes kept");
+    let interned_after = m.fleet.interner.len();
+    assert!(
+        interned_after <= interned_before + 20,
+        "the burst's names, reasons and versions are not interned: {interned_before} → {interned_after}"
+    );
+    let rss1 = rss_mib();
+    eprintln!(
+        "burst: {BURST_EVENTS} events in {:.1} s, {BURST_PODS} pods created and deleted in {:.1} s; the model equal \
+         to the API {:.1} s later",
+        events_took.as_secs_f64(),
+        pods_took.as_secs_f64(),
+        converged.as_secs_f64()
+    );
+    Burst { events, interned_before, interned_after, rss_mib: (rss0, rss1) }
 }

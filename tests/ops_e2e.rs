@@ -708,22 +708,7 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
     assert!(line.contains("drain") && line.contains("succeeded") && line.contains("admin"), "{line}");
 
     // ---------- an SSH hang-up mid-drain is recorded as interrupted, at its step ----------
-    kubectl(&kubeconfig, &["uncordon", &drain_node]);
-    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}})))
-        .await
-        .expect("hold the trainers again");
-    eventually("the trainers back, held by their PDB", Duration::from_secs(90), || {
-        let (c, n, pdbs) = (c.clone(), drain_node.clone(), pdbs.clone());
-        async move {
-            let r = running(&c, "trainer", &n).await.len();
-            let s = pdbs.get("trainer-pdb").await.map_err(|e| e.to_string())?.status;
-            match s {
-                Some(s) if r == 2 && s.current_healthy == 2 && s.disruptions_allowed == 0 => Ok(()),
-                other => Err(format!("{r} trainers, {other:?}")),
-            }
-        }
-    })
-    .await;
+    trainers_back_and_held(&c, &kubeconfig, &drain_node).await;
     let hup_data = dir.join("hup-data");
     hang_up_mid_drain(&kubeconfig, &hup_data, &drain_node);
     let recs = eventually("the interruption in the audit log", Duration::from_secs(20), || {
@@ -766,6 +751,28 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
 
     // ---------- issue 14 item 1: etcd paused under the API server ----------
     etcd::etcd_paused(&c, &kubeconfig, _cp.child.id(), &audit_dir, &reslice_node).await;
+}
+
+/// Uncordons `node` (kubectl) and holds its trainers with their PDB (minAvailable 2) until
+/// both run there again and the budget allows no disruption.
+async fn trainers_back_and_held(c: &kube::Client, kubeconfig: &Path, node: &str) {
+    let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), NS);
+    kubectl(kubeconfig, &["uncordon", node]);
+    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}})))
+        .await
+        .expect("hold the trainers again");
+    eventually("the trainers back, held by their PDB", Duration::from_secs(90), || {
+        let (c, n, pdbs) = (c.clone(), node.to_string(), pdbs.clone());
+        async move {
+            let r = running(&c, "trainer", &n).await.len();
+            let s = pdbs.get("trainer-pdb").await.map_err(|e| e.to_string())?.status;
+            match s {
+                Some(s) if r == 2 && s.current_healthy == 2 && s.disruptions_allowed == 0 => Ok(()),
+                other => Err(format!("{r} trainers, {other:?}")),
+            }
+        }
+    })
+    .await;
 }
 
 /// Item 7: the first eviction of a trainer is answered 409 (injected at a proxy, with the pod

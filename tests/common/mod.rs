@@ -276,3 +276,20 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     );
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
+
+/// A copy of `kubeconfig` whose users authenticate with `token` (a ServiceAccount's, from
+/// the TokenRequest API), written beside it as `NAME.kubeconfig`.
+pub fn kubeconfig_with_token(kubeconfig: &Path, token: &str, name: &str) -> PathBuf {
+    let kc = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
+    let mut kc: serde_json::Value =
+        serde_json::to_value(kube::config::Kubeconfig::from_yaml(&kc).expect("parse the kubeconfig"))
+            .expect("kubeconfig as JSON");
+    if let Some(users) = kc["users"].as_array_mut() {
+        for u in users {
+            u["user"] = serde_json::json!({"token": token});
+        }
+    }
+    let path = kubeconfig.with_file_name(format!("{name}.kubeconfig"));
+    std::fs::write(&path, serde_json::to_string(&kc).expect("serialize")).expect("write the kubeconfig");
+    path
+}

@@ -21,9 +21,8 @@ use serde_json::{Value, json};
 
 use super::{
     BIN, Exec, NS, SLOW, Tmux, audit_records, cockpit, eventually, fleet, node_json, phases, plan, reslice_changing,
-    running, select_node, unschedulable,
+    running, select_node, trainers_back_and_held, unschedulable,
 };
-use crate::common::kubectl;
 
 fn audit_line(data: &Path, node: &str, kind: &str) -> String {
     let out = Command::new(BIN).arg("audit").env("FABRIK_DATA_DIR", data).output().expect("fabrik audit");
@@ -36,23 +35,8 @@ fn audit_line(data: &Path, node: &str, kind: &str) -> String {
 }
 
 pub async fn killed_mid_drain(c: &kube::Client, kubeconfig: &Path, dir: &Path, node: &str) {
+    trainers_back_and_held(c, kubeconfig, node).await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), NS);
-    kubectl(kubeconfig, &["uncordon", node]);
-    pdbs.patch("trainer-pdb", &PatchParams::default(), &Patch::Merge(&json!({"spec": {"minAvailable": 2}})))
-        .await
-        .expect("hold the trainers");
-    eventually("the trainers back, held by their PDB", Duration::from_secs(90), || {
-        let (c, n, pdbs) = (c.clone(), node.to_string(), pdbs.clone());
-        async move {
-            let r = running(&c, "trainer", &n).await.len();
-            let s = pdbs.get("trainer-pdb").await.map_err(|e| e.to_string())?.status;
-            match s {
-                Some(s) if r == 2 && s.current_healthy == 2 && s.disruptions_allowed == 0 => Ok(()),
-                other => Err(format!("{r} trainers, {other:?}")),
-            }
-        }
-    })
-    .await;
     let data = dir.join("kill-data");
     let t = Tmux::start();
     cockpit(&t, kubeconfig, &data, &[]);

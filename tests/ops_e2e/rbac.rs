@@ -154,17 +154,7 @@ async fn identity(
         .status
         .map(|s| s.token)
         .expect("a token");
-    let kc = std::fs::read_to_string(kubeconfig).expect("read the kubeconfig");
-    let mut kc: serde_json::Value =
-        serde_json::to_value(kube::config::Kubeconfig::from_yaml(&kc).expect("parse the kubeconfig"))
-            .expect("kubeconfig as JSON");
-    if let Some(users) = kc["users"].as_array_mut() {
-        for u in users {
-            u["user"] = json!({"token": token});
-        }
-    }
-    let path = kubeconfig.with_file_name(format!("{name}.kubeconfig"));
-    std::fs::write(&path, serde_json::to_string(&kc).expect("serialize")).expect("write the kubeconfig");
+    let path = crate::common::kubeconfig_with_token(kubeconfig, &token, name);
     let conn = fabrik::cluster::connect(Some(&path), None).await.unwrap_or_else(|e| panic!("{e}"));
     (path, conn.client)
 }
