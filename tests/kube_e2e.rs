@@ -26,7 +26,7 @@ use serde_json::json;
 use tokio::sync::mpsc;
 
 mod common;
-use common::{BIN, Proc, control_plane, control_plane_with};
+use common::{BIN, Proc, Tmux, control_plane, control_plane_with, session};
 
 const NODES: u32 = 12;
 
@@ -522,7 +522,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
 
     // Churn 4 (issue 14 item 1): a burst of Events and pods; the restart below then makes
     // every watch relist (the new server's watch cache cannot serve the old versions).
-    let before_burst = burst(&client, &mut m).await;
+    let before_burst = burst(&client, &mut m, &kubeconfig).await;
 
     // Churn 4: the API server restarts (same address, same etcd data, same credentials).
     // The model says it is reconnecting while the server is away, then converges again.
@@ -779,11 +779,23 @@ const BURST_PODS: usize = 5_000;
 /// namespace of their own, as fast as 16 clients at once get them in; the model converges to
 /// the API, keeps a bounded history (each message cut to 4 KiB) and does not intern what the
 /// burst made up.
-async fn burst(client: &kube::Client, m: &mut Model) -> Burst {
+async fn burst(client: &kube::Client, m: &mut Model, kubeconfig: &Path) -> Burst {
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::Event;
     m.converge("before the burst", Duration::from_secs(60), |_| async { Ok(()) }).await;
     let (rss0, interned_before) = (rss_mib(), m.fleet.interner.len());
+    // The real binary watches too, on the events view, timing every batch and frame.
+    let t = Tmux::start();
+    let trace = t.home.join("burst-trace.log");
+    let env = [format!("HOME={}", t.home.display()), format!("FABRIK_TRACE={}", trace.display())];
+    let cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
+    t.ok(&session(&[&env[0], &env[1]], &[&cmd]));
+    t.wait_screen_for("the cockpit, live", Duration::from_secs(60), |s| s.contains("[live]"));
+    t.keys(&[":"]);
+    t.literal("events");
+    t.keys(&["Enter"]);
+    t.wait_screen_for("the events view", Duration::from_secs(30), |s| s.contains("REASON"));
+    let traced_from = std::fs::read_to_string(&trace).map(|t| t.lines().count()).unwrap_or(0);
     let gen0 = m.fleet.events_gen;
     let pp = PostParams::default();
     Api::<Namespace>::all(client.clone())
@@ -879,6 +891,34 @@ async fn burst(client: &kube::Client, m: &mut Model) -> Burst {
         "the burst's names, reasons and versions are not interned: {interned_before} → {interned_after}"
     );
     let rss1 = rss_mib();
+    t.wait_screen_for("the burst on the cockpit's screen", Duration::from_secs(60), |s| s.contains("Burst"));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let times = |what: &str| -> Vec<f64> {
+        let text = std::fs::read_to_string(&trace).unwrap_or_default();
+        let mut v: Vec<f64> = text
+            .lines()
+            .skip(traced_from)
+            .filter_map(|l| l.strip_prefix(what)?.trim().strip_suffix("ms")?.trim().parse().ok())
+            .collect();
+        v.sort_by(f64::total_cmp);
+        v
+    };
+    let at = |v: &[f64], q: f64| v.get(((v.len() as f64 - 1.0) * q).round() as usize).copied().unwrap_or(f64::NAN);
+    let (batches, draws) = (times("batch "), times("draw "));
+    assert!(!draws.is_empty() && !batches.is_empty(), "the cockpit traced its work during the burst");
+    eprintln!(
+        "burst, the real cockpit on the events view (FABRIK_TRACE): {} batches applied, median {:.2} ms, p99 {:.2} ms, \
+         max {:.2} ms; {} frames drawn, median {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        batches.len(),
+        at(&batches, 0.5),
+        at(&batches, 0.99),
+        at(&batches, 1.0),
+        draws.len(),
+        at(&draws, 0.5),
+        at(&draws, 0.99),
+        at(&draws, 1.0)
+    );
+    t.keys(&["q"]);
     eprintln!(
         "burst: {BURST_EVENTS} events in {:.1} s, {BURST_PODS} pods created and deleted in {:.1} s; the model equal \
          to the API {:.1} s later",
