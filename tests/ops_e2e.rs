@@ -43,6 +43,8 @@ mod etcd;
 mod fault_proxy;
 #[path = "ops_e2e/rbac.rs"]
 mod rbac;
+#[path = "ops_e2e/restart.rs"]
+mod restart;
 
 const NS: &str = "e2e-ops";
 
@@ -751,6 +753,9 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
 
     // ---------- issue 14 item 1: etcd paused under the API server ----------
     etcd::etcd_paused(&c, &kubeconfig, _cp.child.id(), &audit_dir, &reslice_node).await;
+
+    // ---------- issue 14 item 1: the API server restarted mid-drain ----------
+    let _cp = restart::restarted_mid_drain(&c, &kubeconfig, &dir, &audit_dir, _cp, &drain_node).await;
 }
 
 /// Uncordons `node` (kubectl) and holds its trainers with their PDB (minAvailable 2) until

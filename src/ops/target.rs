@@ -136,6 +136,10 @@ pub enum Evicted {
     Gone,
     /// Refused for now, with the HTTP status and what the server said.
     Retry(u16, String),
+    /// No answer through the call's retries (the API server or etcd away, a broken
+    /// connection): it may or may not have been evicted. Sent again later with the same uid
+    /// precondition, which is safe: a pod already evicted is terminating or gone by then.
+    Unanswered(String),
 }
 
 /// The verbs of an operation. Each takes the running operation for its log, its audit
@@ -162,7 +166,12 @@ pub trait Target {
     /// The pods bound to the node now.
     async fn node_pods(&mut self, run: &mut Run<'_>, node: &str) -> Step<Vec<PodView>>;
     /// One pod now (`None`: gone); `Err` is a failure to read it.
-    async fn pod(&mut self, run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>>;
+    async fn pod(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<PodView>, ReadFailure>>;
     /// Evicts one pod with its uid as precondition (policy/v1 Eviction semantics).
     async fn evict(&mut self, run: &mut Run<'_>, pod: &PodRef) -> Step<Result<Evicted, String>>;
     /// The PodDisruptionBudget that refuses a pod's eviction, in words, if one is found.

@@ -355,7 +355,12 @@ impl Target for SimTarget {
         Ok(self.with(move |s| s.pods_on(&name)).await)
     }
 
-    async fn pod(&mut self, _run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>> {
+    async fn pod(
+        &mut self,
+        _run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<PodView>, ReadFailure>> {
         let key = format!("{namespace}/{name}");
         Ok(Ok(self.with(move |s| s.pods.get(&key).map(pod_view)).await))
     }

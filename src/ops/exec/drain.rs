@@ -169,6 +169,13 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                     evicted.push(p);
                 }
                 Ok(Evicted::Gone) => run.step(format!("{key} was already gone")).await?,
+                Ok(Evicted::Unanswered(why)) => {
+                    reasons.push(format!("{key}: no answer ({why})"));
+                    if !codes.contains(&0) {
+                        codes.push(0);
+                    }
+                    waiting.push(p);
+                }
                 Ok(Evicted::Retry(code, msg)) => {
                     let why =
                         if code == 429 { t.blocking_pdb(&p.namespace, &p.name).await.unwrap_or(msg) } else { msg };
@@ -198,7 +205,9 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                 reasons.join("; ")
             )));
         }
-        let codes: Vec<String> = codes.iter().map(u16::to_string).collect();
+        // 0: the API server gave no answer (see Evicted::Unanswered).
+        let codes: Vec<String> =
+            codes.iter().map(|c| if *c == 0 { "no answer".to_string() } else { c.to_string() }).collect();
         run.blocked(format!(
             "eviction refused ({}), retrying every {}s — {}",
             codes.join(", "),
@@ -226,7 +235,12 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                 }
                 Ok(_) if p.terminating.is_some() => run.step(format!("{} is gone", p.key())).await?,
                 Ok(_) => {}
-                Err(e) => return Err(Stop::Failed(e)),
+                // A look that failed through its retries is a missed look: keep waiting.
+                Err(f) if f.transient => {
+                    left.push(format!("{} (not read: {})", p.key(), f.why));
+                    still.push(p);
+                }
+                Err(f) => return Err(Stop::Failed(f.message)),
             }
         }
         watched = still;

@@ -10,11 +10,11 @@ use serde_json::{Value, json};
 
 use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
-use super::super::target::{Evicted, PodView, pdb_refusal};
+use super::super::target::{Evicted, PodView, ReadFailure, pdb_refusal};
 use super::api_failure;
 use super::call::Kube;
 use super::drain::holds_gpus;
-use crate::cluster::is_status;
+use crate::cluster::{describe, is_status};
 
 /// A pod as a drain needs it, from the API's object.
 pub fn pod_view(p: &Pod) -> PodView {
@@ -136,6 +136,8 @@ pub(super) async fn evict_one(
         {
             Ok(Evicted::Retry(403, "its namespace is terminating".into()))
         }
+        // Nothing answered through the call's retries: try again later, as a refusal.
+        Err(e) if retry::transient_eviction(&e).is_some() => Ok(Evicted::Unanswered(describe(&e))),
         Err(e) => Err(api_failure(&what, &e)),
     })
 }
@@ -156,11 +158,14 @@ pub(super) async fn pod_now(
     run: &mut Run<'_>,
     ns: &str,
     name: &str,
-) -> Step<Result<Option<PodView>, String>> {
+) -> Step<Result<Option<PodView>, ReadFailure>> {
     let api: Api<Pod> = Api::namespaced(k.client.clone(), ns);
     let what = format!("waiting for {ns}/{name}");
-    Ok(k.call(run, &what, retry::transient, || api.get_opt(name))
-        .await?
-        .map(|p| p.as_ref().map(pod_view))
-        .map_err(|e| api_failure(&what, &e)))
+    Ok(k.call(run, &what, retry::transient, || api.get_opt(name)).await?.map(|p| p.as_ref().map(pod_view)).map_err(
+        |e| ReadFailure {
+            transient: retry::transient(&e).is_some(),
+            why: describe(&e),
+            message: api_failure(&what, &e),
+        },
+    ))
 }

@@ -138,7 +138,12 @@ impl Target for Kube {
         evict::node_pods(self, run, node).await
     }
 
-    async fn pod(&mut self, run: &mut Run<'_>, namespace: &str, name: &str) -> Step<Result<Option<PodView>, String>> {
+    async fn pod(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<PodView>, ReadFailure>> {
         evict::pod_now(self, run, namespace, name).await
     }
 
