@@ -1,6 +1,6 @@
 //! The terminal driver: raw mode and the alternate screen behind a guard that always
-//! restores them, then the loop — drain every pending delta and input, draw at most once
-//! per frame, and not at all while nothing changed.
+//! restores them, then the loop — apply the pending deltas (for at most [`APPLY_BUDGET`] at a
+//! time) and input, draw at most once per frame, and not at all while nothing changed.
 
 use std::io::stdout;
 use std::time::{Duration, Instant};
@@ -12,6 +12,10 @@ use tokio::sync::mpsc;
 use super::App;
 use crate::model::Batch;
 use crate::model::{Delta, FeedState};
+
+/// The longest the loop applies queued deltas in one go before it looks at keys and frames
+/// again (a burst of feed batches used to be drained whole: 1.1 s once, in kube_e2e's burst).
+const APPLY_BUDGET: Duration = Duration::from_millis(25);
 
 /// Restores the terminal on drop, so an early return or an error never leaves it raw.
 struct TerminalGuard;
@@ -112,7 +116,11 @@ async fn drive(
                     // throttled by the time since it was built, not since the last frame.
                     app.set_clock(t);
                     let mut changed = app.apply(b);
-                    while let Ok(b) = deltas.try_recv() {
+                    // Whatever else is queued, for at most APPLY_BUDGET: a feed that keeps
+                    // sending (a burst of events, a relist) must not hold off keys and frames;
+                    // what is left is taken on the next turn of the loop.
+                    while t.elapsed() < APPLY_BUDGET {
+                        let Ok(b) = deltas.try_recv() else { break };
                         changed |= app.apply(b);
                     }
                     dirty |= changed;
