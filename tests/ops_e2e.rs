@@ -814,6 +814,13 @@ async fn conflict_on_eviction_is_not_gone(c: &kube::Client, audit_dir: &Path, no
 /// Starts a drain the PDB holds back, then closes the terminal under it as an SSH hang-up
 /// does (tmux kill-session: SIGHUP to the pane's processes).
 fn hang_up_mid_drain(kubeconfig: &Path, data: &Path, node: &str) {
+    let t = drain_blocked_in_tmux(kubeconfig, data, node);
+    t.ok(&["kill-session", "-t", "fabrik"]);
+}
+
+/// The real cockpit in tmux, as the admin, with a drain of `node` confirmed from the keyboard
+/// and shown blocked by the PDB on the operations view.
+fn drain_blocked_in_tmux(kubeconfig: &Path, data: &Path, node: &str) -> Tmux {
     let t = Tmux::start();
     cockpit(&t, kubeconfig, data, &[]);
     t.wait_screen_for("the cockpit, live", SLOW, |s| s.contains("[live]") && s.contains("as admin"));
@@ -828,7 +835,7 @@ fn hang_up_mid_drain(kubeconfig: &Path, data: &Path, node: &str) {
     t.wait_screen_for("the drain blocked by the PDB", SLOW, |s| {
         s.lines().any(|l| l.contains(&title) && l.contains("blocked"))
     });
-    t.ok(&["kill-session", "-t", "fabrik"]);
+    t
 }
 
 /// Progress of `id` for `how_long` (whatever it is), for checking what does *not* happen.

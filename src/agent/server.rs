@@ -242,8 +242,17 @@ impl WriteDeadline {
         WriteDeadline { io, limit, stalled: None }
     }
 
-    /// Called when a write would block: arms the deadline, or fails if it passed.
-    fn pending<T>(&mut self, cx: &mut std::task::Context<'_>) -> std::task::Poll<std::io::Result<T>> {
+    /// A write, vectored write or flush that did not complete arms the deadline (or fails
+    /// once it has passed); one that completed disarms it.
+    fn guard<T>(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        r: std::task::Poll<std::io::Result<T>>,
+    ) -> std::task::Poll<std::io::Result<T>> {
+        if r.is_ready() {
+            self.stalled = None;
+            return r;
+        }
         let limit = self.limit;
         let sleep = self.stalled.get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
         match sleep.as_mut().poll(cx) {
@@ -272,26 +281,16 @@ impl tokio::io::AsyncWrite for WriteDeadline {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        match std::pin::Pin::new(&mut self.io).poll_write(cx, buf) {
-            std::task::Poll::Pending => self.pending(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_write(cx, buf);
+        self.guard(cx, r)
     }
     fn poll_write_vectored(
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> std::task::Poll<std::io::Result<usize>> {
-        match std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs) {
-            std::task::Poll::Pending => self.pending(cx),
-            done => {
-                self.stalled = None;
-                done
-            }
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        self.guard(cx, r)
     }
     fn is_write_vectored(&self) -> bool {
         self.io.is_write_vectored()
@@ -300,10 +299,8 @@ impl tokio::io::AsyncWrite for WriteDeadline {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<std::io::Result<()>> {
-        match std::pin::Pin::new(&mut self.io).poll_flush(cx) {
-            std::task::Poll::Pending => self.pending(cx),
-            done => done,
-        }
+        let r = std::pin::Pin::new(&mut self.io).poll_flush(cx);
+        self.guard(cx, r)
     }
     fn poll_shutdown(
         mut self: std::pin::Pin<&mut Self>,

@@ -27,6 +27,9 @@ pub const PAUSED_VALUE: &str = "paused-for-mig-change";
 pub const MIG_CONFIGMAP_NS: &str = "gpu-operator";
 pub const MIG_CONFIGMAP: &str = "default-mig-parted-config";
 pub const MIG_CONFIGMAP_KEY: &str = "config.yaml";
+/// The fabrik agent DaemonSet's namespace (deploy/agent-daemonset.yaml): where the cockpit
+/// looks for agents, and where `fabrik sim --agents` puts its own.
+pub const AGENT_NAMESPACE: &str = "fabrik-system";
 /// `fabrik sim`'s mig-manager says why a config failed here; a real one only logs it.
 pub const SIM_MIG_MESSAGE: &str = "fabrik.io/sim-mig-message";
 

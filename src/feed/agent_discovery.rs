@@ -2,7 +2,8 @@
 //! agent namespace only, owned by a DaemonSet), reached through the API server's pod proxy,
 //! and streamed only for the nodes the person is looking at. A tenant can label its own pod
 //! `app.kubernetes.io/name=fabrik-agent`, but not create pods in the agent namespace nor
-//! make a DaemonSet own one there, so it cannot feed the cockpit telemetry for a node. The cockpit says which nodes those are through a `watch` channel; a node
+//! make a DaemonSet own one there, so it cannot feed the cockpit telemetry for a node. The
+//! cockpit says which nodes those are through a `watch` channel; a node
 //! that leaves the view has its stream stopped (its GPUs' telemetry then ages into stale),
 //! one that comes into view gets a stream, and each stream reconnects on its own.
 
@@ -24,7 +25,7 @@ use crate::model::{Delta, FeedState};
 /// The agent DaemonSet's pods (deploy/agent.yaml), unless configured otherwise.
 pub const DEFAULT_SELECTOR: &str = "app.kubernetes.io/name=fabrik-agent";
 /// The namespace the agent DaemonSet runs in (deploy/agent-daemonset.yaml).
-pub const DEFAULT_NAMESPACE: &str = "fabrik-system";
+pub const DEFAULT_NAMESPACE: &str = crate::cluster::labels::AGENT_NAMESPACE;
 /// The agent's default port (`fabrik agent --listen 0.0.0.0:9400`).
 pub const DEFAULT_PORT: u16 = 9400;
 const SOURCE: &str = "agents";

@@ -23,7 +23,7 @@ use super::podres;
 use super::workload::WORKLOAD_LABEL;
 
 /// Namespace of the agent pods (the DaemonSet's in deploy/).
-pub const NAMESPACE: &str = "fabrik-system";
+pub const NAMESPACE: &str = crate::cluster::labels::AGENT_NAMESPACE;
 /// At most this many agents: one /24 of addresses, and one small process each.
 pub const MAX_AGENTS: usize = 250;
 

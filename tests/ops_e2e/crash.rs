@@ -20,8 +20,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
 use super::{
-    BIN, Exec, NS, SLOW, Tmux, audit_records, cockpit, eventually, fleet, node_json, phases, plan, reslice_changing,
-    running, select_node, trainers_back_and_held, unschedulable,
+    BIN, Exec, NS, SLOW, audit_records, drain_blocked_in_tmux, eventually, fleet, node_json, phases, plan,
+    reslice_changing, running, trainers_back_and_held, unschedulable,
 };
 
 fn audit_line(data: &Path, node: &str, kind: &str) -> String {
@@ -38,20 +38,7 @@ pub async fn killed_mid_drain(c: &kube::Client, kubeconfig: &Path, dir: &Path, n
     trainers_back_and_held(c, kubeconfig, node).await;
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), NS);
     let data = dir.join("kill-data");
-    let t = Tmux::start();
-    cockpit(&t, kubeconfig, &data, &[]);
-    t.wait_screen_for("the cockpit, live", SLOW, |s| s.contains("[live]") && s.contains("as admin"));
-    select_node(&t, node);
-    t.keys(&["D"]);
-    t.wait_screen_for("the drain preview", SLOW, |s| s.contains(&format!("Preview: Drain node {node}")));
-    t.keys(&["y"]);
-    t.keys(&[":"]);
-    t.literal("ops");
-    t.keys(&["Enter"]);
-    let title = format!("Drain node {node}");
-    t.wait_screen_for("the drain blocked by the PDB", SLOW, |s| {
-        s.lines().any(|l| l.contains(&title) && l.contains("blocked"))
-    });
+    let t = drain_blocked_in_tmux(kubeconfig, &data, node);
     // SIGKILL: nothing of the cockpit runs after it (no handler, no outcome record). The
     // cockpit is the pane's process or its child (the pane's shell), whichever runs BIN.
     let pane: u32 = t.display("#{pane_pid}").trim().parse().expect("the pane's pid");

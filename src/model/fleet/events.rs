@@ -61,12 +61,9 @@ impl Fleet {
     /// its reason, object and message cut to a few KiB: an Event's text is whatever its
     /// writer (a tenant, too) put there, up to the API server's object size limit.
     pub fn push_event(&mut self, e: EventSpec) {
-        let reason = cap_text(&e.reason, EVENT_REASON_MAX).into_owned().into_boxed_str();
-        let object = cap_text(&e.object, EVENT_OBJECT_MAX).into_owned();
-        let message = match cap_text(&e.message, EVENT_MESSAGE_MAX) {
-            std::borrow::Cow::Borrowed(_) => e.message,
-            std::borrow::Cow::Owned(cut) => cut,
-        };
+        let reason = capped(e.reason, EVENT_REASON_MAX).into_boxed_str();
+        let object = capped(e.object, EVENT_OBJECT_MAX);
+        let message = capped(e.message, EVENT_MESSAGE_MAX);
         if self.events.len() >= EVENT_CAPACITY {
             self.events.pop_front();
         }
@@ -153,6 +150,11 @@ impl Fleet {
             self.push_event(EventSpec { ts: now, severity, reason: reason.into(), object, message });
         }
     }
+}
+
+/// [`cap_text`] for an owned string: kept as it is (no copy) when it fits.
+fn capped(text: String, max: usize) -> String {
+    if text.len() <= max { text } else { cap_text(&text, max).into_owned() }
 }
 
 /// `text` if it is at most `max` bytes; else its first bytes up to a char boundary and a note

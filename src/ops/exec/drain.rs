@@ -160,7 +160,8 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
         run.check_cancel()?;
         let mut waiting = Vec::new();
         let mut reasons = Vec::new();
-        let mut codes: Vec<u16> = Vec::new();
+        // What the refusals were, for the blocked line: HTTP codes, or "no answer".
+        let mut codes: Vec<String> = Vec::new();
         for p in std::mem::take(&mut pending) {
             let key = p.key();
             match t.evict(run, &p).await? {
@@ -171,8 +172,8 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                 Ok(Evicted::Gone) => run.step(format!("{key} was already gone")).await?,
                 Ok(Evicted::Unanswered(why)) => {
                     reasons.push(format!("{key}: no answer ({why})"));
-                    if !codes.contains(&0) {
-                        codes.push(0);
+                    if !codes.iter().any(|c| c == "no answer") {
+                        codes.push("no answer".into());
                     }
                     waiting.push(p);
                 }
@@ -180,6 +181,7 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                     let why =
                         if code == 429 { t.blocking_pdb(&p.namespace, &p.name).await.unwrap_or(msg) } else { msg };
                     reasons.push(format!("{key}: {why}"));
+                    let code = code.to_string();
                     if !codes.contains(&code) {
                         codes.push(code);
                     }
@@ -205,9 +207,6 @@ pub(super) async fn evict_and_wait<T: Target>(t: &mut T, run: &mut Run<'_>, pods
                 reasons.join("; ")
             )));
         }
-        // 0: the API server gave no answer (see Evicted::Unanswered).
-        let codes: Vec<String> =
-            codes.iter().map(|c| if *c == 0 { "no answer".to_string() } else { c.to_string() }).collect();
         run.blocked(format!(
             "eviction refused ({}), retrying every {}s — {}",
             codes.join(", "),

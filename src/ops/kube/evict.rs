@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
 use super::super::target::{Evicted, PodView, ReadFailure, pdb_refusal};
-use super::api_failure;
 use super::call::Kube;
 use super::drain::holds_gpus;
+use super::{api_failure, read_failure};
 use crate::cluster::{describe, is_status};
 
 /// A pod as a drain needs it, from the API's object.
@@ -161,11 +161,8 @@ pub(super) async fn pod_now(
 ) -> Step<Result<Option<PodView>, ReadFailure>> {
     let api: Api<Pod> = Api::namespaced(k.client.clone(), ns);
     let what = format!("waiting for {ns}/{name}");
-    Ok(k.call(run, &what, retry::transient, || api.get_opt(name)).await?.map(|p| p.as_ref().map(pod_view)).map_err(
-        |e| ReadFailure {
-            transient: retry::transient(&e).is_some(),
-            why: describe(&e),
-            message: api_failure(&what, &e),
-        },
-    ))
+    Ok(k.call(run, &what, retry::transient, || api.get_opt(name))
+        .await?
+        .map(|p| p.as_ref().map(pod_view))
+        .map_err(|e| read_failure(&what, &e)))
 }

@@ -81,6 +81,12 @@ pub(crate) fn api_failure(what: &str, e: &kube::Error) -> String {
     }
 }
 
+/// A read that failed through its retries, for the runner: whether another look may do
+/// better, and the person's words for it.
+pub(crate) fn read_failure(what: &str, e: &kube::Error) -> ReadFailure {
+    ReadFailure { transient: super::retry::transient(e).is_some(), why: describe(e), message: api_failure(what, e) }
+}
+
 /// Runs a confirmed plan on the cluster to its outcome ([`exec::execute`] through [`Kube`]).
 pub async fn execute(ex: &KubeExec, id: u64, plan: Plan, cancel: watch::Receiver<bool>) {
     // Nobody interrupts this one: the sender stays here, unused, until the plan is done.

@@ -11,8 +11,8 @@ use super::super::mig_ack;
 use super::super::retry;
 use super::super::target::{NodeView, ReadFailure};
 use super::call::Kube;
-use super::{FIELD_MANAGER, api_failure, pp};
-use crate::cluster::{describe, labels};
+use super::{FIELD_MANAGER, api_failure, pp, read_failure};
+use crate::cluster::labels;
 
 /// A node as an operation needs it, from the API's object.
 pub fn node_view(n: &Node) -> NodeView {
@@ -36,11 +36,7 @@ impl Kube {
         let what = format!("reading node {node}");
         Ok(match self.call(run, &what, retry::transient, || api.get_opt(node)).await? {
             Ok(n) => Ok(n.as_ref().map(node_view)),
-            Err(e) => Err(ReadFailure {
-                transient: retry::transient(&e).is_some(),
-                why: describe(&e),
-                message: api_failure(&what, &e),
-            }),
+            Err(e) => Err(read_failure(&what, &e)),
         })
     }
 

@@ -104,24 +104,18 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
             let field = q.key.field.kueue_name();
             let ar = kueue_cluster_queues(&k.client).await?;
             let api: Api<kube::api::DynamicObject> = Api::all_with(k.client.clone(), &ar);
-            let value_of = |o: &mut kube::api::DynamicObject| {
-                cq_slot(&mut o.data, flavor, &q.key.resource)
+            let value_of = |o: &kube::api::DynamicObject| {
+                cq_entry(&o.data, flavor, &q.key.resource)
                     .map(|s| quantity_text(s.get(field)))
                     .unwrap_or_else(|| "gone".into())
             };
-            let mut obj = match k.call(run, &format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?
-            {
+            let obj = match k.call(run, &format!("reading {what}"), retry::transient, || api.get_opt(queue)).await? {
                 Ok(Some(o)) => o,
                 Ok(None) => return Err(Stop::Failed(format!("{what} is gone from the cluster; nothing was changed"))),
-                Err(e) => {
-                    return Err(Stop::Failed(format!(
-                        "{}; nothing was changed",
-                        api_failure(&format!("reading {what}"), &e)
-                    )));
-                }
+                Err(e) => return Err(nothing_changed(Stop::Failed(api_failure(&format!("reading {what}"), &e)))),
             };
             let version_now = obj.metadata.resource_version.clone().unwrap_or_default();
-            let current = value_of(&mut obj);
+            let current = value_of(&obj);
             if version_now != q.expected_version {
                 return Err(conflict(&what, &q.key.resource, &q.expected_version, &version_now, &current));
             }
@@ -153,9 +147,19 @@ pub(super) async fn quota_op(k: &Kube, run: &mut Run<'_>, q: &QuotaPlan) -> Step
                 Err(e) if is_status(&e, 409) => {
                     let reread =
                         k.call(run, &format!("reading {what}"), retry::transient, || api.get_opt(queue)).await?;
-                    let (v, val) = match reread.ok().flatten() {
-                        Some(mut o) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&mut o)),
-                        None => ("(deleted)".into(), "gone".into()),
+                    let (v, val) = match reread {
+                        Ok(Some(o)) => (o.metadata.resource_version.clone().unwrap_or_default(), value_of(&o)),
+                        Ok(None) => ("(deleted)".into(), "gone".into()),
+                        // The write met a conflict, and what the queue holds now could not be
+                        // read: say so, rather than call it deleted.
+                        Err(e) => {
+                            return Err(Stop::Failed(format!(
+                                "{what} changed since the preview (the write met a conflict; nothing of ours was \
+                                 written), and reading it again failed: {}; check with `kubectl get clusterqueue \
+                                 {queue} -o yaml`",
+                                describe(&e)
+                            )));
+                        }
                     };
                     if val != q.new.to_string() {
                         return Err(conflict(&what, &q.key.resource, &q.expected_version, &v, &val));
@@ -220,9 +224,8 @@ fn write_failure(what: &str, e: &kube::Error, check: &str, version: &str) -> Str
 }
 
 /// The `resources[]` entry of `flavor` / `resource` in a ClusterQueue's JSON.
-pub(super) fn cq_slot<'a>(data: &'a mut Value, flavor: &str, resource: &str) -> Option<&'a mut Value> {
-    let path = cq_path(data, flavor, resource)?;
-    data.pointer_mut(&path)
+pub(super) fn cq_entry<'a>(data: &'a Value, flavor: &str, resource: &str) -> Option<&'a Value> {
+    data.pointer(&cq_path(data, flavor, resource)?)
 }
 
 /// Where that entry is, as a JSON pointer (`/spec/resourceGroups/0/flavors/1/resources/0`).

@@ -13,7 +13,7 @@ use crate::ops::target::{Evicted, PodRef, PodView};
 fn views(pods: &[Pod]) -> Vec<PodView> {
     pods.iter().map(pod_view).collect()
 }
-use super::quota::{cq_slot, quantity_text};
+use super::quota::{cq_entry, cq_path, quantity_text};
 
 fn pod(v: Value) -> Pod {
     serde_json::from_value(v).expect("pod json")
@@ -178,12 +178,12 @@ fn pdb_selectors_match_labels_and_expressions() {
 
 #[test]
 fn cluster_queue_slots_are_found_by_flavor_and_resource() {
-    let mut cq = json!({ "spec": { "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
+    let cq = json!({ "spec": { "resourceGroups": [{ "coveredResources": ["nvidia.com/gpu"], "flavors": [
         { "name": "h100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": 8 }] },
         { "name": "a100", "resources": [{ "name": "nvidia.com/gpu", "nominalQuota": "4" }] } ] }] } });
-    let s = cq_slot(&mut cq, "a100", "nvidia.com/gpu").unwrap();
+    let s = cq_entry(&cq, "a100", "nvidia.com/gpu").unwrap();
     assert_eq!(quantity_text(s.get("nominalQuota")), "4");
-    s["nominalQuota"] = json!("6");
-    assert_eq!(cq["spec"]["resourceGroups"][0]["flavors"][1]["resources"][0]["nominalQuota"], json!("6"));
-    assert!(cq_slot(&mut cq, "b200", "nvidia.com/gpu").is_none());
+    // The path the JSON patch writes to names that same entry.
+    assert_eq!(cq_path(&cq, "a100", "nvidia.com/gpu").as_deref(), Some("/spec/resourceGroups/0/flavors/1/resources/0"));
+    assert!(cq_entry(&cq, "b200", "nvidia.com/gpu").is_none());
 }
