@@ -277,6 +277,39 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// Server-side applies `tests/fixtures/PATH` (e.g. `"crds/resource.nvidia.com_computedomains.yaml"`,
+/// `"dra-alpha/slice.yaml"`) with kubectl as field manager `fabrik-tests`; fails the test with
+/// kubectl's stderr when that fails. A CustomResourceDefinition in the file is waited for until
+/// it is Established, so objects of its kind can be created right after.
+pub fn install_fixture(kubeconfig: &Path, path: &str) {
+    let file = repo().join("tests/fixtures").join(path.trim_start_matches("tests/fixtures/"));
+    assert!(file.is_file(), "no fixture {}", file.display());
+    let run = |args: &[&str]| {
+        let o = Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
+        if !o.status.success() {
+            panic!(
+                "kubectl {args:?} for fixture {} failed ({}): {}{}",
+                file.display(),
+                o.status,
+                String::from_utf8_lossy(&o.stderr),
+                String::from_utf8_lossy(&o.stdout)
+            );
+        }
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let f = file.to_string_lossy();
+    let applied =
+        run(&["apply", "--server-side", "--force-conflicts", "--field-manager=fabrik-tests", "-o", "name", "-f", &f]);
+    for crd in applied.lines().filter(|l| l.starts_with("customresourcedefinition.apiextensions.k8s.io/")) {
+        run(&["wait", "--for=condition=Established", "--timeout=30s", crd]);
+    }
+}
+
 /// A copy of `kubeconfig` whose users authenticate with `token` (a ServiceAccount's, from
 /// the TokenRequest API), written beside it as `NAME.kubeconfig`.
 pub fn kubeconfig_with_token(kubeconfig: &Path, token: &str, name: &str) -> PathBuf {

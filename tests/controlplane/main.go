@@ -67,6 +67,18 @@ const (
 	tenantGroup    = "tenants"
 	tenantNS       = "tenant-a"
 	viewerRole     = "fabrik-test-viewer"
+
+	// draFeatureGates turns on the Kubernetes 1.34 DRA alpha features fabrik models. The
+	// same value goes to kube-apiserver, kube-controller-manager and kube-scheduler: the
+	// apiserver alone would keep the fields, but only the scheduler allocates with them and
+	// only KCM runs the device-taint eviction controller. Without the gate the apiserver
+	// silently drops the fields (ResourceSlice sharedCounters/consumesCounters, taints,
+	// allowMultipleAllocations, capacity.requestPolicy; claim capacity requests).
+	// DRADeviceBindingConditions is deliberately left off.
+	draFeatureGates = "DRADeviceTaints=true,DRAPartitionableDevices=true,DRAConsumableCapacity=true"
+	// draRuntimeConfig serves resource.k8s.io/v1alpha3 (DeviceTaintRule), which is off by
+	// default as every alpha API version is.
+	draRuntimeConfig = "resource.k8s.io/v1alpha3=true"
 )
 
 func usage() {
@@ -350,6 +362,8 @@ func up(args []string) error {
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		"--feature-gates=" + draFeatureGates,
+		"--runtime-config=" + draRuntimeConfig,
 	}
 	if err := afs.Parse(apiArgs); err != nil {
 		return fmt.Errorf("apiserver flags: %w", err)
@@ -432,6 +446,7 @@ func up(args []string) error {
 		"--service-account-private-key-file="+saKey,
 		"--root-ca-file="+filepath.Join(certDir, "apiserver.crt"),
 		"--service-cluster-ip-range=10.0.0.0/24",
+		"--feature-gates="+draFeatureGates,
 	); err != nil {
 		return err
 	}
@@ -441,6 +456,7 @@ func up(args []string) error {
 		"--authorization-kubeconfig="+schedKC,
 		"--leader-elect=false",
 		"--secure-port=0",
+		"--feature-gates="+draFeatureGates,
 	); err != nil {
 		return err
 	}

@@ -77,6 +77,10 @@ for r in resourceslices resourceclaims deviceclasses; do
 	grep -qw -- "$r" <<<"$res" || bad "resource.k8s.io/v1 lacks $r ($code: $res)"
 done
 ok "resource.k8s.io/v1: $res"
+# resource.k8s.io/v1alpha3 (DeviceTaintRule), served by --runtime-config
+code="$(req "$ADMIN" GET /apis/resource.k8s.io/v1alpha3)"
+res="$(jq -r '.resources[].name' /tmp/smoke.body 2>/dev/null | tr '\n' ' ')"
+grep -qw -- devicetaintrules <<<"$res" && ok "resource.k8s.io/v1alpha3: $res" || bad "resource.k8s.io/v1alpha3 lacks devicetaintrules ($code: $res)"
 
 # 7. tenant identity
 code="$(req "$TENANT" GET /api/v1/nodes)"
