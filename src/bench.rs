@@ -96,7 +96,7 @@ pub fn rss_mib() -> (f64, f64) {
 pub fn run(nodes: usize, frames: usize, ticks: usize) {
     println!("fabrik scale harness: {nodes} nodes, {frames} frames per view, {ticks} ticks");
     let t0 = Instant::now();
-    let mut sim = Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true });
+    let mut sim = Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true, sharing_every: 0 });
     let initial = sim.initial_deltas();
     let built = t0.elapsed();
     let n_deltas = initial.len();
@@ -207,7 +207,8 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
     match d {
         Clock(_) => "clock",
         NodeUpsert(_) | NodeRemove(_) => "node",
-        GpuUpsert(_) | GpuRemove(_) => "gpu",
+        GpuUpsert(_) | GpuRemove(_) | GpuDra { .. } => "gpu",
+        DomainUpsert(_) | DomainRemove { .. } => "domain",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

@@ -188,6 +188,10 @@ pub struct SimArgs {
     /// Simulated tick in milliseconds.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(10..=60_000))]
     pub tick_ms: u64,
+    /// Every Nth node without MIG has its GPUs shared by the device plugin (time-slicing ×4,
+    /// MPS ×2, time-slicing ×4 as `nvidia.com/gpu.shared`, in turn); 0: none.
+    #[arg(long, default_value_t = 6)]
+    pub sharing_every: u32,
 }
 
 #[derive(Subcommand, Debug)]
@@ -248,6 +252,11 @@ pub struct KubeSimArgs {
     /// Every Nth node hands out its GPUs through DRA instead of the device plugin (0: none).
     #[arg(long, default_value_t = 4)]
     pub dra_every: u32,
+    /// Every Nth node without MIG has its GPUs shared by the device plugin (time-slicing ×4,
+    /// MPS ×2, time-slicing ×4 as `nvidia.com/gpu.shared`, in turn), unless it is a DRA
+    /// node; the workload then puts pods on them (0: none).
+    #[arg(long, default_value_t = 0)]
+    pub sharing_every: u32,
     /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds or fails. The config
     /// name `fabrik-wedged` stays `pending` for good (for stuck-reslice tests); the node annotation
     /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
@@ -277,6 +286,7 @@ impl KubeSimArgs {
             workload: self.workload,
             pods: self.pods,
             dra_every: self.dra_every,
+            sharing_every: self.sharing_every,
             mig_seconds: self.mig_seconds,
             mig_delay_ms: self.mig_delay_ms,
             agents: self.agents,
@@ -346,6 +356,7 @@ pub enum ViewArg {
     Pods,
     Events,
     Ops,
+    Domains,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,7 +483,7 @@ mod tests {
                 ]
                 .concat(),
             ),
-            (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms"]].concat()),
+            (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms", "sharing-every"]].concat()),
             (
                 vec!["snapshot"],
                 [&cluster[..], &["demo", "view", "format", "filter", "ticks", "timeout-secs", "seed", "nodes"]]
@@ -488,6 +499,7 @@ mod tests {
                         "workload",
                         "pods",
                         "dra-every",
+                        "sharing-every",
                         "mig-seconds",
                         "mig-delay-ms",
                         "agents",

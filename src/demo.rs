@@ -52,7 +52,7 @@ impl Setup {
 }
 
 fn sim_config(a: &SimArgs) -> SimConfig {
-    SimConfig { seed: a.seed, nodes: a.nodes as usize, tick_ms: a.tick_ms, churn: true }
+    SimConfig { seed: a.seed, nodes: a.nodes as usize, tick_ms: a.tick_ms, churn: true, sharing_every: a.sharing_every }
 }
 
 pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre::Result<()> {
@@ -96,6 +96,7 @@ pub fn view_kind(v: ViewArg) -> ViewKind {
         ViewArg::Pods => ViewKind::Pods,
         ViewArg::Events => ViewKind::Events,
         ViewArg::Ops => ViewKind::Ops,
+        ViewArg::Domains => ViewKind::Domains,
     }
 }
 

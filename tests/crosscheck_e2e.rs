@@ -61,12 +61,13 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "alloc_gpus",
                 Exact,
                 "used: GPUs held by running pods (nvidia.com/gpu, DRA devices); on a label-announced MIG node \
-                 (instance unknown) at least one GPU when any instance is held, at most one per held instance; total: gpus",
+                 (instance unknown) at least one GPU when any instance is held, at most one per held instance; on a \
+                 shared node the fewest GPUs that hold the replicas (held / replicas, rounded up); total: gpus",
             ),
             (
                 "alloc_gpus_lower_bound",
                 Exact,
-                "true exactly on the nodes whose pods hold MIG instances the API does not place",
+                "true exactly on the nodes whose pods hold MIG instances or shared replicas the API does not place",
             ),
             ("mig_alloc", Exact, "MIG instances held by running pods / the node's MIG capacity (or slice devices)"),
             ("mig_held_instance_unknown", Exact, "held instances the API does not place (label-announced MIG nodes)"),
@@ -76,6 +77,14 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("power_w", Unknown, "no node agent"),
             ("telemetry_gpus", Unknown, "no node agent: 0"),
             ("mig", Exact, "nvidia.com/mig.config and .state labels; null when MIG is off"),
+            (
+                "sharing",
+                Exact,
+                "time-slicing / MPS: gpu.replicas > 1 and gpu.sharing-strategy labels, the device-plugin.config \
+                 label, renamed when nvidia.com/gpu.shared is advertised; gpus: gpu.count; shares: the advertised \
+                 capacity; shares_held: replicas held by running pods; all of them unplaced (no agent); null when \
+                 not shared",
+            ),
             ("idle_allocated", Unknown, "idle needs utilisation: unknown without an agent"),
             ("pods", Exact, "unfinished GPU pods bound to the node"),
             ("alerts", Text, "alert labels"),
@@ -90,7 +99,18 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("gpu", Exact, "row key: index (label gpu-<i>, slice device gpu-<i>)"),
             ("uuid", Exact, "DRA: the slice's uuid attribute; label-announced GPUs have none on the API (node/gpu-i)"),
             ("model", Text, "GPU model"),
-            ("mode", Exact, "mig when the GPU is MIG-enabled (slice parentUUID, or mig.config on a label node)"),
+            (
+                "mode",
+                Exact,
+                "mig when the GPU is MIG-enabled (slice parentUUID, or mig.config on a label node); the node's \
+                 gpu.sharing-strategy when it shares its GPUs",
+            ),
+            (
+                "sharing",
+                Exact,
+                "shared nodes: strategy and replicas from the labels, none known held on this GPU (the API does not \
+                 place replicas), all the node's held replicas unplaced; null otherwise",
+            ),
             ("util_pct", Unknown, "no node agent"),
             ("telemetry_stale", Unknown, "never sampled: not stale, unknown (false)"),
             ("mem_used_bytes", Unknown, "no node agent"),
@@ -133,7 +153,9 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("pending_pods", Exact, "pods of its namespaces in phase Pending"),
             ("gpu_quota_hard", Exact, "sum of the tenant's requests.nvidia.com/gpu and GPU device-class quotas"),
             ("requested_gpus", Exact, "whole GPUs + DRA devices asked by unfinished pods"),
-            ("allocated_gpus", Exact, "whole GPUs + DRA devices held by running pods"),
+            ("allocated_gpus", Exact, "whole GPUs + DRA devices held by running pods, not replicas of shared GPUs"),
+            ("allocated_shares", Exact, "replicas of shared GPUs (nodes with gpu.replicas > 1) held by running pods"),
+            ("allocated_share_gpus", Exact, "those replicas in GPUs: per pod, replicas × 1000 / gpu.replicas, / 1000"),
             ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
             ("busy", Unknown, "no node agent"),
             ("busy_measured", Unknown, "no node agent: 0"),
@@ -331,6 +353,8 @@ struct Truth {
     views: BTreeMap<&'static str, Rows>,
     /// Label-announced MIG nodes: (whole GPUs held, MIG instances held, MIG GPUs).
     label_mig: BTreeMap<String, (i64, i64, i64)>,
+    /// Shared nodes: (replicas per GPU, replicas held, replicas advertised).
+    shared: BTreeMap<String, (i64, i64, i64)>,
     /// Per node: MIG instance profiles (sorted).
     profiles: BTreeMap<String, Vec<String>>,
     /// Pods bound but not started, claims not allocated yet, finished pods, quotas whose
@@ -414,7 +438,7 @@ fn truth(api: &Api) -> Truth {
             let res = &c["resources"];
             let lim = if res["limits"].is_object() { &res["limits"] } else { &res["requests"] };
             for (k, v) in lim.as_object().into_iter().flatten() {
-                if k == "nvidia.com/gpu" {
+                if k == "nvidia.com/gpu" || k == "nvidia.com/gpu.shared" {
                     f.gpus += count(v);
                 } else if k.starts_with("nvidia.com/mig-") {
                     *f.mig.entry(k.clone()).or_default() += count(v);
@@ -499,6 +523,7 @@ fn truth(api: &Api) -> Truth {
         let mut r = BTreeMap::new();
         r.insert("ready", json!(ready));
         r.insert("cordoned", json!(n["spec"]["unschedulable"].as_bool().unwrap_or(false)));
+        r.insert("sharing", Value::Null);
         let cfg = s(&labels["nvidia.com/mig.config"]);
         let state = labels["nvidia.com/mig.config.state"].as_str();
         r.insert(
@@ -554,6 +579,7 @@ fn truth(api: &Api) -> Truth {
                     .map(|p| format!("{}/{}", p.ns, p.name))
                     .collect();
                 g.insert("uuid", json!(uuid));
+                g.insert("sharing", Value::Null);
                 g.insert("mode", json!(if inst.is_empty() { "full" } else { "mig" }));
                 g.insert("pods", json!(holders));
                 let tenant =
@@ -582,6 +608,46 @@ fn truth(api: &Api) -> Truth {
                 }
                 gpus.insert(format!("{name}/{idx}"), g);
             }
+        } else if let Some(replicas) =
+            labels["nvidia.com/gpu.replicas"].as_str().and_then(|r| r.parse::<i64>().ok()).filter(|r| *r > 1)
+        {
+            // The device plugin shares the GPUs: pods hold replicas, and which GPU a replica
+            // is on is not on the API.
+            let count_gpus = count(&labels["nvidia.com/gpu.count"]);
+            let strategy = s(&labels["nvidia.com/gpu.sharing-strategy"]);
+            let renamed = !cap["nvidia.com/gpu.shared"].is_null();
+            let shares = if renamed { count(&cap["nvidia.com/gpu.shared"]) } else { count(&cap["nvidia.com/gpu"]) };
+            let held = whole_held;
+            profiles = Vec::new();
+            r.insert("gpus", json!(count_gpus));
+            r.insert(
+                "alloc_gpus",
+                json!({ "used": ((held + replicas - 1) / replicas).min(count_gpus), "total": count_gpus }),
+            );
+            r.insert("alloc_gpus_lower_bound", json!(held > 0));
+            r.insert("mig_alloc", json!({ "used": 0, "total": 0 }));
+            r.insert("mig_held_instance_unknown", json!(0));
+            r.insert(
+                "sharing",
+                json!({ "strategy": strategy, "replicas": replicas, "renamed": renamed,
+                    "config": labels["nvidia.com/device-plugin.config"], "gpus": count_gpus, "shares": shares,
+                    "shares_held": held, "shares_placement_unknown": held }),
+            );
+            t.shared.insert(name.clone(), (replicas, held, shares));
+            let mem = count(&labels["nvidia.com/gpu.memory"]) * 1024 * 1024;
+            for i in 0..count_gpus {
+                let mut g = BTreeMap::new();
+                g.insert("mode", json!(strategy));
+                g.insert("mem_total_bytes", json!(mem));
+                g.insert("pods", json!([]));
+                g.insert("tenant", Value::Null);
+                g.insert(
+                    "sharing",
+                    json!({ "strategy": strategy, "replicas": replicas, "shares_held": 0,
+                        "shares_placement_unknown_on_node": held }),
+                );
+                gpus.insert(format!("{name}/{i}"), g);
+            }
         } else {
             let count_gpus = count(&labels["nvidia.com/gpu.count"]);
             let mut mig_total = 0i64;
@@ -608,6 +674,7 @@ fn truth(api: &Api) -> Truth {
             for i in 0..count_gpus {
                 let mut g = BTreeMap::new();
                 g.insert("mode", json!(if i >= whole && mig_total > 0 { "mig" } else { "full" }));
+                g.insert("sharing", Value::Null);
                 g.insert("mem_total_bytes", json!(mem));
                 // Which GPU a device-plugin pod got is not on the API.
                 g.insert("pods", json!([]));
@@ -715,13 +782,24 @@ fn truth(api: &Api) -> Truth {
     t.views.insert("quotas", quotas);
 
     // ---------- tenants ----------
+    let shared_replicas: BTreeMap<String, i64> = t.shared.iter().map(|(n, (r, _, _))| (n.clone(), *r)).collect();
     let mut tenants = Rows::new();
     let names: BTreeSet<String> = tenant_of_ns.values().cloned().collect();
     for tn in names {
         let mine: Vec<&PodFacts> = pods.iter().filter(|p| p.tenant.as_deref() == Some(tn.as_str())).collect();
         let unfinished: Vec<&&PodFacts> = mine.iter().filter(|p| !p.finished()).collect();
         let requested: i64 = unfinished.iter().map(|p| p.gpus + p.dra_count()).sum();
-        let allocated: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.gpus + p.dra_count()).sum();
+        // On a shared node `nvidia.com/gpu` is a replica, not a GPU.
+        let replicas_of = |p: &PodFacts| p.node.as_ref().and_then(|n| shared_replicas.get(n)).copied();
+        let allocated: i64 = mine
+            .iter()
+            .filter(|p| p.holds())
+            .map(|p| if replicas_of(p).is_some() { p.dra_count() } else { p.gpus + p.dra_count() })
+            .sum();
+        let held_shares: Vec<(i64, i64)> =
+            mine.iter().filter(|p| p.holds()).filter_map(|p| Some((p.gpus, replicas_of(p)?))).collect();
+        let allocated_shares: i64 = held_shares.iter().map(|(n, _)| n).sum();
+        let share_milli: i64 = held_shares.iter().map(|(n, r)| n * 1000 / r).sum();
         let allocated_mig: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.mig_count()).sum();
         let quota = tenant_quota.get(&tn).copied();
         let requested_mig: i64 = unfinished.iter().map(|p| p.mig_count()).sum();
@@ -739,13 +817,16 @@ fn truth(api: &Api) -> Truth {
         r.insert("requested_gpus", json!(requested));
         r.insert("allocated_gpus", json!(allocated));
         r.insert("allocated_mig", json!(allocated_mig));
+        r.insert("allocated_shares", json!(allocated_shares));
+        r.insert("allocated_share_gpus", json!(share_milli as f64 / 1000.0));
         r.insert("over_quota", json!(quota.is_some_and(|q| requested > q)));
         tenants.insert(tn, r);
     }
     for (queue, hard) in queue_tenants {
         let mut r = BTreeMap::new();
         r.insert("namespaces", json!([]));
-        for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig"] {
+        r.insert("allocated_share_gpus", json!(0.0));
+        for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }
         r.insert("gpu_quota_hard", json!(hard));
@@ -999,7 +1080,9 @@ fn compare_table(table: &str, t: &Truth) -> Vec<String> {
             diffs.push(format!("fleet table {node} GPUS {:?}, API {gpus}", cell("GPUS")));
         }
         if let Some(a) = w.get("alloc_gpus") {
-            let want = format!("{}/{}", a["used"], a["total"]);
+            // A lower bound says so (replicas of shared GPUs the API does not place).
+            let at_least = if w["alloc_gpus_lower_bound"] == json!(true) { "≥" } else { "" };
+            let want = format!("{at_least}{}/{}", a["used"], a["total"]);
             if cell("ALLOC") != want {
                 diffs.push(format!("fleet table {node} ALLOC {:?}, API {want}", cell("ALLOC")));
             }
@@ -1017,6 +1100,16 @@ fn compare_table(table: &str, t: &Truth) -> Vec<String> {
             if used < whole + i64::from(*held > 0) || used > whole + held.min(mig_gpus) {
                 diffs.push(format!("fleet table {node} ALLOC {alloc:?} with {held} MIG instances held (item 1)"));
             }
+        }
+        // SHARE: `TS×4 held/offered` on a shared node, `-` elsewhere.
+        let share = match (t.shared.get(&node), w["sharing"]["strategy"].as_str()) {
+            (Some((replicas, held, shares)), Some(strategy)) => {
+                format!("{}×{replicas} {held}/{shares}", if strategy == "mps" { "MPS" } else { "TS" })
+            }
+            _ => "-".to_string(),
+        };
+        if cell("SHARE") != share {
+            diffs.push(format!("fleet table {node} SHARE {:?}, API {share}", cell("SHARE")));
         }
         let pods = w["pods"].to_string();
         if cell("PODS") != pods {
@@ -1065,6 +1158,7 @@ fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
             ("REQ", w["requested_gpus"].to_string()),
             ("ALLOC", w["allocated_gpus"].to_string()),
             ("MIG", w["allocated_mig"].to_string()),
+            ("SHARES", w["allocated_shares"].to_string()),
         ];
         for (c, v) in want {
             if cell(c) != v {
@@ -1074,7 +1168,7 @@ fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
         // With nothing allocated, no busy and no idle device is an exact 0; a share of
         // nothing (BUSY%) is still no figure.
         let n = |k: &str| w.get(k).and_then(Value::as_i64).unwrap_or(0);
-        let allocated = n("allocated_gpus") + n("allocated_mig");
+        let allocated = n("allocated_gpus") + n("allocated_mig") + n("allocated_shares");
         for c in ["BUSY", "IDLE", "BUSY%"] {
             if c != "BUSY%" && allocated == 0 {
                 if cell(c) != "0" {
@@ -1179,7 +1273,7 @@ fn every_number_fabrik_prints_equals_the_api() {
     let _sim = common::sim(
         &kubeconfig,
         &dir,
-        &["--nodes", NODES, "--seed", "7", "--workload", "--pods", "80", "--mig-seconds", "2"],
+        &["--nodes", NODES, "--seed", "7", "--workload", "--pods", "80", "--mig-seconds", "2", "--sharing-every", "3"],
     );
 
     // Settled: every bound pod started, every claim allocated, every quota's status caught
@@ -1208,6 +1302,13 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(t0.views["gpus"].values().any(|g| g.contains_key("instances")), "a DRA node with MIG");
     assert!(t0.views["tenants"].values().any(|r| r["namespaces"].as_array().is_some_and(|a| a.len() > 1)));
     assert!(t0.views["tenants"].contains_key("research"), "the vCluster tenant");
+    // GPU sharing (issue 15): time-slicing and MPS nodes, one renamed, replicas held.
+    let sharing: Vec<&Value> = t0.views["fleet"].values().map(|r| &r["sharing"]).filter(|s| !s.is_null()).collect();
+    for strategy in ["time-slicing", "mps"] {
+        assert!(sharing.iter().any(|s| s["strategy"] == strategy), "a {strategy} node: {sharing:?}");
+    }
+    assert!(sharing.iter().any(|s| s["renamed"] == json!(true)), "a renamed (nvidia.com/gpu.shared) node");
+    assert!(t0.shared.values().any(|(_, held, _)| *held > 1), "pods hold replicas: {:?}", t0.shared);
     let res: BTreeSet<String> =
         t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");

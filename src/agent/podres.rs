@@ -50,9 +50,19 @@ pub fn latest(a: &Allocations) -> Option<Vec<Assignment>> {
     a.lock().unwrap_or_else(PoisonError::into_inner).clone()
 }
 
+/// The physical device of a device id: a replica of a shared GPU (time-slicing, MPS) is
+/// `<uuid>::<k>` (or `<index>::<k>`), the GPU it is on being the part before `::`.
+pub fn physical_id(device_id: &str) -> &str {
+    match device_id.rsplit_once("::") {
+        Some((gpu, k)) if !gpu.is_empty() && !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit()) => gpu,
+        _ => device_id,
+    }
+}
+
 /// Fills `allocated_to` of every GPU and MIG instance from the kubelet's assignments:
 /// device ids are uuids (the device plugin's default), or GPU indexes under
-/// `DEVICE_ID_STRATEGY=index` (MIG's `"gpu:instance"` indexes are not mapped).
+/// `DEVICE_ID_STRATEGY=index` (MIG's `"gpu:instance"` indexes are not mapped); a replica
+/// of a shared GPU (`<uuid>::<k>`, `<index>::<k>`) lands on its GPU, each pod once.
 pub fn apply(sample: &mut NodeSample, rows: &[Assignment]) {
     let pod = |r: &Assignment| PodRef {
         uid: String::new(),
@@ -70,13 +80,17 @@ pub fn apply(sample: &mut NodeSample, rows: &[Assignment]) {
     for g in &mut sample.gpus {
         let index = g.index.to_string();
         let mut whole = Vec::new();
-        for r in rows.iter().filter(|r| (!g.uuid.is_empty() && r.device_id == g.uuid) || r.device_id == index) {
+        let on_gpu = |r: &&Assignment| {
+            let id = physical_id(&r.device_id);
+            (!g.uuid.is_empty() && id == g.uuid) || id == index
+        };
+        for r in rows.iter().filter(on_gpu) {
             add(&mut whole, r);
         }
         g.allocated_to = Some(whole);
         for m in &mut g.mig_instances {
             let mut got = Vec::new();
-            for r in rows.iter().filter(|r| !m.uuid.is_empty() && r.device_id == m.uuid) {
+            for r in rows.iter().filter(|r| !m.uuid.is_empty() && physical_id(&r.device_id) == m.uuid) {
                 add(&mut got, r);
             }
             m.allocated_to = Some(got);
@@ -273,6 +287,35 @@ mod tests {
         assert_eq!(names(&s.gpus[3].allocated_to), Some(vec![]), "the kubelet says nobody has it");
         assert_eq!(names(&s.gpus[1].mig_instances[0].allocated_to), Some(vec!["jupyter".to_string()]));
         assert_eq!(names(&s.gpus[1].mig_instances[1].allocated_to), Some(vec![]));
+    }
+
+    #[test]
+    fn replicas_of_a_shared_gpu_land_on_that_gpu() {
+        let mut fake = crate::agent::fake::FakeGpus::new("n1", 4, 1);
+        let Ok(mut s) = crate::agent::backend::Gpus::sample(&mut fake, 1_000) else { panic!("sample") };
+        let g0 = s.gpus[0].uuid.clone();
+        let rows = vec![
+            row("nb", "a", "main", "nvidia.com/gpu", &format!("{g0}::0")),
+            row("nb", "b", "main", "nvidia.com/gpu", &format!("{g0}::3")),
+            // Two replicas of one GPU: the pod is listed once.
+            row("nb", "c", "main", "nvidia.com/gpu.shared", &format!("{g0}::1")),
+            row("nb", "c", "main", "nvidia.com/gpu.shared", &format!("{g0}::2")),
+            row("nb", "d", "main", "nvidia.com/gpu", "2::1"),
+            row("nb", "e", "main", "nvidia.com/gpu", "GPU-elsewhere::0"),
+        ];
+        apply(&mut s, &rows);
+        let names = |v: &Option<Vec<PodRef>>| {
+            v.as_ref().map(|v| v.iter().map(|p| p.name.clone().unwrap_or_default()).collect::<Vec<_>>())
+        };
+        let abc = ["a", "b", "c"].map(String::from).to_vec();
+        assert_eq!(names(&s.gpus[0].allocated_to), Some(abc));
+        assert_eq!(names(&s.gpus[2].allocated_to), Some(vec!["d".to_string()]), "by index");
+        assert_eq!(names(&s.gpus[3].allocated_to), Some(vec![]));
+        assert_eq!(physical_id("GPU-a::12"), "GPU-a");
+        assert_eq!(physical_id("3::0"), "3");
+        assert_eq!(physical_id("3:1"), "3:1", "a MIG index is not a replica");
+        assert_eq!(physical_id("GPU-a::x"), "GPU-a::x");
+        assert_eq!(physical_id("::0"), "::0");
     }
 
     #[test]

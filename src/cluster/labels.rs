@@ -15,6 +15,14 @@ pub const MIG_STRATEGY: &str = "nvidia.com/mig.strategy";
 pub const MIG_CONFIG: &str = "nvidia.com/mig.config";
 pub const MIG_CONFIG_STATE: &str = "nvidia.com/mig.config.state";
 pub const DEPLOY_PREFIX: &str = "nvidia.com/gpu.deploy.";
+/// GPU sharing by the device plugin (protocols.md §3): replicas per physical GPU, the
+/// strategy (`none|time-slicing|mps`), the renamed resource (`renameByDefault: true`), the
+/// per-node config the operator selected, and the `-SHARED` product suffix.
+pub use crate::model::sharing::{DEVICE_PLUGIN_CONFIG, GPU_REPLICAS, GPU_SHARED_RESOURCE, GPU_SHARING_STRATEGY};
+pub const MPS_CAPABLE: &str = "nvidia.com/mps.capable";
+pub const SHARED_PRODUCT_SUFFIX: &str = "-SHARED";
+/// `<clusterUUID>.<cliqueID>` of a GPU's multi-node NVLink domain (GFD).
+pub const GPU_CLIQUE: &str = "nvidia.com/gpu.clique";
 /// The operator clients mig-manager pauses while it reconfigures (protocols.md §1 step 5).
 pub const PAUSED_CLIENTS: [&str; 4] = [
     "nvidia.com/gpu.deploy.device-plugin",

@@ -54,7 +54,8 @@ fn ip(args: &[&str]) -> Result<(), String> {
 
 impl AgentNet {
     /// Makes the namespace and starts one agent per node, in node order.
-    pub fn start(nodes: &[String], exe: &Path) -> Result<AgentNet, String> {
+    /// `sharing[i]` is how node `i`'s device plugin shares its GPUs (its kubelet's replicas).
+    pub fn start(nodes: &[String], sharing: &[podres::Sharing], exe: &Path) -> Result<AgentNet, String> {
         if nodes.len() > MAX_AGENTS {
             return Err(format!(
                 "--agents runs at most {MAX_AGENTS} fake agents (one process each); use --nodes {MAX_AGENTS} or fewer"
@@ -87,7 +88,8 @@ impl AgentNet {
             let _ = std::fs::remove_file(&sock);
             let listener = std::os::unix::net::UnixListener::bind(&sock)
                 .map_err(|e| format!("binding the PodResources socket {}: {e}", sock.display()))?;
-            net.kubelets.push((podres::Devices::new(node, i as u64), Some(listener)));
+            let share = sharing.get(i).cloned().unwrap_or_default();
+            net.kubelets.push((podres::Devices::new(node, i as u64, share), Some(listener)));
             let child = Command::new("ip")
                 .args(["netns", "exec", &net.netns])
                 .arg(exe)

@@ -2,7 +2,8 @@
 //!
 //! It plays, for every simulated node, the kubelet (registration, lease heartbeats, pods
 //! started, Job pods completed, graceful deletions finished), GFD and the device plugin
-//! (labels, `nvidia.com/gpu` and `nvidia.com/mig-*` capacity), the NVIDIA DRA driver (a
+//! (labels, `nvidia.com/gpu` and `nvidia.com/mig-*` capacity; on every `--sharing-every`-th
+//! node without MIG, GPUs shared by time-slicing or MPS), the NVIDIA DRA driver (a
 //! ResourceSlice on every `--dra-every`-th node) and mig-manager (the `nvidia.com/mig.config`
 //! label protocol). The real kube-scheduler and kube-controller-manager do the rest.
 //!
@@ -136,6 +137,8 @@ pub struct Options {
     pub workload: bool,
     pub pods: Option<u32>,
     pub dra_every: u32,
+    /// Every Nth node without MIG shares its GPUs (time-slicing, MPS); DRA nodes never do.
+    pub sharing_every: u32,
     pub mig_seconds: u64,
     pub mig_delay_ms: u64,
     pub agents: bool,
@@ -163,7 +166,7 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     }
     let started = Instant::now();
     let count = args.nodes as usize;
-    let sim_nodes = model::build_nodes(args.seed, count, args.dra_every);
+    let sim_nodes = model::build_nodes(args.seed, count, args.dra_every, args.sharing_every);
     if let Some(real) = sim_nodes.iter().find(|n| existing.get(&n.name) == Some(&false)) {
         return Ok(fail(format!(
             "node {} already exists and is not labelled {}=true; fabrik sim never touches real nodes. \
@@ -173,10 +176,11 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
         )));
     }
     eprintln!(
-        "fabrik sim: context {}: registering {} nodes ({} DRA, {} GPUs)",
+        "fabrik sim: context {}: registering {} nodes ({} DRA, {} sharing GPUs, {} GPUs)",
         conn.context,
         count,
         sim_nodes.iter().filter(|n| n.dra).count(),
+        sim_nodes.iter().filter(|n| n.sharing.is_some()).count(),
         sim_nodes.iter().map(|n| n.gpus.len()).sum::<usize>()
     );
     if sim_nodes.iter().any(|n| n.dra)
@@ -214,8 +218,9 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     // Held until the end: dropping it stops the agents and removes their network namespace.
     let _agents = if args.agents {
         let names: Vec<String> = sim_nodes.iter().map(|n| n.name.clone()).collect();
+        let sharing: Vec<podres::Sharing> = sim_nodes.iter().map(podres::Sharing::of_node).collect();
         let exe = std::env::current_exe()?;
-        let mut net = match agents::AgentNet::start(&names, &exe) {
+        let mut net = match agents::AgentNet::start(&names, &sharing, &exe) {
             Ok(n) => n,
             Err(e) => return Ok(fail(e)),
         };

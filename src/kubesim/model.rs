@@ -10,7 +10,7 @@ use crate::cluster::labels;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::{GpuSpec, MigInstanceSpec};
 use crate::rng::Rng;
-use crate::sim::{Sim, SimConfig};
+use crate::sim::{DeviceSharing, Sim, SimConfig, sharing_labels, whole_gpu_resource};
 
 pub const CPU_CORES: i64 = 128;
 pub const MEMORY: &str = "1Ti";
@@ -25,6 +25,8 @@ pub struct SimNode {
     pub model: GpuModel,
     /// GPUs are handed out through DRA (a ResourceSlice), not the device plugin.
     pub dra: bool,
+    /// The device plugin shares the GPUs (time-slicing or MPS replicas); never on DRA nodes.
+    pub sharing: Option<DeviceSharing>,
     pub gpus: Vec<GpuSpec>,
     /// The `nvidia.com/mig.config` last applied.
     pub mig_config: String,
@@ -35,9 +37,11 @@ pub struct SimNode {
 }
 
 /// The nodes the demo factory builds from `seed`; every `dra_every`-th node (1-based) is a
-/// DRA node. The MIG config is named after what the GPUs actually hold.
-pub fn build_nodes(seed: u64, count: usize, dra_every: u32) -> Vec<SimNode> {
-    let sim = Sim::new(SimConfig { seed, nodes: count, tick_ms: 1000, churn: false });
+/// DRA node. The MIG config is named after what the GPUs actually hold. The demo shares the
+/// GPUs of every `sharing_every`-th node without MIG (see [`SimConfig::sharing_every`]);
+/// its sharing is carried over from the node's labels, except on DRA nodes.
+pub fn build_nodes(seed: u64, count: usize, dra_every: u32, sharing_every: u32) -> Vec<SimNode> {
+    let sim = Sim::new(SimConfig { seed, nodes: count, tick_ms: 1000, churn: false, sharing_every });
     sim.node_inventory()
         .into_iter()
         .enumerate()
@@ -52,16 +56,9 @@ pub fn build_nodes(seed: u64, count: usize, dra_every: u32) -> Vec<SimNode> {
                 .filter(|(k, _)| k.starts_with("topology.kubernetes.io/") || k.starts_with("fabrik.io/"))
                 .cloned()
                 .collect();
-            SimNode {
-                name: spec.name,
-                index,
-                model,
-                dra: dra_every > 0 && (index + 1) % dra_every as usize == 0,
-                gpus,
-                mig_config,
-                extra_labels,
-                slice_generation: 1,
-            }
+            let dra = dra_every > 0 && (index + 1) % dra_every as usize == 0;
+            let sharing = if dra { None } else { DeviceSharing::of_node(&spec.labels, &spec.capacity) };
+            SimNode { name: spec.name, index, model, dra, sharing, gpus, mig_config, extra_labels, slice_generation: 1 }
         })
         .collect()
 }
@@ -157,13 +154,16 @@ pub fn mig_counts(node: &SimNode) -> BTreeMap<String, i64> {
 }
 
 /// The extended resources the device plugin advertises: `nvidia.com/gpu` for GPUs with MIG
-/// off, `nvidia.com/mig-<profile>` per instance (mixed strategy). None on DRA nodes.
+/// off (replicas × GPUs when it shares them, as `nvidia.com/gpu.shared` when renamed),
+/// `nvidia.com/mig-<profile>` per instance (mixed strategy). None on DRA nodes.
 pub fn gpu_resources(node: &SimNode) -> BTreeMap<String, i64> {
     let mut out = BTreeMap::new();
     if node.dra {
         return out;
     }
-    out.insert(labels::GPU_RESOURCE.to_string(), node.gpus.iter().filter(|g| !g.mig_enabled).count() as i64);
+    let whole = node.gpus.iter().filter(|g| !g.mig_enabled).count() as i64;
+    let (resource, n) = whole_gpu_resource(node.sharing.as_ref(), whole);
+    out.insert(resource.to_string(), n);
     for (profile, n) in mig_counts(node) {
         out.insert(labels::mig_resource(&profile), n);
     }
@@ -190,7 +190,10 @@ pub fn node_labels(node: &SimNode, state: &str) -> BTreeMap<String, String> {
         set(labels::SIM_DRA_NODE, "true");
     }
     set(labels::GPU_PRESENT, "true");
-    set(labels::GPU_PRODUCT, node.model.product_label());
+    // The product (`-SHARED` when shared and not renamed), replicas, strategy, config.
+    for (k, v) in sharing_labels(node.sharing.as_ref(), node.model.product_label()) {
+        set(k, &v);
+    }
     set(labels::GPU_COUNT, &node.gpus.len().to_string());
     set(labels::GPU_MEMORY, &node.model.memory_mib().to_string());
     set(labels::GPU_FAMILY, family(node.model));
@@ -384,7 +387,7 @@ mod tests {
     use super::*;
 
     fn nodes() -> Vec<SimNode> {
-        build_nodes(42, 24, 4)
+        build_nodes(42, 24, 4, 0)
     }
 
     #[test]
@@ -515,6 +518,78 @@ mod tests {
         assert!(apply_layouts(&mut n, &[(0, too_many)], "x").is_err());
         assert!(apply_layouts(&mut n, &[(9, Layout::Disabled)], "x").is_err());
         assert_eq!(n, before);
+    }
+
+    #[test]
+    fn shared_nodes_advertise_replicas_and_gfd_labels() {
+        use crate::sim::SharingStrategy;
+        let all = build_nodes(42, 48, 4, 6);
+        let shared: Vec<&SimNode> = all.iter().filter(|n| n.sharing.is_some()).collect();
+        assert!(shared.len() >= 3, "{}", shared.len());
+        assert!(all.iter().filter(|n| n.dra).all(|n| n.sharing.is_none()), "DRA nodes never share");
+        let mut seen = (false, false, false);
+        for n in &shared {
+            let s = n.sharing.as_ref().expect("shared");
+            assert!(n.gpus.iter().all(|g| !g.mig_enabled));
+            let l = node_labels(n, "success");
+            let r = i64::from(s.replicas);
+            assert_eq!(l[labels::GPU_REPLICAS], r.to_string());
+            assert_eq!(l[labels::GPU_SHARING_STRATEGY], s.strategy.label());
+            assert_eq!(l[labels::GPU_COUNT], "8");
+            assert_eq!(l[labels::DEVICE_PLUGIN_CONFIG], s.config);
+            let product = n.model.product_label();
+            if s.renamed {
+                assert_eq!(l[labels::GPU_PRODUCT], product);
+            } else {
+                assert_eq!(l[labels::GPU_PRODUCT], format!("{product}{}", labels::SHARED_PRODUCT_SUFFIX));
+            }
+            assert_eq!(
+                l.get(labels::MPS_CAPABLE).map(String::as_str),
+                (s.strategy == SharingStrategy::Mps).then_some("true")
+            );
+            let (cap, alloc) = resources(n, false, &[]);
+            let (have, not) = if s.renamed {
+                (labels::GPU_SHARED_RESOURCE, labels::GPU_RESOURCE)
+            } else {
+                (labels::GPU_RESOURCE, labels::GPU_SHARED_RESOURCE)
+            };
+            assert_eq!(cap[have], (8 * r).to_string(), "{}", n.name);
+            assert_eq!(alloc[have], (8 * r).to_string());
+            assert!(cap.get(not).is_none());
+            // Paused for a MIG change: none allocatable.
+            assert_eq!(resources(n, true, &[]).1[have], "0");
+            match (s.strategy, s.renamed) {
+                (SharingStrategy::TimeSlicing, false) => seen.0 = true,
+                (SharingStrategy::Mps, _) => seen.1 = true,
+                (SharingStrategy::TimeSlicing, true) => seen.2 = true,
+            }
+        }
+        assert_eq!(seen, (true, true, true), "time-slicing, MPS and renamed");
+        // Unshared nodes say so, as GFD does.
+        let plain = all.iter().find(|n| n.sharing.is_none() && !n.dra).expect("a plain node");
+        let l = node_labels(plain, "success");
+        assert_eq!((l[labels::GPU_REPLICAS].as_str(), l[labels::GPU_SHARING_STRATEGY].as_str()), ("1", "none"));
+        assert!(!l.contains_key(labels::MPS_CAPABLE) && !l.contains_key(labels::DEVICE_PLUGIN_CONFIG));
+        // A MIG change on a shared node: the GPUs left whole still advertise their replicas.
+        let mut n = shared[0].clone();
+        let r = i64::from(n.sharing.as_ref().map(|s| s.replicas).unwrap_or(1));
+        let layout = mig::parse_layout(n.model, "1g.10gb,1g.10gb").expect("layout");
+        apply_layouts(&mut n, &[(0, layout)], "custom").expect("applies");
+        let res = gpu_resources(&n);
+        assert_eq!(res.get(n.sharing.as_ref().map(|s| s.resource()).unwrap_or_default()), Some(&(7 * r)));
+    }
+
+    #[test]
+    fn without_sharing_the_nodes_are_the_same() {
+        let a = build_nodes(42, 24, 4, 0);
+        assert!(a.iter().all(|n| n.sharing.is_none()));
+        assert_eq!(a, build_nodes(42, 24, 4, 100), "a period longer than the fleet shares nothing");
+        for n in a.iter().filter(|n| !n.dra) {
+            let res = gpu_resources(n);
+            assert!(!res.contains_key(labels::GPU_SHARED_RESOURCE));
+            assert_eq!(res[labels::GPU_RESOURCE], n.gpus.iter().filter(|g| !g.mig_enabled).count() as i64);
+            assert_eq!(node_labels(n, "success")[labels::GPU_PRODUCT], n.model.product_label());
+        }
     }
 
     #[test]

@@ -126,7 +126,14 @@ pub async fn register(shared: &Shared, node: &SimNode, exists: bool) -> Result<(
     let api: Api<Node> = Api::all(shared.client.clone());
     let obj = model::node_object(node);
     let created = if exists {
-        let patch = json!({ "metadata": { "labels": obj["metadata"]["labels"], "annotations": obj["metadata"]["annotations"] } });
+        let mut labels_ = obj["metadata"]["labels"].clone();
+        // Sharing labels an earlier run wrote and this one does not: gone (null in a merge patch).
+        for k in [labels::DEVICE_PLUGIN_CONFIG, labels::MPS_CAPABLE] {
+            if labels_.get(k).is_none() {
+                labels_[k] = Value::Null;
+            }
+        }
+        let patch = json!({ "metadata": { "labels": labels_, "annotations": obj["metadata"]["annotations"] } });
         api.patch(&node.name, &PatchParams::default(), &Patch::Merge(&patch)).await
     } else {
         let n: Node = serde_json::from_value(obj).map_err(|e| format!("node {}: {e}", node.name))?;

@@ -8,6 +8,11 @@
 //! running on a GPU gets that GPU (so processes and assignment agree); any other pod gets
 //! free GPUs from the highest index down (GPU 7 is the fake's idle one). An assignment
 //! holds until the pod is gone, as a kubelet's does.
+//!
+//! On a node whose device plugin shares its GPUs (time-slicing, MPS) the kubelet hands out
+//! replicas of the node's resource (`nvidia.com/gpu`, or `nvidia.com/gpu.shared` when
+//! renamed) with device ids `<uuid>::<k>`, spread as the device plugin's distributed
+//! allocation spreads them: each replica from the GPU with the fewest handed out.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -15,29 +20,58 @@ use std::sync::{Arc, Mutex, PoisonError};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 
+use super::model::SimNode;
 use crate::agent::backend::Gpus;
 use crate::agent::fake::FakeGpus;
 use crate::agent::podres::{Assignment, answer_of, v1};
+use crate::cluster::labels;
+use crate::sim::{distribute, replica_id};
 
 /// GPUs per fake agent (`--fake 8`).
 pub const FAKE_GPUS: u32 = 8;
 
+/// What the node's device plugin hands out: whole GPUs as `nvidia.com/gpu` (`replicas` 1),
+/// or `replicas` per GPU of a shared resource.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sharing {
+    pub resource: String,
+    pub replicas: u32,
+}
+
+impl Default for Sharing {
+    fn default() -> Self {
+        Sharing { resource: labels::GPU_RESOURCE.to_string(), replicas: 1 }
+    }
+}
+
+impl Sharing {
+    pub fn of_node(n: &SimNode) -> Sharing {
+        match &n.sharing {
+            Some(s) => Sharing { resource: s.resource().to_string(), replicas: u32::from(s.replicas.max(1)) },
+            None => Sharing::default(),
+        }
+    }
+}
+
 /// One node's device manager.
 pub struct Devices {
     node: String,
-    /// The fake agent's GPUs: uuid and whether it can be handed out whole.
+    /// The fake agent's GPUs: uuid and whether it can be handed out (whole or shared).
     gpus: Vec<(String, bool)>,
+    share: Sharing,
     /// `namespace/name` of the pod the fake agent shows on a GPU → that GPU.
     shown: HashMap<String, u32>,
-    /// Pod uid → (namespace, name, [(container, GPU indexes)]).
+    /// Pod uid → (namespace, name, [(container, [(GPU index, replica)])]); the replica is 0
+    /// where GPUs are not shared.
     given: Mutex<HashMap<String, Given>>,
 }
 
-type Given = (String, String, Vec<(String, Vec<u32>)>);
+type Given = (String, String, Vec<(String, Vec<(u32, u32)>)>);
 
 impl Devices {
-    /// The device manager of `node`, whose agent runs with `--fake 8 --seed seed`.
-    pub fn new(node: &str, seed: u64) -> Arc<Devices> {
+    /// The device manager of `node`, whose agent runs with `--fake 8 --seed seed`, handing
+    /// out GPUs as `share` says.
+    pub fn new(node: &str, seed: u64, share: Sharing) -> Arc<Devices> {
         let mut fake = FakeGpus::new(node, FAKE_GPUS, seed);
         let (mut gpus, mut shown) = (Vec::new(), HashMap::new());
         if let Ok(s) = fake.sample(0) {
@@ -50,7 +84,7 @@ impl Devices {
                 }
             }
         }
-        Arc::new(Devices { node: node.to_string(), gpus, shown, given: Mutex::default() })
+        Arc::new(Devices { node: node.to_string(), gpus, share, shown, given: Mutex::default() })
     }
 
     /// Assigns GPUs to the pods now on the node (keeping earlier assignments, dropping
@@ -76,27 +110,32 @@ impl Devices {
                 .iter()
                 .flat_map(|s| s.containers.iter())
                 .filter_map(|c| {
-                    let n = c.resources.as_ref()?.limits.as_ref()?.get("nvidia.com/gpu")?.0.parse::<u32>().ok()?;
+                    let limits = c.resources.as_ref()?.limits.as_ref()?;
+                    let n = limits.get(&self.share.resource)?.0.parse::<u32>().ok()?;
                     (n > 0).then(|| (c.name.clone(), n))
                 })
                 .collect();
             if wants.is_empty() {
                 continue;
             }
-            let taken: Vec<u32> =
+            let mut taken: Vec<(u32, u32)> =
                 given.values().flat_map(|(_, _, cs)| cs.iter().flat_map(|(_, g)| g.clone())).collect();
-            let mut free: Vec<u32> =
-                (0..self.gpus.len() as u32).rev().filter(|i| self.gpus[*i as usize].1 && !taken.contains(i)).collect();
-            // The GPU the fake agent shows this pod on comes first.
+            // From the highest index down; the GPU the fake agent shows this pod on first.
+            let mut order: Vec<u32> = (0..self.gpus.len() as u32).rev().filter(|i| self.gpus[*i as usize].1).collect();
             if let Some(i) = self.shown.get(&format!("{ns}/{name}")).copied()
-                && let Some(k) = free.iter().position(|g| *g == i)
+                && let Some(k) = order.iter().position(|g| *g == i)
             {
-                free.remove(k);
-                free.insert(0, i);
+                order.remove(k);
+                order.insert(0, i);
             }
             let mut containers = Vec::new();
             for (c, n) in wants {
-                let got: Vec<u32> = free.drain(..(n as usize).min(free.len())).collect();
+                let mut got = Vec::new();
+                for _ in 0..n {
+                    let Some(d) = self.next_free(&order, &taken) else { break };
+                    taken.push(d);
+                    got.push(d);
+                }
                 containers.push((c, got));
             }
             given.insert(u, (ns, name, containers));
@@ -105,19 +144,31 @@ impl Devices {
         self.current()
     }
 
+    /// The next device to hand out, given those `taken`: a free GPU in `order`, or on a
+    /// shared node a replica of the GPU with the fewest handed out (distributed allocation),
+    /// its lowest free replica number.
+    fn next_free(&self, order: &[u32], taken: &[(u32, u32)]) -> Option<(u32, u32)> {
+        let held: Vec<Option<u32>> =
+            order.iter().map(|g| Some(taken.iter().filter(|(t, _)| t == g).count() as u32)).collect();
+        let gpu = order[*distribute(&held, self.share.replicas, 1)?.first()?];
+        let k = (0..self.share.replicas).find(|k| !taken.contains(&(gpu, *k)))?;
+        Some((gpu, k))
+    }
+
     /// The assignments as they stand.
     pub fn current(&self) -> Vec<Assignment> {
         let given = self.given.lock().unwrap_or_else(PoisonError::into_inner);
         let mut rows = Vec::new();
         for (ns, name, containers) in given.values() {
             for (c, gpus) in containers {
-                for g in gpus {
+                for (g, k) in gpus {
+                    let uuid = &self.gpus[*g as usize].0;
                     rows.push(Assignment {
                         namespace: ns.clone(),
                         pod: name.clone(),
                         container: c.clone(),
-                        resource: "nvidia.com/gpu".into(),
-                        device_id: self.gpus[*g as usize].0.clone(),
+                        resource: self.share.resource.clone(),
+                        device_id: if self.share.replicas > 1 { replica_id(uuid, *k) } else { uuid.clone() },
                     });
                 }
             }
@@ -191,7 +242,7 @@ mod tests {
 
     #[test]
     fn gpus_are_given_like_a_kubelet_gives_them() {
-        let d = Devices::new("n1", 3);
+        let d = Devices::new("n1", 3, Sharing::default());
         let uuid = |i: usize| d.gpus[i].0.clone();
         // A pod the fake agent shows on GPU 2 gets GPU 2; another gets the top free GPUs.
         let shown = d.shown.iter().find(|(_, g)| **g == 2).map(|(p, _)| p.clone()).expect("a pod on GPU 2");
@@ -214,5 +265,54 @@ mod tests {
         let rows = d.assign(&[pod("u5", "nb", "greedy", "n1", 8, "Running")]);
         assert_eq!(rows.len(), 7, "8 GPUs but one is in MIG mode: {rows:?}");
         assert!(!rows.iter().any(|r| r.device_id == uuid(1)));
+    }
+
+    fn pod_of(uid: &str, name: &str, resource: &str, n: u32) -> Pod {
+        serde_json::from_value(json!({
+            "metadata": {"uid": uid, "namespace": "ns", "name": name},
+            "spec": {"nodeName": "n1", "containers": [{"name": "main",
+                "resources": {"limits": {resource: n.to_string()}}}]},
+            "status": {"phase": "Running"}
+        }))
+        .expect("pod json")
+    }
+
+    #[test]
+    fn replicas_of_shared_gpus_are_spread_and_named_uuid_k() {
+        let share = Sharing { resource: labels::GPU_SHARED_RESOURCE.into(), replicas: 4 };
+        let d = Devices::new("n1", 3, share);
+        // Pods asking for the plain resource get nothing on a renamed node.
+        assert!(d.assign(&[pod_of("u0", "plain", "nvidia.com/gpu", 1)]).is_empty());
+        // 7 shareable GPUs (GPU 1 is in MIG mode): 7 one-replica pods land on 7 GPUs, the
+        // next two-replica pod on two GPUs again.
+        let mut pods: Vec<Pod> =
+            (0..7).map(|i| pod_of(&format!("u{i}"), &format!("p{i}"), labels::GPU_SHARED_RESOURCE, 1)).collect();
+        pods.push(pod_of("u9", "two", labels::GPU_SHARED_RESOURCE, 2));
+        let rows = d.assign(&pods);
+        assert_eq!(rows.len(), 9);
+        let gpu_of = |id: &str| {
+            let (uuid, k) = id.split_once("::").expect("a replica id");
+            let i = d.gpus.iter().position(|(u, _)| u == uuid).expect("a GPU of the node");
+            (i, k.parse::<u32>().expect("a replica number"))
+        };
+        let mut per_gpu = [0u32; 8];
+        for r in &rows {
+            assert_eq!(r.resource, labels::GPU_SHARED_RESOURCE);
+            let (i, k) = gpu_of(&r.device_id);
+            assert!(i != 1 && k < 4, "{r:?}");
+            per_gpu[i] += 1;
+        }
+        assert_eq!(per_gpu.iter().filter(|n| **n == 1).count(), 5, "{per_gpu:?}");
+        assert_eq!(per_gpu.iter().filter(|n| **n == 2).count(), 2, "{per_gpu:?}");
+        let two: Vec<usize> = rows.iter().filter(|r| r.pod == "two").map(|r| gpu_of(&r.device_id).0).collect();
+        assert_ne!(two[0], two[1], "two replicas on two GPUs");
+        // Full: 28 replicas in all, never more than 4 of a GPU, each id once.
+        pods.push(pod_of("u10", "greedy", labels::GPU_SHARED_RESOURCE, 40));
+        let rows = d.assign(&pods);
+        assert_eq!(rows.len(), 28);
+        let mut ids: Vec<&str> = rows.iter().map(|r| r.device_id.as_str()).collect();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 28);
     }
 }

@@ -34,6 +34,23 @@ pub enum Ask {
     Mig(String),
     /// One DRA claim per pod, device class `gpu.nvidia.com`, one device.
     Dra,
+    /// Replicas of shared GPUs (time-slicing, MPS): `count` of `resource` (`nvidia.com/gpu`,
+    /// or `nvidia.com/gpu.shared` where the device plugin renames it).
+    Replicas {
+        resource: &'static str,
+        count: u16,
+    },
+}
+
+impl Ask {
+    /// What the pod asks of `nvidia.com/gpu`, which a quota on it counts.
+    fn gpu_resource(&self) -> i64 {
+        match self {
+            Ask::Gpus(g) => i64::from(*g),
+            Ask::Replicas { resource, count } if *resource == labels::GPU_RESOURCE => i64::from(*count),
+            _ => 0,
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +64,8 @@ pub struct App {
     pub image: &'static str,
     /// (maxUnavailable, minAvailable).
     pub pdb: Option<(Option<i32>, Option<i32>)>,
+    /// The pods' nodeSelector (the sharing strategy GFD labels a node with).
+    pub node_selector: Vec<(&'static str, &'static str)>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -68,26 +87,37 @@ fn ns_of(tenant: &str) -> String {
     if tenant == VCLUSTER { format!("vcluster-{VCLUSTER}") } else { tenant.to_string() }
 }
 
-/// The mix for `nodes` with about `target` GPU pods (default: 60% of the GPUs). Pods are
-/// spread over whole GPUs, MIG instances and DRA GPUs in proportion to what the fleet has.
+/// The mix for `nodes` with about `target` GPU pods (default: 60% of the GPUs not shared).
+/// Pods are spread over whole GPUs, MIG instances and DRA GPUs in proportion to what the
+/// fleet has. Where the device plugin shares GPUs, pods select them by sharing strategy
+/// and hold about 70% of the replicas besides; the other GPU pods then select unshared
+/// nodes (`nvidia.com/gpu.sharing-strategy=none`).
 pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
     let mut whole = 0u64;
     let mut dra = 0u64;
     let mut mig: BTreeMap<String, u64> = BTreeMap::new();
+    // Replicas per (strategy, resource) of the shared GPUs, and those GPUs.
+    let mut shared: BTreeMap<(&'static str, &'static str), u64> = BTreeMap::new();
+    let mut shared_gpus = 0u64;
     for n in nodes {
         if n.dra {
             dra += n.gpus.iter().filter(|g| !g.mig_enabled).count() as u64;
             continue;
         }
+        if n.sharing.is_some() {
+            shared_gpus += n.gpus.len() as u64;
+        }
         for (r, c) in model::gpu_resources(n) {
-            if r == labels::GPU_RESOURCE {
+            if let Some(s) = n.sharing.as_ref().filter(|s| s.resource() == r) {
+                *shared.entry((s.strategy.label(), s.resource())).or_default() += c as u64;
+            } else if r == labels::GPU_RESOURCE {
                 whole += c as u64;
             } else {
                 *mig.entry(r).or_default() += c as u64;
             }
         }
     }
-    let total_gpus: u64 = nodes.iter().map(|n| n.gpus.len() as u64).sum();
+    let total_gpus: u64 = nodes.iter().map(|n| n.gpus.len() as u64).sum::<u64>() - shared_gpus;
     let target = u64::from(target.unwrap_or(((total_gpus * 6) / 10) as u32));
     let mig_total: u64 = mig.values().sum();
     // MIG instances count a seventh of a GPU each for the split.
@@ -99,11 +129,15 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
     let r = |p: u64, w: f64| -> u32 { ((p as f64 * w).round() as u32).max(u32::from(p > 0)) };
 
     let mut apps = Vec::new();
+    // Whole GPUs only on nodes that do not share them, once some do.
+    let unshared: Vec<(&'static str, &'static str)> =
+        if shared.is_empty() { Vec::new() } else { vec![(labels::GPU_SHARING_STRATEGY, "none")] };
     let app = |tenant: &'static str, name: &str, kind, ask, replicas, image| App {
         tenant,
         namespace: ns_of(tenant),
         name: name.to_string(),
         kind,
+        node_selector: if matches!(ask, Ask::Gpus(_)) { unshared.clone() } else { Vec::new() },
         ask,
         replicas,
         image,
@@ -191,6 +225,7 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
             "nvcr.io/nvidia/merlin/merlin-tensorflow:25.01",
         ));
     }
+    apps.extend(shared_apps(&shared));
     apps.retain(|a| a.replicas > 0);
 
     let mut namespaces: Vec<(String, String)> = Vec::new();
@@ -211,10 +246,7 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
         let used: i64 = apps
             .iter()
             .filter(|b| b.namespace == a.namespace)
-            .map(|b| match b.ask {
-                Ask::Gpus(g) => i64::from(g) * i64::from(b.replicas),
-                _ => 0,
-            })
+            .map(|b| b.ask.gpu_resource() * i64::from(b.replicas))
             .sum();
         let hard = match a.tenant {
             VCLUSTER => (used * 3 / 4).max(1),
@@ -246,11 +278,8 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
     // A tenant with several namespaces has a quota in each: the tenant's quota is their sum.
     for (ns, tenant) in &namespaces {
         if !quotas.iter().any(|(n, _, _)| n == ns) && apps.iter().any(|a| a.namespace == *ns && a.tenant == tenant) {
-            let used: i64 = apps
-                .iter()
-                .filter(|b| b.namespace == *ns)
-                .map(|b| if let Ask::Gpus(g) = b.ask { i64::from(g) * i64::from(b.replicas) } else { 0 })
-                .sum();
+            let used: i64 =
+                apps.iter().filter(|b| b.namespace == *ns).map(|b| b.ask.gpu_resource() * i64::from(b.replicas)).sum();
             if used > 0 {
                 quotas.push((ns.clone(), format!("requests.{}", labels::GPU_RESOURCE), used + 2));
             }
@@ -259,12 +288,55 @@ pub fn plan(nodes: &[SimNode], target: Option<u32>) -> Plan {
     Plan { namespaces, apps, quotas }
 }
 
+/// The apps on shared GPUs, from the replicas per (strategy, resource): time-slicing jobs
+/// (one replica) and a debug deployment (two), an MPS inference service, and notebooks on
+/// the renamed resource; each selects its nodes by sharing strategy, and the scheduler
+/// places it by the replicas the nodes advertise.
+fn shared_apps(shared: &BTreeMap<(&'static str, &'static str), u64>) -> Vec<App> {
+    let of = |strategy: &str, resource: &str| shared.get(&(strategy, resource)).copied().unwrap_or(0);
+    let pods = |replicas: u64, share: f64| (replicas as f64 * share).round() as u32;
+    let torch = "nvcr.io/nvidia/pytorch:25.01-py3";
+    let app = |tenant: &'static str, name: &str, kind, strategy: &'static str, resource, count, replicas| App {
+        tenant,
+        namespace: ns_of(tenant),
+        name: name.to_string(),
+        kind,
+        ask: Ask::Replicas { resource, count },
+        replicas,
+        image: torch,
+        pdb: None,
+        node_selector: vec![(labels::GPU_SHARING_STRATEGY, strategy)],
+    };
+    let (ts, mps) = ("time-slicing", "mps");
+    let (gpu, renamed) = (labels::GPU_RESOURCE, labels::GPU_SHARED_RESOURCE);
+    let ts_gpu = of(ts, gpu);
+    vec![
+        app("eval", "eval-ts", Kind::Job, ts, gpu, 1, pods(ts_gpu, 0.3)),
+        App {
+            namespace: "llm-finetune-dev".into(),
+            ..app("llm-finetune", "ft-debug-ts", Kind::Deployment, ts, gpu, 2, pods(ts_gpu, 0.22))
+        },
+        App {
+            pdb: Some((Some(1), None)),
+            image: "nvcr.io/nvidia/tritonserver:25.01-py3",
+            ..app("inference-prod", "embed-mps", Kind::Deployment, mps, gpu, 1, pods(of(mps, gpu), 0.75))
+        },
+        App {
+            image: "jupyter/pytorch-notebook:2025",
+            ..app(VCLUSTER, "notebook-shared", Kind::Bare, ts, renamed, 1, pods(of(ts, renamed), 0.6))
+        },
+    ]
+}
+
 /// The resources block of a GPU container.
 fn resources(ask: &Ask) -> Value {
     let mut limits = serde_json::Map::new();
     match ask {
         Ask::Gpus(g) => {
             limits.insert(labels::GPU_RESOURCE.into(), json!(g.to_string()));
+        }
+        Ask::Replicas { resource, count } => {
+            limits.insert(resource.to_string(), json!(count.to_string()));
         }
         Ask::Mig(r) => {
             limits.insert(r.clone(), json!("1"));
@@ -304,6 +376,11 @@ pub fn pod_template(a: &App, extra_labels: &[(&str, String)], empty_dir: bool) -
         container["volumeMounts"] = json!([{ "name": "scratch", "mountPath": "/scratch" }]);
     }
     spec["containers"] = json!([container]);
+    if !a.node_selector.is_empty() {
+        let sel: serde_json::Map<String, Value> =
+            a.node_selector.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+        spec["nodeSelector"] = Value::Object(sel);
+    }
     json!({ "metadata": { "labels": labels_ }, "spec": spec })
 }
 
@@ -517,7 +594,7 @@ mod tests {
 
     #[test]
     fn plan_hits_the_target_and_covers_the_mix() {
-        let nodes = model::build_nodes(42, 48, 4);
+        let nodes = model::build_nodes(42, 48, 4, 0);
         let p = plan(&nodes, None);
         let gpus = 48 * 8;
         let n = p.gpu_pods();
@@ -550,8 +627,53 @@ mod tests {
     }
 
     #[test]
+    fn shared_gpus_get_pods_that_select_them_by_strategy() {
+        let nodes = model::build_nodes(42, 48, 4, 6);
+        let p = plan(&nodes, None);
+        let shared: Vec<&App> = p.apps.iter().filter(|a| matches!(a.ask, Ask::Replicas { .. })).collect();
+        assert_eq!(shared.len(), 4, "{shared:?}");
+        for a in &shared {
+            let Ask::Replicas { resource, count } = &a.ask else { continue };
+            assert!(*count == 1 || *count == 2);
+            let strategy = a.node_selector.iter().find(|(k, _)| *k == labels::GPU_SHARING_STRATEGY).map(|(_, v)| *v);
+            assert!(matches!(strategy, Some("time-slicing" | "mps")), "{a:?}");
+            // Some node offers what the pod asks for, under that strategy.
+            assert!(
+                nodes.iter().any(|n| n
+                    .sharing
+                    .as_ref()
+                    .is_some_and(|s| s.resource() == *resource && Some(s.strategy.label()) == strategy)),
+                "{a:?}"
+            );
+            let tmpl = pod_template(a, &[], false);
+            assert_eq!(tmpl["spec"]["containers"][0]["resources"]["limits"][*resource], count.to_string());
+            assert_eq!(tmpl["spec"]["nodeSelector"][labels::GPU_SHARING_STRATEGY], strategy.unwrap_or_default());
+        }
+        assert!(
+            shared
+                .iter()
+                .any(|a| matches!(a.ask, Ask::Replicas { resource, .. } if resource == labels::GPU_SHARED_RESOURCE))
+        );
+        // Whole-GPU pods keep off the shared nodes; quotas on nvidia.com/gpu count replicas of it.
+        for a in p.apps.iter().filter(|a| matches!(a.ask, Ask::Gpus(_))) {
+            assert_eq!(a.node_selector, vec![(labels::GPU_SHARING_STRATEGY, "none")], "{}", a.name);
+        }
+        let dev = p.quotas.iter().find(|(n, r, _)| n == "llm-finetune-dev" && r == "requests.nvidia.com/gpu");
+        let used: i64 = p
+            .apps
+            .iter()
+            .filter(|a| a.namespace == "llm-finetune-dev")
+            .map(|a| a.ask.gpu_resource() * i64::from(a.replicas))
+            .sum();
+        assert_eq!(dev.map(|q| q.2), Some(used + 2));
+        // Without shared nodes: no such app and no selector.
+        let plain = plan(&model::build_nodes(42, 48, 4, 0), None);
+        assert!(plain.apps.iter().all(|a| a.node_selector.is_empty() && !matches!(a.ask, Ask::Replicas { .. })));
+    }
+
+    #[test]
     fn objects_are_well_formed() {
-        let nodes = model::build_nodes(7, 16, 4);
+        let nodes = model::build_nodes(7, 16, 4, 0);
         let p = plan(&nodes, Some(60));
         let [ns, work, quotas] = objects(&p, 7);
         assert_eq!(ns.len(), p.namespaces.len());

@@ -272,6 +272,19 @@ pub enum Delta {
     NodeRemove(String),
     GpuUpsert(GpuSpec),
     GpuRemove(String),
+    /// What DRA's alpha features say about a GPU (partitions, capacity shares, taints);
+    /// replaces what was said before, a default `GpuDra` clears it.
+    GpuDra {
+        uuid: String,
+        dra: super::dra::GpuDra,
+    },
+    /// A ComputeDomain (NVIDIA DRA driver) appeared or changed...
+    DomainUpsert(super::dra::ComputeDomainSpec),
+    /// ...or went away.
+    DomainRemove {
+        namespace: String,
+        name: String,
+    },
     Telemetry(Vec<TelemetrySample>),
     GpuFault {
         gpu_uuid: String,

@@ -2,16 +2,20 @@
 //! clocks, no async. State enters only through [`Delta`]s applied to a [`Fleet`].
 
 pub mod delta;
+pub mod dra;
 pub mod fleet;
 pub mod history;
 pub mod intern;
+pub mod sharing;
 pub mod slab;
 pub mod types;
 
 pub use delta::*;
+pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainNode, GpuDra};
 pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use intern::{Interner, Sym};
+pub use sharing::{ShareMode, Sharing};
 pub use slab::{Slab, SlabId};
 pub use types::*;
 

@@ -102,12 +102,20 @@ pub(crate) fn check_invariants(f: &Fleet) {
         let mut alloc = 0;
         let mut mig = 0;
         let mut pods = 0;
+        let (mut shares, mut unplaced) = (0, 0);
         let mut unbound: std::collections::BTreeMap<Sym, u32> = Default::default();
         for &pid in f.pods_on_node(id) {
             let p = f.pod(pid).unwrap();
             assert_eq!(p.node, Some(id));
             if p.phase.holds_devices() {
-                alloc += p.gpus as u32 + p.dra_count();
+                // On a shared node `nvidia.com/gpu` counts replicas, never GPUs.
+                if n.sharing.shared() {
+                    alloc += p.dra_count();
+                    shares += p.gpus as u32;
+                    unplaced += if p.bound_gpus.is_empty() { p.gpus as u32 } else { 0 };
+                } else {
+                    alloc += p.gpus as u32 + p.dra_count() - f.capacity_shares(p).0;
+                }
                 mig += p.mig_count();
                 // Held without a known instance: asked for, less the instances of that
                 // profile bound to it anywhere in the fleet.
@@ -130,6 +138,14 @@ pub(crate) fn check_invariants(f: &Fleet) {
             pods += (!p.phase.finished() && p.requests_devices()) as u32;
         }
         assert_eq!(n.gpus_allocated, alloc, "node {} gpus_allocated", f.str_of(n.name));
+        assert_eq!((n.shares_held, n.shares_unplaced), (shares, unplaced), "node {} shares", f.str_of(n.name));
+        let offered = n.shares_total(&f.gpus);
+        t.shares += offered;
+        t.gpus_shared += offered / u32::from(n.sharing.replicas.max(1));
+        t.shares_held += shares;
+        t.shares_unplaced += if n.sharing.shared() { unplaced } else { 0 };
+        // Physical GPUs are never double counted: allocated ≤ GPUs, shared or not.
+        assert!(f.node_allocated_gpus(n) <= n.gpu_count().max(n.gpus_allocated), "node {}", f.str_of(n.name));
         assert_eq!(n.mig_allocated, mig, "node {} mig_allocated", f.str_of(n.name));
         assert_eq!(n.pods, pods, "node {} pods", f.str_of(n.name));
         let mut got: Vec<(Sym, u32)> = n.mig_unbound.clone();
@@ -182,7 +198,17 @@ pub(crate) fn check_invariants(f: &Fleet) {
             t.pods_pending += 1;
         }
         if p.phase.holds_devices() && p.node.is_some() {
-            u.allocated_gpus += p.gpus as u32 + p.dra_count();
+            let sharing = p.node.and_then(|n| f.node(n)).map(|n| n.sharing).unwrap_or_default();
+            if sharing.shared() {
+                u.allocated_gpus += p.dra_count();
+                u.allocated_shares += p.gpus as u32;
+                u.share_milli += p.gpus as u32 * 1000 / u32::from(sharing.replicas);
+            } else {
+                let (n, milli) = f.capacity_shares(p);
+                u.allocated_gpus += p.gpus as u32 + p.dra_count() - n;
+                u.allocated_shares += n;
+                u.share_milli += milli;
+            }
             u.allocated_mig += p.mig_count();
         }
     }
@@ -213,10 +239,11 @@ pub(crate) fn check_invariants(f: &Fleet) {
         let want = usage.remove(&tid).unwrap_or_default();
         let name = f.str_of(f.tenant(tid).unwrap().name);
         assert_eq!(
-            (got.requested_gpus, got.allocated_gpus, got.requested_mig, got.allocated_mig),
-            (want.requested_gpus, want.allocated_gpus, want.requested_mig, want.allocated_mig),
+            (got.requested_gpus, got.allocated_gpus, got.requested_mig, got.allocated_mig, got.allocated_shares),
+            (want.requested_gpus, want.allocated_gpus, want.requested_mig, want.allocated_mig, want.allocated_shares),
             "tenant {name} gpu usage"
         );
+        assert_eq!(got.share_milli, want.share_milli, "tenant {name} share_milli");
         assert_eq!(
             (got.pods, got.pending_pods, got.busy, got.idle_allocated, got.measured),
             (want.pods, want.pending_pods, want.busy, want.idle_allocated, want.measured),
@@ -1081,5 +1108,77 @@ fn gpu_quotas_at_the_cap_add_up_without_overflowing() {
     let t = f.tenant_by_name("team-a").and_then(|t| f.tenant(t)).expect("the quotas' tenant");
     assert_eq!(f.tenant_gpu_quota(t), Some(i64::MAX));
     assert!(!f.alerts.keys().any(|(k, _)| *k == AlertKind::OverQuota));
+    check_invariants(&f);
+}
+
+/// A node whose device plugin time-slices its GPUs ×`replicas` (GFD's labels, capacity
+/// = GPUs × replicas).
+fn shared_node(name: &str, gpus: i64, replicas: u16) -> NodeSpec {
+    let mut n = node(name);
+    n.labels.extend([
+        ("nvidia.com/gpu.count".into(), gpus.to_string()),
+        ("nvidia.com/gpu.replicas".into(), replicas.to_string()),
+        ("nvidia.com/gpu.sharing-strategy".into(), "time-slicing".into()),
+    ]);
+    n.capacity = vec![("nvidia.com/gpu".into(), gpus * i64::from(replicas))];
+    n.allocatable = n.capacity.clone();
+    n
+}
+
+#[test]
+fn replicas_of_a_time_sliced_gpu_are_never_counted_as_gpus() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(shared_node("ts", 2, 4)));
+    f.apply(Delta::GpuUpsert(gpu("ts", 0, "TS-0")));
+    f.apply(Delta::GpuUpsert(gpu("ts", 1, "TS-1")));
+    let base = f.totals.gpus_allocated;
+    // Five pods, one replica each, nobody says which GPU: held on at least 2 GPUs (5 > 4).
+    for i in 0..5 {
+        f.apply(Delta::PodUpsert(pod("a", &format!("s{i}"), Some("ts"), Phase::Running, 1, &[])));
+    }
+    check_invariants(&f);
+    let id = f.node_by_name("ts").unwrap();
+    let n = f.node(id).unwrap();
+    assert_eq!((n.gpu_count(), n.shares_total(&f.gpus), n.shares_held, n.shares_unplaced), (2, 8, 5, 5));
+    assert_eq!(f.node_allocated_gpus(n), 2, "5 replicas of ×4 need both GPUs");
+    assert!(f.node_allocation_is_estimate(n));
+    assert_eq!((f.totals.shares, f.totals.shares_held, f.totals.gpus_shared), (8, 5, 2));
+    assert_eq!(f.totals.gpus_allocated - base, 2, "never 5");
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!((t.usage.allocated_gpus, t.usage.allocated_shares, t.usage.share_milli), (0, 5, 1250));
+    assert_eq!(t.usage.requested_gpus, 5, "requests stay in the quota's unit: one nvidia.com/gpu a replica");
+    // Two replicas only: one GPU at least, an estimate.
+    for i in 2..5 {
+        f.apply(Delta::PodRemove { namespace: "a".into(), name: format!("s{i}") });
+    }
+    let n = f.node(id).unwrap();
+    assert_eq!(f.node_allocated_gpus(n), 1);
+    check_invariants(&f);
+    // Placed (a node agent or the kubelet says which GPU): both on TS-1, counted exactly.
+    f.apply(Delta::PodUpsert(pod("a", "s0", Some("ts"), Phase::Running, 1, &["TS-1"])));
+    f.apply(Delta::PodUpsert(pod("a", "s1", Some("ts"), Phase::Running, 1, &["TS-1"])));
+    let n = f.node(id).unwrap();
+    assert_eq!((f.node_allocated_gpus(n), f.node_allocation_is_estimate(n)), (1, false));
+    let g1 = f.gpu(f.gpu_by_uuid("TS-1").unwrap()).unwrap();
+    assert_eq!((g1.pods.len(), f.gpu_shares_held(g1)), (2, 2));
+    check_invariants(&f);
+}
+
+#[test]
+fn a_node_that_starts_or_stops_sharing_recounts_its_pods() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(node("flip")));
+    f.apply(Delta::GpuUpsert(gpu("flip", 0, "F-0")));
+    f.apply(Delta::GpuUpsert(gpu("flip", 1, "F-1")));
+    f.apply(Delta::PodUpsert(pod("a", "x", Some("flip"), Phase::Running, 2, &[])));
+    let id = f.node_by_name("flip").unwrap();
+    assert_eq!(f.node(id).unwrap().gpus_allocated, 2);
+    f.apply(Delta::NodeUpsert(shared_node("flip", 2, 4)));
+    let n = f.node(id).unwrap();
+    assert_eq!((n.gpus_allocated, n.shares_held, f.node_allocated_gpus(n)), (0, 2, 1));
+    check_invariants(&f);
+    f.apply(Delta::NodeUpsert(node("flip")));
+    let n = f.node(id).unwrap();
+    assert_eq!((n.gpus_allocated, n.shares_held), (2, 0));
     check_invariants(&f);
 }

@@ -83,6 +83,12 @@ pub struct Node {
     pub mig_unbound: Vec<(Sym, u32)>,
     /// Derived: GPU pods bound to this node and not finished.
     pub pods: u32,
+    /// How the device plugin shares the node's GPUs (from GFD's labels).
+    pub sharing: super::sharing::Sharing,
+    /// Derived: replicas pods on this node hold (shared nodes only)...
+    pub shares_held: u32,
+    /// ...and of those, how many the fleet cannot place on a GPU (no agent, no PodResources).
+    pub shares_unplaced: u32,
 }
 
 impl Node {
@@ -92,6 +98,14 @@ impl Node {
     }
     pub fn gpu_count(&self) -> u32 {
         self.gpus.len() as u32
+    }
+    /// Replicas the node offers: physical GPUs without MIG × replicas; 0 when not shared.
+    pub fn shares_total(&self, gpus: &Slab<GpuId, Gpu>) -> u32 {
+        if !self.sharing.shared() {
+            return 0;
+        }
+        let whole = self.gpus.iter().filter_map(|g| gpus.get(*g)).filter(|g| !g.mig_enabled).count() as u32;
+        whole * u32::from(self.sharing.replicas)
     }
     /// MIG instances pods hold here without a known instance, all profiles together.
     pub fn mig_unbound_total(&self) -> u32 {
@@ -140,6 +154,9 @@ pub struct Gpu {
     pub busy: bool,
     /// Derived: its utilisation is measured (the last sample, stale or not, has one).
     pub measured: bool,
+    /// DRA's alpha features on this GPU (partitions, capacity shares, taints); boxed and
+    /// absent on most GPUs.
+    pub dra: Option<Box<super::dra::GpuDra>>,
 }
 
 impl Gpu {
@@ -314,8 +331,12 @@ pub struct Quota {
 pub struct TenantUsage {
     /// Whole GPUs requested by the tenant's unfinished pods (pending included).
     pub requested_gpus: u32,
-    /// Whole GPUs held by running pods.
+    /// Whole GPUs held by running pods (exclusively: replicas of a shared GPU are below).
     pub allocated_gpus: u32,
+    /// Replicas of shared GPUs (time-slicing, MPS) held by running pods...
+    pub allocated_shares: u32,
+    /// ...and what they come to in GPUs, in thousandths (a replica of a GPU shared ×4 is 250).
+    pub share_milli: u32,
     pub requested_mig: u32,
     pub allocated_mig: u32,
     /// Allocated devices (GPUs and MIG instances) at or above the busy threshold.
@@ -377,6 +398,10 @@ pub enum AlertKind {
     MigStuck,
     MigFailed,
     OverQuota,
+    /// A DRA device taint on a GPU (the driver's health check, or a DeviceTaintRule).
+    DeviceTaint,
+    /// A ComputeDomain whose status is not Ready.
+    DomainNotReady,
 }
 
 impl AlertKind {
@@ -388,6 +413,8 @@ impl AlertKind {
             Self::MigStuck => "MIG stuck".into(),
             Self::MigFailed => "MIG failed".into(),
             Self::OverQuota => "over quota".into(),
+            Self::DeviceTaint => "tainted".into(),
+            Self::DomainNotReady => "domain NotReady".into(),
         }
     }
 }
@@ -397,6 +424,8 @@ pub enum AlertTarget {
     Node(NodeId),
     Gpu(GpuId),
     Tenant(TenantId),
+    /// A ComputeDomain, `namespace/name`.
+    Domain(Box<str>),
 }
 
 #[derive(Clone, Debug)]

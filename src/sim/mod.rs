@@ -1,6 +1,7 @@
 //! A deterministic simulated AI factory: GPU nodes (mixed H100 / H200 / A100, some MIG
-//! partitioned), tenants with quotas, workload churn, moving telemetry and faults. It
-//! speaks only `Delta`s, like every other feed, and is a target of the one operation runner
+//! partitioned, some shared by time-slicing or MPS with `sharing_every`), tenants with
+//! quotas, workload churn, moving telemetry and faults. It speaks only `Delta`s, like
+//! every other feed, and is a target of the one operation runner
 //! (`ops::exec`), so the demo runs a plan exactly as a cluster does, with a cluster's pacing
 //! (PDBs that refuse evictions for a while, pods that take time to go, mig-manager's
 //! pending → success).
@@ -8,11 +9,13 @@
 mod exec;
 mod pods;
 mod setup;
+mod sharing;
 mod telemetry;
 mod tick;
 mod world;
 
 pub use exec::SimRequest;
+pub use sharing::{DeviceSharing, SharingStrategy, distribute, replica_id, sharing_labels, whole_gpu_resource};
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};
 
 #[cfg(test)]

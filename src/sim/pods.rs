@@ -98,6 +98,7 @@ impl Sim {
             let Some(pod) = self.pods.get(&key) else { continue };
             let want_gpus = pod.spec.gpus as usize + pod.spec.dra.iter().map(|c| c.count as usize).sum::<usize>();
             let want_mig = pod.mig_profile.clone();
+            let want_share = self.workloads.get(pod.workload).and_then(|w| w.share);
             let mut placed = None;
             for step in 0..n {
                 let ni = (self.sched_cursor + step) % n;
@@ -106,6 +107,18 @@ impl Sim {
                     continue;
                 }
                 let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
+                if let Some((strategy, renamed)) = want_share {
+                    // Replicas of shared GPUs (selected by strategy): only on shared nodes.
+                    if let Some(gis) = node.share_fit(strategy, renamed, want_gpus) {
+                        placed = Some((ni, gis, None));
+                        break;
+                    }
+                    continue;
+                }
+                if node.share.is_some() && want_mig.is_none() {
+                    // Whole GPUs are not handed out where the device plugin shares them.
+                    continue;
+                }
                 if let Some(size) = &want_mig {
                     let Some(prof) = mig_profile_for(model, size) else { continue };
                     let Some(pid) = mig::find_profile(model, prof) else { continue };
@@ -138,10 +151,19 @@ impl Sim {
             let Some((ni, gis, mig_slot)) = placed else { continue };
             self.sched_cursor = ni;
             let node_name = self.nodes[ni].spec.name.clone();
-            let mut bound = Vec::new();
+            let mut bound: Vec<(usize, String)> = Vec::new();
+            let shared = want_share.is_some();
             for &gi in &gis {
-                self.nodes[ni].gpus[gi].owner = Some(key.clone());
-                bound.push((gi, self.nodes[ni].gpus[gi].spec.uuid.clone()));
+                let g = &mut self.nodes[ni].gpus[gi];
+                // A replica (a GPU may give a pod more than one), or the whole GPU.
+                if shared {
+                    g.holders.push(key.clone());
+                } else {
+                    g.owner = Some(key.clone());
+                }
+                if !bound.iter().any(|(b, _)| *b == gi) {
+                    bound.push((gi, g.spec.uuid.clone()));
+                }
             }
             let mut mig_uuid = None;
             if let Some((gi, ii, _)) = mig_slot {
@@ -182,6 +204,7 @@ impl Sim {
             if g.owner.as_deref() == Some(key) {
                 g.owner = None;
             }
+            g.holders.retain(|h| h != key);
             for o in g.inst_owner.iter_mut() {
                 if o.as_deref() == Some(key) {
                     *o = None;

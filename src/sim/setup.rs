@@ -37,6 +37,7 @@ impl Sim {
             owner,
             gpus,
             mig: None,
+            share: None,
             dra: false,
             empty_dir: false,
             replicas: 1,
@@ -117,6 +118,9 @@ impl Sim {
                 ..workload(7, "eval", "eval-mig", Owner::Job, 0)
             },
         ];
+        // Replicas of shared GPUs, after the others so a factory without them is unchanged.
+        let shared = self.shared_workloads();
+        self.workloads.extend(shared);
         self.workload_of = self.workloads.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
         for a in &self.workloads {
             if let Some(mu) = a.pdb_max_unavailable {
@@ -167,7 +171,8 @@ impl Sim {
         // Quotas from what was scheduled: most tenants have headroom, one is near, one over.
         let mut used: Vec<i64> = vec![0; self.tenants.len()];
         for p in self.pods.values() {
-            if let Some(t) = self.tenant_of_ns(&p.spec.namespace) {
+            // The renamed resource is not `nvidia.com/gpu`: no GPU quota counts it.
+            if let Some(t) = self.tenant_of_ns(&p.spec.namespace).filter(|_| !self.asks_renamed(p)) {
                 used[t] += p.spec.gpus as i64 + p.spec.dra.iter().map(|c| c.count as i64).sum::<i64>();
             }
         }

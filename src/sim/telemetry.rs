@@ -44,12 +44,8 @@ impl Sim {
         let node = &self.nodes[ni];
         let g = &node.gpus[gi];
         let model = g.spec.model;
-        let behaviour = |owner: &Option<String>| {
-            owner
-                .as_ref()
-                .and_then(|k| self.pods.get(k))
-                .filter(|p| p.spec.phase == Phase::Running)
-                .map(|p| p.behaviour)
+        let behaviour = |owner: Option<&String>| {
+            owner.and_then(|k| self.pods.get(k)).filter(|p| p.spec.phase == Phase::Running).map(|p| p.behaviour)
         };
         let mut rng = Rng::new(self.cfg.seed ^ (ni as u64) << 20 ^ (gi as u64) << 8 ^ now);
         let level = |b: Option<Behaviour>, rng: &mut Rng| -> (u8, u8) {
@@ -72,7 +68,7 @@ impl Sim {
             let mut weighted = 0u32;
             let mut mem_mib = 0u64;
             for (ii, inst) in g.spec.instances.iter().enumerate() {
-                let (u, m) = level(behaviour(&g.inst_owner[ii]), &mut rng);
+                let (u, m) = level(behaviour(g.inst_owner[ii].as_ref()), &mut rng);
                 let p = mig::profile(model, inst.placement.profile);
                 let used = p.memory_mib as u64 * m as u64 / 100;
                 mem_mib += used;
@@ -80,8 +76,23 @@ impl Sim {
                 instances.push(InstanceSample::new(inst.uuid.clone(), Some(u), used as u32));
             }
             ((weighted / 7) as u8, (mem_mib * 100 / model.memory_mib().max(1) as u64) as u8)
+        } else if let Some(share) = node.share.as_ref().filter(|_| !g.holders.is_empty()) {
+            // A shared GPU: its pods' work adds up (time-slices or MPS clients), each in
+            // its share of the memory.
+            let (mut util, mut mem) = (0u32, 0u32);
+            let mut seen: Vec<&String> = Vec::new();
+            for h in &g.holders {
+                if seen.contains(&h) {
+                    continue;
+                }
+                seen.push(h);
+                let (u, m) = level(behaviour(Some(h)), &mut rng);
+                util += u32::from(u);
+                mem += u32::from(m) / u32::from(share.replicas.max(1));
+            }
+            (util.min(100) as u8, mem.min(98) as u8)
         } else {
-            level(behaviour(&g.owner), &mut rng)
+            level(behaviour(g.owner.as_ref()), &mut rng)
         };
         let tdp = model.tdp_watts() as u32;
         let idle_w = tdp / 8;

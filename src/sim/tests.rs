@@ -15,7 +15,7 @@ fn run(sim: &mut Sim, fleet: &mut Fleet, ticks: usize) {
 }
 
 fn start(seed: u64, nodes: usize) -> (Sim, Fleet) {
-    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true });
+    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0 });
     let mut f = Fleet::default();
     for d in sim.initial_deltas() {
         f.apply(d);
@@ -330,4 +330,165 @@ fn scales_to_a_big_fleet() {
     assert_eq!(f.totals.gpus, 8000);
     run(&mut sim, &mut f, 3);
     check_invariants(&f);
+}
+
+// ---------- GPUs shared by the device plugin (time-slicing, MPS) ----------
+
+fn shared_sim(sharing_every: u32) -> Sim {
+    Sim::new(SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every })
+}
+
+fn label<'a>(spec: &'a NodeSpec, key: &str) -> Option<&'a str> {
+    spec.labels.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+}
+
+fn res(v: &[(String, i64)], key: &str) -> Option<i64> {
+    v.iter().find(|(k, _)| k == key).map(|(_, n)| *n)
+}
+
+#[test]
+fn shared_nodes_publish_what_the_device_plugin_and_gfd_publish() {
+    use crate::cluster::labels as l;
+    let sim = shared_sim(6);
+    let mut kinds = std::collections::BTreeSet::new();
+    for n in &sim.nodes {
+        let spec = &n.spec;
+        let product = n.spec.gpu_model.map(|m| m.product_label()).unwrap_or_default();
+        assert_eq!(label(spec, l::GPU_COUNT), Some("8"), "the physical count");
+        let Some(s) = &n.share else {
+            assert_eq!(label(spec, l::GPU_REPLICAS), Some("1"));
+            assert_eq!(label(spec, l::GPU_SHARING_STRATEGY), Some("none"));
+            assert_eq!(label(spec, l::GPU_PRODUCT), Some(product));
+            assert_eq!(label(spec, l::MPS_CAPABLE), None);
+            assert_eq!(label(spec, l::DEVICE_PLUGIN_CONFIG), None);
+            assert_eq!(res(&spec.capacity, l::GPU_SHARED_RESOURCE), None);
+            continue;
+        };
+        kinds.insert((s.strategy.label(), s.replicas, s.renamed, s.config.clone()));
+        assert!(n.gpus.iter().all(|g| !g.spec.mig_enabled), "{}: MIG is off where GPUs are shared", spec.name);
+        assert_eq!(spec.mig_config, "all-disabled");
+        let r = i64::from(s.replicas);
+        assert_eq!(label(spec, l::GPU_REPLICAS), Some(r.to_string().as_str()));
+        assert_eq!(label(spec, l::GPU_SHARING_STRATEGY), Some(s.strategy.label()));
+        assert_eq!(label(spec, l::DEVICE_PLUGIN_CONFIG), Some(s.config.as_str()));
+        let shared_product = format!("{product}{}", l::SHARED_PRODUCT_SUFFIX);
+        assert_eq!(label(spec, l::GPU_PRODUCT), Some(if s.renamed { product } else { shared_product.as_str() }));
+        assert_eq!(label(spec, l::MPS_CAPABLE).is_some(), s.strategy == SharingStrategy::Mps);
+        let (have, not) = if s.renamed {
+            (l::GPU_SHARED_RESOURCE, l::GPU_RESOURCE)
+        } else {
+            (l::GPU_RESOURCE, l::GPU_SHARED_RESOURCE)
+        };
+        for v in [&spec.capacity, &spec.allocatable] {
+            assert_eq!(res(v, have), Some(8 * r), "{}: G×R of {have}", spec.name);
+            assert_eq!(res(v, not), None);
+        }
+        assert_eq!(DeviceSharing::of_node(&spec.labels, &spec.capacity).as_ref(), Some(s));
+    }
+    let kinds: Vec<_> = kinds.into_iter().map(|(s, r, renamed, c)| format!("{s} {r} {renamed} {c}")).collect();
+    assert_eq!(
+        kinds,
+        vec!["mps 2 false mps-2", "time-slicing 4 false time-slicing-4", "time-slicing 4 true time-slicing-4-renamed"]
+    );
+    // Every 6th node without MIG: 40 of the 48 have none, so 6 are shared; no MIG node is.
+    assert_eq!(sim.nodes.iter().filter(|n| n.share.is_some()).count(), 6);
+    assert!(sim.nodes.iter().any(|n| n.gpus.iter().any(|g| g.spec.mig_enabled)));
+}
+
+/// What the shared GPUs hold must agree with the pods: never more than R replicas of a
+/// GPU, a pod's replicas are its `gpus`, its `bound_gpus` the GPUs they are on.
+fn check_replicas(sim: &Sim) -> Vec<(usize, u32)> {
+    let mut per_gpu = Vec::new();
+    for n in &sim.nodes {
+        for g in &n.gpus {
+            match &n.share {
+                None => assert!(g.holders.is_empty()),
+                Some(s) => {
+                    assert!(g.holders.len() <= usize::from(s.replicas), "{}: {:?}", g.spec.uuid, g.holders);
+                    assert!(g.owner.is_none(), "no GPU of a shared node is held whole");
+                    per_gpu.push((g.holders.len(), u32::from(g.util)));
+                }
+            }
+        }
+    }
+    for (key, p) in &sim.pods {
+        let Some(node) = p.spec.node.as_ref().and_then(|n| sim.node_index.get(n)).map(|i| &sim.nodes[*i]) else {
+            continue;
+        };
+        let ask = sim.workloads[p.workload].share;
+        match (&node.share, ask) {
+            (Some(s), Some((strategy, renamed))) => {
+                assert_eq!((s.strategy, s.renamed), (strategy, renamed), "{key} on {}", node.spec.name);
+                let held: usize = node.gpus.iter().map(|g| g.holders.iter().filter(|h| *h == key).count()).sum();
+                if !p.spec.phase.finished() {
+                    assert_eq!(held, usize::from(p.spec.gpus), "{key}");
+                    let on: Vec<&String> =
+                        node.gpus.iter().filter(|g| g.holders.contains(key)).map(|g| &g.spec.uuid).collect();
+                    let mut bound: Vec<&String> = p.spec.bound_gpus.iter().collect();
+                    bound.sort();
+                    let mut on = on;
+                    on.sort();
+                    assert_eq!(bound, on, "{key}");
+                }
+            }
+            (None, None) => {}
+            (s, a) => panic!("{key}: asks {a:?}, on a node sharing {s:?}"),
+        }
+    }
+    per_gpu
+}
+
+#[test]
+fn shared_gpus_never_hand_out_more_replicas_than_they_have() {
+    let mut sim = shared_sim(6);
+    let mut f = Fleet::default();
+    for d in sim.initial_deltas() {
+        f.apply(d);
+    }
+    let per_gpu = check_replicas(&sim);
+    let full = sim
+        .nodes
+        .iter()
+        .filter_map(|n| n.share.as_ref().map(|s| (n, usize::from(s.replicas))))
+        .flat_map(|(n, r)| n.gpus.iter().map(move |g| (g.holders.len(), r)))
+        .collect::<Vec<_>>();
+    assert!(full.iter().any(|(h, r)| h == r), "some GPUs fully held: {full:?}");
+    assert!(full.iter().any(|(h, r)| h < r && *h > 0), "some with free replicas: {full:?}");
+    assert!(per_gpu.iter().any(|(h, u)| *h > 0 && *u >= 50), "some busy: {per_gpu:?}");
+    assert!(per_gpu.iter().any(|(h, u)| *h > 0 && *u < 5), "some held but idle: {per_gpu:?}");
+    let pods = |two: bool| {
+        sim.pods.values().filter(|p| sim.workloads[p.workload].share.is_some()).any(|p| (p.spec.gpus == 2) == two)
+    };
+    assert!(pods(false) && pods(true), "pods with one replica and with two");
+    let renamed = sim.pods.values().filter(|p| sim.asks_renamed(p) && p.spec.node.is_some()).count();
+    assert!(renamed > 0, "pods on the renamed resource");
+    check_invariants(&f);
+    for _ in 0..150 {
+        for d in sim.step() {
+            f.apply(d);
+        }
+        check_replicas(&sim);
+    }
+    check_invariants(&f);
+}
+
+#[test]
+fn without_sharing_nothing_changes() {
+    let mut a = Sim::new(SimConfig::default());
+    assert_eq!(a.config().sharing_every, 0);
+    assert!(a.nodes.iter().all(|n| n.share.is_none()));
+    assert!(a.workloads.iter().all(|w| w.share.is_none()));
+    // A period longer than the fleet shares nothing either, and gives the same factory.
+    let mut b = shared_sim(1000);
+    assert!(b.nodes.iter().all(|n| n.share.is_none()));
+    assert_eq!(a.initial_deltas(), b.initial_deltas());
+    for _ in 0..20 {
+        assert_eq!(a.step(), b.step());
+    }
+    for n in &a.nodes {
+        let spec = &n.spec;
+        assert_eq!(label(spec, crate::cluster::labels::GPU_SHARING_STRATEGY), Some("none"));
+        assert!(spec.capacity.iter().all(|(k, _)| !k.ends_with(".shared")));
+        assert!(!label(spec, crate::cluster::labels::GPU_PRODUCT).unwrap_or_default().ends_with("-SHARED"));
+    }
 }

@@ -2,6 +2,7 @@
 //! churn, PDB status, quota usage and mig-manager applying layouts.
 
 use super::world::{Sim, instances_for};
+use crate::cluster::labels;
 use crate::mig::GpuModel;
 use crate::model::*;
 use crate::quantity::{Format, Quantity};
@@ -156,7 +157,8 @@ impl Sim {
                     *usage.entry((cq.clone(), res)).or_default() += n;
                 }
             };
-            add("nvidia.com/gpu".into(), p.spec.gpus as i64);
+            let gpu = if self.asks_renamed(p) { labels::GPU_SHARED_RESOURCE } else { labels::GPU_RESOURCE };
+            add(gpu.into(), p.spec.gpus as i64);
             for (r, c) in &p.spec.mig {
                 add(r.clone(), *c as i64);
             }
@@ -209,6 +211,7 @@ impl Sim {
                     g.inst_owner = vec![None; instances.len()];
                     g.spec.instances = instances;
                     g.owner = None;
+                    g.holders.clear();
                 }
             }
             self.rng = rng;

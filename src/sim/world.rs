@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::exec::RunningOp;
+use super::sharing::{DeviceSharing, SharingStrategy, sharing_labels, whole_gpu_resource};
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::*;
 use crate::rng::Rng;
@@ -20,11 +21,15 @@ pub struct SimConfig {
     pub tick_ms: u64,
     /// Whether workloads arrive and finish on their own.
     pub churn: bool,
+    /// Every Nth node whose GPUs are not MIG-partitioned has its GPUs shared by the device
+    /// plugin (time-slicing ×4, MPS ×2, time-slicing ×4 renamed to `nvidia.com/gpu.shared`,
+    /// in turn); 0: none.
+    pub sharing_every: u32,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true }
+        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 0 }
     }
 }
 
@@ -36,12 +41,17 @@ pub(super) struct SGpu {
     pub inst_owner: Vec<Option<String>>,
     pub util: u8,
     pub mem: u8,
+    /// On a shared node: the pod key of each replica handed out (a pod holding two
+    /// replicas of this GPU is here twice); never more than the node's replicas.
+    pub holders: Vec<String>,
 }
 
 #[derive(Clone, Debug)]
 pub(super) struct SNode {
     pub spec: NodeSpec,
     pub gpus: Vec<SGpu>,
+    /// The device plugin shares the GPUs (time-slicing, MPS).
+    pub share: Option<DeviceSharing>,
     /// Stopped heartbeats: NotReady.
     pub dead: bool,
     /// mig-manager on this node wedges in `pending`.
@@ -87,6 +97,10 @@ pub(super) struct Workload {
     pub gpus: u16,
     /// A MIG profile per model family instead of whole GPUs.
     pub mig: Option<&'static str>,
+    /// Replicas of shared GPUs instead of whole GPUs (`gpus` of them): the strategy the pods
+    /// select by `nvidia.com/gpu.sharing-strategy`, and whether they ask for the renamed
+    /// resource `nvidia.com/gpu.shared`.
+    pub share: Option<(SharingStrategy, bool)>,
     pub dra: bool,
     pub empty_dir: bool,
     pub replicas: u32,
@@ -161,6 +175,9 @@ impl Sim {
             workload_of: Default::default(),
         };
         let n = cfg.nodes.max(1);
+        // Shared nodes are counted among the nodes that are not MIG-partitioned, so that
+        // sharing never takes the factory's MIG nodes away.
+        let (mut whole_nodes, mut shared_nodes) = (0u32, 0usize);
         for i in 0..n {
             // Half H100, a quarter H200, a quarter A100-80GB; a B200 pool on big fleets.
             let model = match i % 8 {
@@ -177,6 +194,15 @@ impl Sim {
             };
             // About one node in six is MIG-partitioned (mixed strategy).
             let mig = i % 12 == 5 || i % 12 == 11;
+            let share = if mig {
+                None
+            } else {
+                whole_nodes += 1;
+                (cfg.sharing_every > 0 && whole_nodes.is_multiple_of(cfg.sharing_every)).then(|| {
+                    shared_nodes += 1;
+                    DeviceSharing::nth(shared_nodes - 1)
+                })
+            };
             let layout = if !mig {
                 "all-disabled"
             } else if i % 24 == 5 {
@@ -209,6 +235,7 @@ impl Sim {
                     inst_owner: vec![None; instances.len()],
                     util: 0,
                     mem: 0,
+                    holders: Vec::new(),
                 });
             }
             let mut node = SNode {
@@ -228,6 +255,7 @@ impl Sim {
                     created,
                 },
                 gpus,
+                share,
                 dead: false,
                 mig_wedged: false,
                 mig_apply: None,
@@ -376,12 +404,16 @@ impl SNode {
         let model = self.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
         let paused = matches!(self.spec.mig_state, MigConfigState::Pending);
         let deploy = if paused { "paused-for-mig-change" } else { "true" };
+        // The product (`-SHARED` on a shared node), replicas and strategy, as GFD writes them.
+        let share = self.share.as_ref();
+        let mut gfd = sharing_labels(share, model.product_label());
+        let product = gfd.remove(0).1;
         let mut labels = vec![
             ("kubernetes.io/hostname".to_string(), self.spec.name.clone()),
             ("topology.kubernetes.io/zone".to_string(), format!("zone-{}", (b'a' + (i % 3) as u8) as char)),
             ("fabrik.io/rack".to_string(), format!("r{:02}", i / 8)),
             ("nvidia.com/gpu.present".to_string(), "true".into()),
-            ("nvidia.com/gpu.product".to_string(), model.product_label().into()),
+            ("nvidia.com/gpu.product".to_string(), product),
             ("nvidia.com/gpu.count".to_string(), self.gpus.len().to_string()),
             ("nvidia.com/gpu.memory".to_string(), model.memory_mib().to_string()),
             ("nvidia.com/mig.capable".to_string(), "true".into()),
@@ -393,13 +425,22 @@ impl SNode {
             labels.push((format!("nvidia.com/gpu.deploy.{c}"), deploy.into()));
         }
         labels.push(("nvidia.com/gpu.deploy.mig-manager".to_string(), "true".into()));
+        labels.extend(gfd.into_iter().map(|(k, v)| (k.to_string(), v)));
         self.spec.labels = labels;
         let caps = crate::mig::capacity(
             model,
             self.gpus.iter().map(|g| (g.spec.mig_enabled, g.spec.instances.iter().map(|i| i.placement).collect())),
         );
         let mut capacity = vec![("cpu".to_string(), 192)];
-        capacity.extend(caps);
+        // Whole GPUs are advertised as replicas on a shared node (the resource renamed or not).
+        capacity.extend(caps.into_iter().map(|(r, n)| {
+            if r == crate::cluster::labels::GPU_RESOURCE {
+                let (r, n) = whole_gpu_resource(share, n);
+                (r.to_string(), n)
+            } else {
+                (r, n)
+            }
+        }));
         self.spec.allocatable = if paused {
             capacity.iter().map(|(r, v)| (r.clone(), if r.starts_with("nvidia.com/") { 0 } else { *v })).collect()
         } else {

@@ -167,6 +167,8 @@ commands! {
         ViewPods => "view_pods", "Open the GPU pods view", aliases: &["pods", "pod", "po", "p", "workloads"], arg: VIEW;
         ViewEvents => "view_events", "Open the events view", aliases: &["events", "event", "ev", "alerts"], arg: VIEW;
         ViewOps => "view_ops", "Open the operations view", aliases: &["ops", "operations", "op", "audit"], arg: VIEW;
+        ViewDomains => "view_domains", "Open the ComputeDomains view (multi-node NVLink, IMEX)",
+            aliases: &["domains", "domain", "computedomains", "cd"], arg: VIEW;
         Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
         Uncordon => "uncordon", "Uncordon the selected node", op: Some(OpKind::Uncordon);
         Drain => "drain", "Drain the selected node (preview first)", op: Some(OpKind::Drain);
@@ -198,10 +200,11 @@ pub enum ViewKind {
     Pods,
     Events,
     Ops,
+    Domains,
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 7] = [
+    pub const ALL: [ViewKind; 8] = [
         ViewKind::Fleet,
         ViewKind::Gpus,
         ViewKind::Tenants,
@@ -209,6 +212,7 @@ impl ViewKind {
         ViewKind::Pods,
         ViewKind::Events,
         ViewKind::Ops,
+        ViewKind::Domains,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -219,6 +223,7 @@ impl ViewKind {
             ViewKind::Pods => "pods",
             ViewKind::Events => "events",
             ViewKind::Ops => "ops",
+            ViewKind::Domains => "domains",
         }
     }
     pub fn title(self) -> &'static str {
@@ -230,6 +235,7 @@ impl ViewKind {
             ViewKind::Pods => "Pods",
             ViewKind::Events => "Events",
             ViewKind::Ops => "Operations",
+            ViewKind::Domains => "Domains",
         }
     }
     /// Its `:` names, from the command table.
@@ -249,6 +255,7 @@ impl ViewKind {
             ViewKind::Pods => Command::ViewPods,
             ViewKind::Events => Command::ViewEvents,
             ViewKind::Ops => Command::ViewOps,
+            ViewKind::Domains => Command::ViewDomains,
         }
     }
 }
@@ -336,9 +343,10 @@ mod tests {
     fn help_lists_the_command_line_as_before() {
         let lines = cmdline_help();
         assert_eq!(lines[0], "  :fleet :nodes :node :no :n Fleet");
-        assert_eq!(lines[7], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
-        assert_eq!(lines[8], "  :q  :quit                      quit (asks first while operations run)");
-        assert_eq!(lines[9], "  :q!                            quit at once (running operations: interrupted)");
-        assert_eq!(lines.len(), 10);
+        assert_eq!(lines[7], "  :domains :domain :computedomains :cd Domains");
+        assert_eq!(lines[8], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
+        assert_eq!(lines[9], "  :q  :quit                      quit (asks first while operations run)");
+        assert_eq!(lines[10], "  :q!                            quit at once (running operations: interrupted)");
+        assert_eq!(lines.len(), 11);
     }
 }

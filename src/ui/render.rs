@@ -109,7 +109,8 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
     let t = &f.totals;
     let alloc = tables::pct(t.gpus_allocated, t.gpus);
     // At least: MIG instances pods hold on GPUs nobody named count on as few as can hold them.
-    let at_least = if t.mig_unbound > 0 { "≥" } else { "" };
+    // So do replicas of shared GPUs no one placed on a GPU.
+    let at_least = if t.mig_unbound > 0 || t.shares_unplaced > 0 { "≥" } else { "" };
     // Busy and idle among what a source measures; nothing measured is unknown, not 0 %.
     let (busy, busy_tok) = match tables::pct(t.gpus_busy, t.gpus_measured) {
         _ if t.gpus_measured == 0 => ("busy — ".to_string(), "ui.text.muted"),
@@ -118,7 +119,8 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         }
         p => (format!("busy {p}% "), tables::util_token(p as u8)),
     };
-    let allocated_devices = f.tenants.values().map(|t| t.usage.allocated_gpus + t.usage.allocated_mig).sum();
+    let allocated_devices =
+        f.tenants.values().map(|t| t.usage.allocated_gpus + t.usage.allocated_mig + t.usage.allocated_shares).sum();
     let idle = match t.devices_measured {
         0 if allocated_devices > 0 => "idle-alloc — ".to_string(),
         m if m < allocated_devices => format!("idle-alloc {} of {m} measured ", t.idle_allocated),
@@ -147,6 +149,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         Span::styled(idle, theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" })),
         // Held instances: bound to a pod, or held by one without a known instance.
         Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
+        // Replicas of time-sliced / MPS GPUs: held of offered.
+        Span::styled(
+            if t.shares > 0 { format!("shares {}/{} ", t.shares_held, t.shares) } else { String::new() },
+            theme.style("gpu.mig.used"),
+        ),
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(
             format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),

@@ -496,7 +496,7 @@ fn sort_keys_change_row_order_by_the_column() {
     assert!(first_row.starts_with(&format!("│{}", expect[0])), "{first_row}");
     send(&mut app, "r");
 
-    // s moves to the next column: STATUS, then on to PODS (column 10), numerically.
+    // s moves to the next column: STATUS, then on to PODS (column 11), numerically.
     send(&mut app, "s");
     assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, Some("STATUS"));
     assert_eq!(message(&app), "sorted by STATUS ascending");
@@ -504,14 +504,14 @@ fn sort_keys_change_row_order_by_the_column() {
     let mut st = status.clone();
     st.sort_by_key(|s| s.to_lowercase());
     assert_eq!(status, st);
-    send(&mut app, "sssssssss");
+    send(&mut app, "ssssssssss");
     assert_eq!(app.ui.table(ViewKind::Fleet).sort_col, Some("PODS"));
     assert_eq!(message(&app), "sorted by PODS ascending");
-    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 10));
+    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 11));
     assert!(pods.windows(2).all(|w| w[0] <= w[1]), "{pods:?}");
     assert!(pods.first() < pods.last(), "the demo has nodes with different pod counts");
     send(&mut app, "r");
-    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 10));
+    let pods = sorted_nums(&column(&app, ViewKind::Fleet, 11));
     assert!(pods.windows(2).all(|w| w[0] >= w[1]), "{pods:?}");
     let s = screen(&mut app);
     let header = s.lines().nth(3).expect("the header row");
@@ -559,6 +559,9 @@ fn tab_cycles_the_views_and_backtab_goes_back() {
     let mut expect: Vec<ViewKind> = ViewKind::ALL[1..].to_vec();
     expect.push(ViewKind::Fleet);
     assert_eq!(seen, expect);
+    send(&mut app, "<BackTab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
+    assert!(screen(&mut app).contains(" Domains [0/0]"));
     send(&mut app, "<BackTab>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Ops));
     assert!(screen(&mut app).contains(" Operations [0/0]"));
@@ -1712,7 +1715,7 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 8), "4", "the tenant's MIG instances");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "4", "the tenant's MIG instances");
     assert_eq!(pod_cell(&app, "asr-1", 6), "1g.10gb×2 held, instance unknown without an agent");
     assert_eq!(pod_cell(&app, "big", 6), "3g.40gb×1 held, instance unknown without an agent");
     // No GPU is said to be free while an instance of its profile may be the one held.
@@ -1734,12 +1737,12 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy — "), "no source measures any GPU: {header}");
     assert!(header.contains("idle-alloc — "), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "—", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "—", "IDLE");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "—", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "IDLE");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "—", "BUSY%");
     for node in ["m1", "w1"] {
-        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 5), "—", "{node} UTIL");
-        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 9), "—", "{node} IDLE");
+        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 6), "—", "{node} UTIL");
+        assert_eq!(cell_of(&app, ViewKind::Fleet, node, 10), "—", "{node} IDLE");
     }
     assert_eq!(pod_cell(&app, "asr-0", 7), "—", "a pod holding an instance nobody measures");
     assert_eq!(pod_cell(&app, "train-0", 7), "—");
@@ -1752,11 +1755,11 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy 100% of 1 measured"), "{header}");
     assert!(header.contains("idle-alloc 0 of 1 measured"), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "1", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "100% of 1", "BUSY%");
-    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 5), "90% of 1", "UTIL");
-    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "40% of 1", "MEM");
-    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "300W of 1", "POWER");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "1", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "100% of 1", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "90% of 1", "UTIL");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "40% of 1", "MEM");
+    assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 8), "300W of 1", "POWER");
     assert_eq!(pod_cell(&app, "train-0", 7), "90%");
 }
 
@@ -1989,4 +1992,187 @@ fn sorting_by_typed_values_keeps_the_order_the_text_gave() {
                 .any(|c| c.name == col && c.live == matches!(col, "UTIL" | "POWER" | "IDLE" | "MEM" | "BUSY%"))
         );
     }
+}
+
+// ------------------------------------------------------------- ComputeDomains (domains view)
+
+/// A ComputeDomain of `nodes` (name, IMEX status, clique), created a minute before `now`.
+fn compute_domain(
+    ns: &str,
+    name: &str,
+    num_nodes: u32,
+    status: &str,
+    nodes: &[(&str, &str, &str)],
+    now: crate::model::Ts,
+) -> Delta {
+    use crate::model::{ComputeDomainSpec, DomainNode};
+    Delta::DomainUpsert(ComputeDomainSpec {
+        namespace: ns.into(),
+        name: name.into(),
+        num_nodes,
+        status: status.into(),
+        nodes: nodes
+            .iter()
+            .map(|(n, s, c)| DomainNode { name: n.to_string(), status: s.to_string(), clique: c.to_string() })
+            .collect(),
+        claim_template: if status.is_empty() { String::new() } else { format!("{name}-channel") },
+        created: now.saturating_sub(60_000),
+    })
+}
+
+/// The demo fleet with a tenant `team-imex` (namespace `imex`) and three domains on the demo's
+/// first nodes: `imex/train-a` Ready 2/2; `imex/train-b` NotReady 2/4 (its second node's IMEX
+/// daemon is not Ready); `lab/warmup`, whose controller has not written a status yet.
+/// Returns the app and the names of the nodes used.
+fn domains_app() -> (App, Vec<String>) {
+    let (_, mut f) = demo_fleet(SEED, 48, 5, Thresholds::default());
+    let names: Vec<String> =
+        f.node_ids().filter_map(|n| f.node(n)).map(|n| f.str_of(n.name).to_string()).take(5).collect();
+    let n = |i: usize| names[i].as_str();
+    let now = f.now;
+    f.apply(Delta::TenantUpsert(crate::model::TenantSpec {
+        name: "team-imex".into(),
+        namespaces: vec!["imex".into()],
+        source: "label".into(),
+    }));
+    f.apply(compute_domain("imex", "train-a", 2, "Ready", &[(n(0), "Ready", "c1.0"), (n(1), "Ready", "c1.0")], now));
+    f.apply(compute_domain(
+        "imex",
+        "train-b",
+        4,
+        "NotReady",
+        &[(n(2), "Ready", "c1.1"), (n(3), "NotReady", "c1.2"), (n(4), "Ready", "c1.1")],
+        now,
+    ));
+    f.apply(compute_domain("lab", "warmup", 3, "", &[], now));
+    let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
+    let mut app = App::new(f, Ui::new("domains test".into()), dark(), keymap, Box::new(Recorder(Arc::default())));
+    app.resize(W, H);
+    (app, names)
+}
+
+#[test]
+fn the_domains_view_shows_ready_and_not_ready_domains_with_their_nodes() {
+    let (mut app, names) = domains_app();
+    send(&mut app, ":domains<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
+    let s = screen(&mut app);
+    assert!(s.contains(" Domains [3/3]"), "{s}");
+    let header = line_with(&s, "DOMAIN↑").unwrap_or_else(|| panic!("a header sorted by DOMAIN: {s}"));
+    for col in ["TENANT", "STATUS", "NODES", "CLIQUES", "CLAIM TEMPLATE", "NOT READY", "AGE"] {
+        assert!(header.contains(col), "{col} at 140 columns: {header}");
+    }
+    let a = line_with(&s, "imex/train-a").unwrap_or_else(|| panic!("train-a: {s}"));
+    for want in ["team-imex", " Ready ", "2/2", "c1.0", "train-a-channel", " 60s"] {
+        assert!(a.contains(want), "train-a lacks {want:?}: {a}");
+    }
+    assert!(!a.contains(&names[0]), "a Ready domain names no node: {a}");
+    let b = line_with(&s, "imex/train-b").unwrap_or_else(|| panic!("train-b: {s}"));
+    for want in ["team-imex", "NotReady", "2/4", "c1.1,c1.2", names[3].as_str()] {
+        assert!(b.contains(want), "train-b lacks {want:?}: {b}");
+    }
+    for ready in [&names[2], &names[4]] {
+        assert!(!b.contains(ready.as_str()), "{ready} is Ready, not holding train-b back: {b}");
+    }
+    let c = line_with(&s, "lab/warmup").unwrap_or_else(|| panic!("warmup: {s}"));
+    assert!(c.contains("starting") && c.contains("0/3"), "{c}");
+    // The cells and their colours.
+    let d = ViewKind::Domains;
+    assert_eq!(cell_of(&app, d, "imex/train-b", 1), "team-imex");
+    assert_eq!(cell_of(&app, d, "lab/warmup", 1), "-", "no tenant owns namespace lab");
+    assert_eq!(cell_of(&app, d, "imex/train-b", 6), names[3]);
+    assert_eq!(cell_of(&app, d, "lab/warmup", 4), "-", "no cliques yet");
+    let id = |key: &str| crate::ui::views::domains::row_id(key);
+    assert_eq!(tables::cell(&app.fleet, d, id("imex/train-a"), "STATUS").1, "status.ready");
+    assert_eq!(tables::cell(&app.fleet, d, id("imex/train-b"), "STATUS").1, "status.notready");
+    assert_eq!(tables::cell(&app.fleet, d, id("lab/warmup"), "STATUS"), ("starting".to_string(), "ui.text.muted"));
+    // The filter reads the node that holds a domain back.
+    send(&mut app, &format!("/{}<Enter>", names[3]));
+    assert_eq!(app.ui.rows(d), [id("imex/train-b")]);
+}
+
+#[test]
+fn a_domain_row_keeps_its_selection_and_opens_the_node_that_holds_it_back() {
+    let (mut app, names) = domains_app();
+    send(&mut app, "8j");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains), "8 opens the domains view");
+    let b = crate::ui::views::domains::row_id("imex/train-b");
+    assert_eq!(app.ui.selected_id(ViewKind::Domains), Some(b));
+    // A domain sorted before it appears: the selection stays on train-b.
+    let now = app.fleet.now;
+    app.apply(vec![compute_domain("imex", "aaa", 1, "Ready", &[(names[0].as_str(), "Ready", "c1.0")], now)]);
+    app.prepare();
+    assert_eq!(app.ui.rows(ViewKind::Domains).len(), 4);
+    assert_eq!(app.ui.selected_id(ViewKind::Domains), Some(b));
+    send(&mut app, "<Enter>");
+    let want = app.fleet.node_by_name(&names[3]).expect("the NotReady node");
+    assert_eq!(app.ui.screen(), Screen::Node(want), "Enter opens the node that is not Ready");
+    // A domain without nodes says so.
+    send(&mut app, "<Esc>G<Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
+    assert!(message(&app).contains("lab/warmup lists no nodes yet"), "{}", message(&app));
+}
+
+#[test]
+fn the_domains_view_is_reachable_by_its_commands_keys_and_tab() {
+    let (mut app, _) = domains_app();
+    for keys in [":domains<Enter>", ":cd<Enter>", ":ComputeDomains<Enter>", "8"] {
+        app.open_view(ViewKind::Fleet);
+        send(&mut app, keys);
+        assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains), "{keys}");
+    }
+    assert_eq!(Command::from_alias("domains", false), Some(Command::ViewDomains));
+    assert_eq!(Command::ViewDomains.view(), Some(ViewKind::Domains));
+    // `:domains TEXT` opens it filtered.
+    send(&mut app, ":domains train<Enter>");
+    assert_eq!(app.ui.table(ViewKind::Domains).filter, "train");
+    assert_eq!(app.ui.rows(ViewKind::Domains).len(), 2);
+    // The last tab, after the operations; the tab row and help show it.
+    app.open_view(ViewKind::Ops);
+    send(&mut app, "<Tab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
+    let s = screen(&mut app);
+    assert!(s.lines().nth(1).is_some_and(|l| l.contains("7 Operations │ 8 Domains")), "{s}");
+    let km = Keymap::builtin("k9s").expect("k9s");
+    assert_eq!(km.hint(Mode::Normal, Command::ViewDomains).as_deref(), Some("8"));
+}
+
+#[test]
+fn a_domain_snapshot_row_is_typed() {
+    let (app, names) = domains_app();
+    let f = &app.fleet;
+    let doc = crate::ui::json::snapshot(f, ViewKind::Domains, "");
+    assert_eq!(doc["view"], "domains");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 3);
+    let created = f.now - 60_000;
+    assert_eq!(
+        rows[1],
+        serde_json::json!({
+            "domain": "imex/train-b",
+            "namespace": "imex",
+            "name": "train-b",
+            "tenant": "team-imex",
+            "status": "NotReady",
+            "num_nodes": 4,
+            "nodes_ready": 2,
+            "nodes": [
+                { "name": names[2], "status": "Ready", "clique": "c1.1" },
+                { "name": names[3], "status": "NotReady", "clique": "c1.2" },
+                { "name": names[4], "status": "Ready", "clique": "c1.1" },
+            ],
+            "claim_template": "train-b-channel",
+            "created_ms": created,
+            "age_s": 60,
+        })
+    );
+    // Before the controller writes a status: null status, no tenant, no template, no nodes.
+    let w = &rows[2];
+    assert_eq!(w["domain"], "lab/warmup");
+    assert!(w["status"].is_null() && w["tenant"].is_null() && w["claim_template"].is_null(), "{w}");
+    assert_eq!((w["num_nodes"].as_u64(), w["nodes_ready"].as_u64()), (Some(3), Some(0)));
+    assert_eq!(w["nodes"], serde_json::json!([]));
+    // Filtered as the table is.
+    let doc = crate::ui::json::snapshot(f, ViewKind::Domains, &names[3]);
+    assert_eq!(doc["rows"].as_array().map(Vec::len), Some(1));
 }

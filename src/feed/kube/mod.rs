@@ -6,6 +6,7 @@
 //! Namespaces and vCluster control planes are listed first, so every pod lands in its
 //! tenant on the first try; the other kinds start when those two are synced.
 
+pub mod dra;
 pub mod translate;
 mod translator;
 
@@ -54,6 +55,10 @@ pub enum Kind {
     Claims,
     LocalQueues,
     ClusterQueues,
+    /// `resource.k8s.io/v1alpha3` DeviceTaintRules (alpha: often not served).
+    TaintRules,
+    /// The NVIDIA DRA driver's ComputeDomains (a CRD: often not installed).
+    Domains,
 }
 
 impl Kind {
@@ -70,10 +75,12 @@ impl Kind {
             Kind::Claims => "resourceclaims",
             Kind::LocalQueues => "kueue localqueues",
             Kind::ClusterQueues => "kueue clusterqueues",
+            Kind::TaintRules => "devicetaintrules",
+            Kind::Domains => "computedomains",
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 8] = [
+    const REST: [Kind; 10] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -82,6 +89,8 @@ impl Kind {
         Kind::Slices,
         Kind::Claims,
         Kind::ClusterQueues,
+        Kind::TaintRules,
+        Kind::Domains,
     ];
 }
 
@@ -98,6 +107,8 @@ pub enum Msg {
     Claim(Event<ResourceClaim>),
     LocalQueue(Event<DynamicObject>),
     ClusterQueue(Event<DynamicObject>),
+    TaintRule(Event<DynamicObject>),
+    Domain(Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -178,8 +189,10 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::Events => watch(Api::<KEvent>::all(c), cfg, kind, Msg::Event, tx),
         Kind::Slices => watch(Api::<ResourceSlice>::all(c), cfg, kind, Msg::Slice, tx),
         Kind::Claims => watch(Api::<ResourceClaim>::all(c), cfg, kind, Msg::Claim, tx),
-        Kind::LocalQueues => kueue(c, "LocalQueue", kind, Msg::LocalQueue, tx),
-        Kind::ClusterQueues => kueue(c, "ClusterQueue", kind, Msg::ClusterQueue, tx),
+        Kind::LocalQueues => optional(c, KUEUE, "LocalQueue", kind, Msg::LocalQueue, tx),
+        Kind::ClusterQueues => optional(c, KUEUE, "ClusterQueue", kind, Msg::ClusterQueue, tx),
+        Kind::TaintRules => optional(c, TAINT_RULES, "DeviceTaintRule", kind, Msg::TaintRule, tx),
+        Kind::Domains => optional(c, DOMAINS, "ComputeDomain", kind, Msg::Domain, tx),
     }
 }
 
@@ -198,7 +211,7 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::Slices => Api::<ResourceSlice>::all(c).list(&lp).await.is_ok(),
             Kind::Claims => Api::<ResourceClaim>::all(c).list(&lp).await.is_ok(),
             // Their watch reports itself; discovery decides whether they exist at all.
-            Kind::LocalQueues | Kind::ClusterQueues => false,
+            Kind::LocalQueues | Kind::ClusterQueues | Kind::TaintRules | Kind::Domains => false,
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
@@ -206,10 +219,19 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
     });
 }
 
-/// Kueue's CRDs, when installed: v1beta2 (storage since v0.16), else v1beta1. Not installed
-/// is a 404 for the translator: an information event, the rest of the cockpit goes on.
-fn kueue(
+/// Kueue's CRDs: v1beta2 (storage since v0.16), else v1beta1.
+const KUEUE: (&str, &[&str]) = (l::KUEUE_GROUP, &["v1beta2", "v1beta1"]);
+/// DeviceTaintRule: alpha in 1.34 (`DRADeviceTaints`, `resource.k8s.io/v1alpha3`).
+const TAINT_RULES: (&str, &[&str]) = ("resource.k8s.io", &["v1alpha3"]);
+/// The NVIDIA DRA driver's ComputeDomain CRD.
+const DOMAINS: (&str, &[&str]) = ("resource.nvidia.com", &["v1beta1"]);
+
+/// A kind that may not be served (a CRD not installed, an alpha API off), found by
+/// discovery in the first of `versions` served. Not served is a 404 for the translator: an
+/// information event, the rest of the cockpit goes on.
+fn optional(
     c: kube::Client,
+    (group, versions): (&'static str, &'static [&'static str]),
     kind_name: &'static str,
     kind: Kind,
     wrap: fn(Event<DynamicObject>) -> Msg,
@@ -222,8 +244,8 @@ fn kueue(
         let ar = loop {
             let mut found = None;
             let mut answer: Option<(Option<u16>, String)> = None;
-            for version in ["v1beta2", "v1beta1"] {
-                let gvk = kube::api::GroupVersionKind::gvk(l::KUEUE_GROUP, version, kind_name);
+            for version in versions {
+                let gvk = kube::api::GroupVersionKind::gvk(group, version, kind_name);
                 match kube::discovery::pinned_kind(&c, &gvk).await {
                     Ok((ar, _caps)) => {
                         found = Some(ar);

@@ -74,6 +74,8 @@ fn all_listed(t: &mut Translator, f: &mut Fleet) {
     feed(t, f, listed::<k8s_openapi::api::core::v1::Event>(Msg::Event, vec![]));
     feed(t, f, vec![Msg::Error { kind: Kind::LocalQueues, code: Some(404), reason: "no kueue".into() }]);
     feed(t, f, vec![Msg::Error { kind: Kind::ClusterQueues, code: Some(404), reason: "no kueue".into() }]);
+    feed(t, f, vec![Msg::Error { kind: Kind::TaintRules, code: Some(404), reason: "alpha off".into() }]);
+    feed(t, f, vec![Msg::Error { kind: Kind::Domains, code: Some(404), reason: "no CRD".into() }]);
 }
 
 #[test]
@@ -461,4 +463,154 @@ fn huge_mig_requests_across_containers_saturate_instead_of_overflowing() {
     }
     let s = translate::pod_spec(&p).expect("a pod");
     assert_eq!(s.mig, vec![("nvidia.com/mig-1g.10gb".to_string(), u16::MAX)]);
+}
+
+fn claim_pod(ns: &str, name: &str, node: &str, claim: &str) -> Pod {
+    let mut p = pod(ns, name, Some(node), "Running", 0);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.resource_claims = Some(vec![obj(json!({"name": "gpu", "resourceClaimName": claim}))]);
+        for c in &mut spec.containers {
+            c.resources = None;
+        }
+    }
+    p
+}
+
+fn claim(ns: &str, name: &str, class: &str, device: &str, consumed: serde_json::Value) -> ResourceClaim {
+    obj(json!({
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class, "allocationMode": "ExactCount", "count": 1}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "gpu", "driver": "gpu.nvidia.com", "pool": "dn",
+            "device": device, "consumedCapacity": consumed}]}}}
+    }))
+}
+
+/// A node with the DRA alpha shapes: GPU 0 partitionable (dynamic MIG, two 3g placements
+/// and the whole GPU on one counter set), GPU 1 shared by capacity, GPU 2 tainted by the
+/// driver, GPU 3 plain.
+fn alpha_slice() -> ResourceSlice {
+    let gpu = |i: u8, extra: serde_json::Value| {
+        let mut d = json!({"name": format!("gpu-{i}"), "attributes": {"type": {"string": "gpu"},
+            "uuid": {"string": format!("GPU-{i}")}, "productName": {"string": "NVIDIA H100 80GB HBM3"}},
+            "capacity": {"memory": {"value": "80Gi"}}});
+        if let (Some(d), Some(e)) = (d.as_object_mut(), extra.as_object()) {
+            d.extend(e.clone());
+        }
+        d
+    };
+    let part = |start: u8| {
+        json!({"name": format!("gpu-0-mig-3g40gb-9-{start}"), "attributes": {"type": {"string": "mig"},
+            "uuid": {"string": format!("MIG-0-{start}")}, "parentUUID": {"string": "GPU-0"}, "profile": {"string": "3g.40gb"}},
+            "capacity": {"memory": {"value": "40Gi"}, format!("memorySlice{start}"): {"value": "1"}},
+            "consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {
+                "memory": {"value": "40Gi"}, format!("memory-slice-{start}"): {"value": "1"}}}]})
+    };
+    obj(json!({
+        "metadata": {"name": "dn-gpu.nvidia.com"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "dn", "pool": {"name": "dn", "generation": 1, "resourceSliceCount": 1},
+            "sharedCounters": [{"name": "gpu-0-counter-set", "counters": {
+                "memory": {"value": "80Gi"}, "memory-slice-0": {"value": "1"}, "memory-slice-4": {"value": "1"}}}],
+            "devices": [
+                gpu(0, json!({"consumesCounters": [{"counterSet": "gpu-0-counter-set", "counters": {
+                    "memory": {"value": "80Gi"}, "memory-slice-0": {"value": "1"}, "memory-slice-4": {"value": "1"}}}]})),
+                part(0), part(4),
+                gpu(1, json!({"allowMultipleAllocations": true})),
+                gpu(2, json!({"taints": [{"key": "gpu.nvidia.com/xid", "value": "79", "effect": "NoExecute"}]})),
+                gpu(3, json!({})),
+            ]}
+    }))
+}
+
+#[test]
+fn dra_alpha_partitions_capacity_shares_and_taints_are_counted_once() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("dn", json!({"fabrik.io/dra": "true"}), 0, "True")]));
+    feed(&mut t, &mut f, listed(Msg::Slice, vec![alpha_slice()]));
+    let gpu = |f: &Fleet, u: &str| f.gpu_by_uuid(u).and_then(|g| f.gpu(g)).cloned().expect(u);
+    assert_eq!(f.totals.gpus, 4);
+    // Partitions are offers until a claim takes one: not MIG instances.
+    let g0 = gpu(&f, "GPU-0");
+    assert!(!g0.mig_enabled && g0.instances.is_empty(), "{:?}", g0.instances);
+    let d0 = g0.dra.clone().expect("partitionable");
+    assert!(d0.partitionable && d0.whole_fits);
+    assert_eq!((d0.fits[0].profile.as_str(), d0.fits[0].fits, d0.fits[0].offered), ("3g.40gb", 2, 2));
+
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Pod,
+            vec![
+                claim_pod("team-a", "mig-pod", "dn", "mig-claim"),
+                claim_pod("team-a", "share-a", "dn", "share-a"),
+                claim_pod("team-a", "share-b", "dn", "share-b"),
+            ],
+        ),
+    );
+    feed(
+        &mut t,
+        &mut f,
+        listed(
+            Msg::Claim,
+            vec![
+                claim("team-a", "mig-claim", "mig.nvidia.com", "gpu-0-mig-3g40gb-9-4", json!(null)),
+                claim("team-a", "share-a", "gpu.nvidia.com", "gpu-1", json!({"memory": "20Gi"})),
+                claim("team-a", "share-b", "gpu.nvidia.com", "gpu-1", json!({"memory": "40Gi"})),
+            ],
+        ),
+    );
+    // The claimed partition exists now; the whole GPU no longer fits, the other 3g does.
+    let g0 = gpu(&f, "GPU-0");
+    assert!(g0.mig_enabled);
+    assert_eq!(g0.instances.iter().map(|i| i.placement.start).collect::<Vec<_>>(), vec![4]);
+    let d0 = g0.dra.clone().expect("partitionable");
+    assert!(!d0.whole_fits);
+    assert_eq!((d0.fits[0].fits, d0.fits[0].offered), (1, 2), "{d0:?}");
+    // Two claims on GPU 1 by capacity: what each holds, what is left.
+    let d1 = gpu(&f, "GPU-1").dra.expect("shared by capacity");
+    assert!(d1.multi);
+    assert_eq!(d1.shares.len(), 2);
+    assert_eq!(d1.left("memory"), Some(20 << 30));
+    // Counted once each: GPU 0 (a partition held) and GPU 1 (two claims), never 3 or 4.
+    let n = f.node(f.node_by_name("dn").expect("node")).expect("node");
+    assert_eq!(f.node_allocated_gpus(n), 2);
+    assert_eq!(f.totals.gpus_allocated, 2);
+    let tenant = f.tenant(f.tenant_by_name("team-a").expect("tenant")).expect("tenant");
+    assert_eq!((tenant.usage.allocated_shares, tenant.usage.share_milli), (2, 750));
+    crate::model::tests::check_invariants(&f);
+    // The driver's taint is an alert; a DeviceTaintRule on GPU 3 is another, gone with it.
+    let g2 = f.gpu_by_uuid("GPU-2").expect("gpu 2");
+    assert!(f.alerts.contains_key(&(crate::model::AlertKind::DeviceTaint, crate::model::AlertTarget::Gpu(g2))));
+    let rule: kube::api::DynamicObject =
+        obj(json!({"apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
+        "metadata": {"name": "maint-gpu-3"},
+        "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "dn", "device": "gpu-3"},
+                 "taint": {"key": "fabrik.io/maintenance", "effect": "NoSchedule"}}}));
+    feed(&mut t, &mut f, listed(Msg::TaintRule, vec![rule.clone()]));
+    let g3 = f.gpu_by_uuid("GPU-3").expect("gpu 3");
+    let taint = gpu(&f, "GPU-3").dra.map(|d| d.taints.clone()).unwrap_or_default();
+    assert_eq!(
+        taint.iter().map(|t| (t.rule.as_deref(), t.effect.as_str())).collect::<Vec<_>>(),
+        vec![(Some("maint-gpu-3"), "NoSchedule")]
+    );
+    assert!(f.alerts.contains_key(&(crate::model::AlertKind::DeviceTaint, crate::model::AlertTarget::Gpu(g3))));
+    feed(&mut t, &mut f, vec![Msg::TaintRule(Event::Delete(rule))]);
+    assert!(gpu(&f, "GPU-3").dra.is_none());
+    assert!(!f.alerts.contains_key(&(crate::model::AlertKind::DeviceTaint, crate::model::AlertTarget::Gpu(g3))));
+    // The partition's claim goes: the partition goes, the GPU is whole and free again.
+    feed(
+        &mut t,
+        &mut f,
+        vec![Msg::Claim(Event::Delete(claim(
+            "team-a",
+            "mig-claim",
+            "mig.nvidia.com",
+            "gpu-0-mig-3g40gb-9-4",
+            json!(null),
+        )))],
+    );
+    let g0 = gpu(&f, "GPU-0");
+    assert!(!g0.mig_enabled && g0.dra.is_some_and(|d| d.whole_fits));
+    crate::model::tests::check_invariants(&f);
 }

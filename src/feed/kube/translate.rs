@@ -33,9 +33,9 @@ fn keep_label(k: &str) -> bool {
         || k == "node.kubernetes.io/instance-type"
 }
 
-/// An extended or device resource the cockpit counts (GPUs, MIG slices).
+/// An extended or device resource the cockpit counts (GPUs, their shared replicas, MIG slices).
 fn gpu_resource(k: &str) -> bool {
-    k == l::GPU_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
+    k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
 }
 
 /// A whole-number quantity (a device count); `None` for a fractional or malformed one.
@@ -101,7 +101,21 @@ pub fn node_spec(n: &Node) -> Option<NodeSpec> {
 pub fn label_gpus(spec: &NodeSpec) -> Vec<GpuSpec> {
     let label = |k: &str| spec.labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
     let Some(model) = spec.gpu_model else { return Vec::new() };
-    let Some(n) = label(l::GPU_COUNT).and_then(|c| c.parse::<u8>().ok()) else { return Vec::new() };
+    // The physical count: GFD's label, else what the device plugin advertises over the
+    // replicas per GPU (a shared node advertises replicas, never GPUs); not on a MIG node,
+    // whose `nvidia.com/gpu` counts only the GPUs with MIG off.
+    let sharing = crate::model::Sharing::of_node(&spec.labels, &spec.capacity);
+    let advertised = |r: &str| spec.capacity.iter().find(|(k, _)| k == r).map(|(_, v)| *v);
+    let from_capacity = || {
+        if spec.capacity.iter().any(|(k, _)| k.starts_with(l::MIG_RESOURCE_PREFIX)) {
+            return None;
+        }
+        let n = advertised(l::GPU_SHARED_RESOURCE).or_else(|| advertised(l::GPU_RESOURCE))?;
+        u8::try_from(n / i64::from(sharing.replicas)).ok().filter(|n| *n > 0)
+    };
+    let Some(n) = label(l::GPU_COUNT).and_then(|c| c.parse::<u8>().ok()).or_else(from_capacity) else {
+        return Vec::new();
+    };
     let memory_mib = label(l::GPU_MEMORY).and_then(|m| m.parse::<u32>().ok()).unwrap_or(model.memory_mib());
     let mig_on = !spec.mig_config.is_empty() && spec.mig_config != "all-disabled";
     let layouts: Vec<Layout> = if !mig_on {
@@ -323,7 +337,9 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         let map = r.limits.as_ref().or(r.requests.as_ref());
         for (k, v) in map.into_iter().flatten() {
             let Some(n) = count(v).and_then(|n| u16::try_from(n).ok()) else { continue };
-            if k == l::GPU_RESOURCE {
+            // A renamed shared resource can only be met on a shared node, where the model
+            // counts a pod's `gpus` as replicas.
+            if k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE {
                 gpus = gpus.saturating_add(n);
             } else if k.starts_with(l::MIG_RESOURCE_PREFIX) {
                 let sum = mig.entry(k.clone()).or_default();
@@ -371,8 +387,10 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
 pub struct ClaimInfo {
     pub device_class: String,
     pub count: u16,
-    /// (pool, device) of each allocated device.
+    /// (pool, device) of each allocated device...
     pub allocated: Vec<(String, String)>,
+    /// ...and, for a device shared by capacity, what the claim consumes of it.
+    pub consumed: Vec<Vec<(String, i64)>>,
 }
 
 pub fn claim_info(c: &ResourceClaim) -> ClaimInfo {
@@ -398,6 +416,9 @@ pub fn claim_info(c: &ResourceClaim) -> ClaimInfo {
         for r in alloc.results.iter().flatten() {
             if r.driver == l::DRA_DRIVER {
                 info.allocated.push((r.pool.clone(), r.device.clone()));
+                let consumed = r.consumed_capacity.iter().flatten();
+                info.consumed
+                    .push(consumed.filter_map(|(k, q)| Some((k.clone(), super::dra::amount(&q.0)?))).collect());
             }
         }
         if info.count == 0 {

@@ -11,6 +11,8 @@ use kube::api::DynamicObject;
 use kube::runtime::watcher::Event;
 
 use super::translate::{self, ClaimInfo, SliceDevice};
+
+mod dra;
 use super::{Kind, KubeFeedConfig, Msg};
 use crate::model::{
     Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, QuotaSpec, Severity, TenantSpec, Ts,
@@ -113,6 +115,7 @@ pub struct Translator {
     local_queues: HashMap<String, String>,
     ns_kueue: HashMap<String, String>,
     cq_quotas: HashMap<String, Vec<(String, String)>>,
+    dra: dra::DraJoins,
 }
 
 impl Translator {
@@ -141,6 +144,7 @@ impl Translator {
             local_queues: HashMap::new(),
             ns_kueue: HashMap::new(),
             cq_quotas: HashMap::new(),
+            dra: dra::DraJoins::default(),
         }
     }
 
@@ -198,6 +202,8 @@ impl Translator {
             Msg::Claim(e) => self.on_event(Kind::Claims, e, &mut out, Self::claim),
             Msg::LocalQueue(e) => self.on_event(Kind::LocalQueues, e, &mut out, Self::local_queue),
             Msg::ClusterQueue(e) => self.on_event(Kind::ClusterQueues, e, &mut out, Self::cluster_queue),
+            Msg::TaintRule(e) => self.on_event(Kind::TaintRules, e, &mut out, Self::taint_rule),
+            Msg::Domain(e) => self.on_event(Kind::Domains, e, &mut out, Self::domain),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }
@@ -475,25 +481,36 @@ impl Translator {
         let want: Vec<GpuSpec> = if entry.last_spec.is_none() {
             Vec::new()
         } else if entry.slices.values().any(|d| !d.is_empty()) {
-            let devices: Vec<SliceDevice> = entry.slices.values().flatten().cloned().collect();
+            // Dynamic MIG: a partition exists only while a claim holds it.
+            let (slice_of, joins) = (&self.slice_of, &self.dra);
+            let mut devices: Vec<SliceDevice> = Vec::new();
+            for (key, devs) in &entry.slices {
+                let pool = slice_of.get(key).map(|(_, p)| p.as_str()).unwrap_or("");
+                devices.extend(devs.iter().filter(|d| dra::keep_device(joins, key, pool, d)).cloned());
+            }
             translate::slice_gpus(node, entry.model, &devices)
         } else {
             entry.from_labels.clone()
         };
-        if want == entry.sent {
-            return;
-        }
-        for old in &entry.sent {
-            if !want.iter().any(|g| g.uuid == old.uuid) {
-                out.push(Delta::GpuRemove(old.uuid.clone()));
+        if want != entry.sent {
+            let mut gone = Vec::new();
+            for old in &entry.sent {
+                if !want.iter().any(|g| g.uuid == old.uuid) {
+                    out.push(Delta::GpuRemove(old.uuid.clone()));
+                    gone.push(old.uuid.clone());
+                }
+            }
+            for g in &want {
+                if !entry.sent.contains(g) {
+                    out.push(Delta::GpuUpsert(g.clone()));
+                }
+            }
+            entry.sent = want.clone();
+            for u in gone {
+                self.forget_dra(&u);
             }
         }
-        for g in &want {
-            if !entry.sent.contains(g) {
-                out.push(Delta::GpuUpsert(g.clone()));
-            }
-        }
-        entry.sent = want;
+        self.send_dra(node, &want, out);
     }
 
     fn slice(&mut self, s: Option<&ResourceSlice>, key: &str, out: &mut Vec<Delta>) {
@@ -509,6 +526,9 @@ impl Translator {
             touched.push(node);
             pools.push(pool);
         }
+        let extras = s.and_then(super::dra::slice_extras);
+        let at = s.and_then(|s| Some((s.spec.node_name.clone()?, s.spec.pool.name.clone())));
+        self.dra.slice(key, at.as_ref().map(|(n, p)| (n.as_str(), p.as_str())), extras);
         if let Some((node, pool, devices)) = s.and_then(translate::slice_devices) {
             for d in &devices {
                 self.devices.insert((pool.clone(), d.name().to_string()), d.uuid().to_string());
@@ -606,6 +626,7 @@ impl Translator {
             Some(c) => self.claims.insert(key.to_string(), translate::claim_info(c)),
             None => self.claims.remove(key),
         };
+        self.claim_devices_changed(key, out);
         let pods: Vec<String> = self.claim_pods.get(key).map(|s| s.iter().cloned().collect()).unwrap_or_default();
         for p in pods {
             self.send_claim_pod(&p, out);

@@ -33,6 +33,14 @@ pub struct Totals {
     pub devices_measured: u32,
     pub pods: u32,
     pub pods_pending: u32,
+    /// Physical GPUs whose device plugin hands them out as replicas (time-slicing, MPS)...
+    pub gpus_shared: u32,
+    /// ...the replicas they offer...
+    pub shares: u32,
+    /// ...and how many of those pods hold...
+    pub shares_held: u32,
+    /// ...of which no one placed on a GPU (so `gpus_allocated` is a lower bound).
+    pub shares_unplaced: u32,
 }
 
 /// What one device (a whole GPU or a MIG instance) contributes to the counters; kept so
@@ -53,8 +61,27 @@ pub(super) struct PodContrib {
     pub alloc_gpus: u32,
     pub req_mig: u32,
     pub alloc_mig: u32,
+    /// Replicas of shared GPUs held (the pod's `nvidia.com/gpu` on a shared node)...
+    pub alloc_shares: u32,
+    /// ...what they come to in thousandths of a GPU...
+    pub share_milli: u32,
+    /// ...and how many of them no one placed on a GPU.
+    pub unplaced_shares: u32,
+    /// DRA devices shared by capacity (`allowMultipleAllocations`) the pod holds a share of:
+    /// the GPU is counted once on its node, not once per claim.
+    pub dra_shares: u32,
     pub counted: bool,
     pub pending: bool,
+}
+
+/// What a node adds to the totals: GPUs allocated, shared GPUs, replicas offered and held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct NodeAlloc {
+    pub gpus_allocated: u32,
+    pub gpus_shared: u32,
+    pub shares: u32,
+    pub shares_held: u32,
+    pub shares_unplaced: u32,
 }
 
 /// What each device, pod and node last added to the totals (and to tenants' usage).
@@ -65,8 +92,8 @@ pub(super) struct Counters {
     /// Per MIG instance (GPU, instance index).
     pub mig: FastMap<(GpuId, u8), DeviceContrib>,
     pub pod: FastMap<PodId, PodContrib>,
-    /// Per node, the GPUs it counted as allocated (see `Fleet::node_allocated_gpus`).
-    pub node_alloc: FastMap<NodeId, u32>,
+    /// Per node, what it counted (see `Fleet::node_allocated_gpus`).
+    pub node_alloc: FastMap<NodeId, NodeAlloc>,
 }
 
 impl Counters {
@@ -117,15 +144,23 @@ impl Counters {
     }
 
     /// Sets how many GPUs `node` counts as allocated.
-    pub fn set_node_alloc(&mut self, node: NodeId, new: u32, totals: &mut Totals) {
-        let old = self.node_alloc.insert(node, new).unwrap_or(0);
-        totals.gpus_allocated = totals.gpus_allocated + new - old;
+    pub fn set_node_alloc(&mut self, node: NodeId, new: NodeAlloc, totals: &mut Totals) {
+        let old = self.node_alloc.insert(node, new).unwrap_or_default();
+        totals.gpus_allocated = totals.gpus_allocated + new.gpus_allocated - old.gpus_allocated;
+        totals.gpus_shared = totals.gpus_shared + new.gpus_shared - old.gpus_shared;
+        totals.shares = totals.shares + new.shares - old.shares;
+        totals.shares_held = totals.shares_held + new.shares_held - old.shares_held;
+        totals.shares_unplaced = totals.shares_unplaced + new.shares_unplaced - old.shares_unplaced;
     }
 
-    /// Forgets a node's allocated GPUs.
+    /// Forgets a node's allocation.
     pub fn drop_node_alloc(&mut self, node: NodeId, totals: &mut Totals) {
         if let Some(c) = self.node_alloc.remove(&node) {
-            totals.gpus_allocated -= c;
+            totals.gpus_allocated -= c.gpus_allocated;
+            totals.gpus_shared -= c.gpus_shared;
+            totals.shares -= c.shares;
+            totals.shares_held -= c.shares_held;
+            totals.shares_unplaced -= c.shares_unplaced;
         }
     }
 }
@@ -159,6 +194,8 @@ impl PodContrib {
             let u = &mut t.usage;
             u.requested_gpus += self.req_gpus;
             u.allocated_gpus += self.alloc_gpus;
+            u.allocated_shares += self.alloc_shares + self.dra_shares;
+            u.share_milli += self.share_milli;
             u.requested_mig += self.req_mig;
             u.allocated_mig += self.alloc_mig;
             u.pods += self.counted as u32;
@@ -174,6 +211,8 @@ impl PodContrib {
             let u = &mut t.usage;
             u.requested_gpus -= self.req_gpus;
             u.allocated_gpus -= self.alloc_gpus;
+            u.allocated_shares -= self.alloc_shares + self.dra_shares;
+            u.share_milli -= self.share_milli;
             u.requested_mig -= self.req_mig;
             u.allocated_mig -= self.alloc_mig;
             u.pods -= self.counted as u32;

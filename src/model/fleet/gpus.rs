@@ -97,6 +97,7 @@ impl Fleet {
                     idle_allocated: false,
                     busy: false,
                     measured: false,
+                    dra: None,
                 };
                 let gid = self.gpus.insert(gpu);
                 self.idx.gpu_by_uuid.insert(uuid, gid);

@@ -7,6 +7,7 @@
 //! operations, feeds). [`Indexes`] find objects by name, [`Counters`] keep the totals.
 
 mod counters;
+mod dra;
 mod events;
 mod gpus;
 mod indexes;
@@ -19,13 +20,15 @@ mod tenants;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 use super::delta::*;
+use super::dra::{ComputeDomainSpec, GpuDra};
 use super::history::Ring;
 use super::intern::{FastMap, Interner, Sym};
+use super::sharing::Sharing;
 use super::slab::Slab;
 use super::types::*;
 use crate::mig::{self, Fragmentation, PlacedInstance};
-use counters::Counters;
 pub use counters::Totals;
+use counters::{Counters, NodeAlloc};
 pub use events::{FeedsState, cap_text};
 use indexes::Indexes;
 use telemetry::Held;
@@ -55,6 +58,8 @@ pub struct Fleet {
     pub tenants: Slab<TenantId, Tenant>,
     pub quotas: Slab<QuotaId, Quota>,
     pub pdbs: Vec<Pdb>,
+    /// ComputeDomains by `namespace/name`.
+    pub domains: BTreeMap<String, ComputeDomainSpec>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     pub events: VecDeque<Event>,
     pub ops: Vec<OpStatus>,
@@ -109,6 +114,7 @@ impl Fleet {
             tenants: Slab::new(),
             quotas: Slab::new(),
             pdbs: Vec::new(),
+            domains: BTreeMap::new(),
             alerts: BTreeMap::new(),
             events: VecDeque::new(),
             ops: Vec::new(),
@@ -215,6 +221,21 @@ impl Fleet {
             }
             Delta::GpuRemove(uuid) => {
                 let changed = self.gpu_by_uuid(&uuid).map(|g| self.remove_gpu(g)).is_some();
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::GpuDra { uuid, dra } => {
+                let changed = self.set_gpu_dra(&uuid, dra);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::DomainUpsert(spec) => {
+                self.upsert_domain(spec);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::DomainRemove { namespace, name } => {
+                let changed = self.remove_domain(&format!("{namespace}/{name}"));
                 self.structure_gen += changed as u64;
                 changed
             }

@@ -11,6 +11,15 @@ impl Fleet {
     /// is not known. [`Fleet::node_allocation_is_estimate`] says when that is the case.
     pub fn node_allocated_gpus(&self, node: &Node) -> u32 {
         let cap = |n: u32| n.min(node.gpu_count().max(node.gpus_allocated));
+        // GPUs DRA shares by capacity count once, whatever the number of claims on them.
+        let by_capacity = node
+            .gpus
+            .iter()
+            .filter_map(|g| self.gpu(*g))
+            .filter(|g| !g.pods.is_empty() && g.dra.as_ref().is_some_and(|d| d.multi))
+            .count() as u32;
+        let shared = self.shared_gpus_allocated(node) + by_capacity;
+        let cap = |n: u32| cap(n + shared);
         if node.mig_unbound.is_empty() {
             // Every instance in use is known: count the GPUs they are on.
             let gpus = node.gpus.iter().filter_map(|g| self.gpu(*g));
@@ -41,7 +50,34 @@ impl Fleet {
     /// Whether [`Fleet::node_allocated_gpus`] is a lower bound rather than a count: pods on
     /// the node hold MIG instances the fleet cannot place on a GPU.
     pub fn node_allocation_is_estimate(&self, node: &Node) -> bool {
-        node.mig_unbound_total() > 0
+        node.mig_unbound_total() > 0 || (node.sharing.shared() && node.shares_unplaced > 0)
+    }
+
+    /// Replicas of shared GPU `g` that pods are known to hold: a pod's replicas are spread
+    /// over the GPUs it is known to hold.
+    pub fn gpu_shares_held(&self, g: &Gpu) -> u32 {
+        g.pods
+            .iter()
+            .filter_map(|p| self.pod(*p))
+            .map(|p| (u32::from(p.gpus) / (p.bound_gpus.len() as u32).max(1)).max(1))
+            .sum()
+    }
+
+    /// Physical GPUs of a shared node with a replica held: those a pod is known to hold
+    /// one on, plus, for replicas no one placed, the fewest more GPUs that can hold them
+    /// (after the free replicas of the known ones): a lower bound then, as
+    /// [`Fleet::node_allocation_is_estimate`] says.
+    fn shared_gpus_allocated(&self, node: &Node) -> u32 {
+        if !node.sharing.shared() {
+            return 0;
+        }
+        let replicas = u32::from(node.sharing.replicas);
+        let whole: Vec<&Gpu> = node.gpus.iter().filter_map(|g| self.gpu(*g)).filter(|g| !g.mig_enabled).collect();
+        let known: Vec<&&Gpu> = whole.iter().filter(|g| !g.pods.is_empty()).collect();
+        let free_on_known: u32 = known.iter().map(|g| replicas.saturating_sub(self.gpu_shares_held(g))).sum();
+        let rest = node.shares_unplaced.saturating_sub(free_on_known);
+        let more = rest.div_ceil(replicas).min((whole.len() - known.len()) as u32);
+        known.len() as u32 + more
     }
 
     /// Whole GPUs pods on `node` hold that the fleet cannot name (device plugin without a
@@ -58,6 +94,7 @@ impl Fleet {
         let allocatable = spec.allocatable.iter().map(|(k, v)| (self.interner.intern(k), *v)).collect();
         let mig_config = self.interner.intern(&spec.mig_config);
         let cordoned_by = self.interner.intern(&spec.cordoned_by);
+        let sharing = Sharing::of_node(&spec.labels, &spec.capacity);
         let now = self.now;
         let id = match self.idx.node_by_name.get(&name).copied() {
             Some(id) => {
@@ -84,6 +121,15 @@ impl Fleet {
                 n.allocatable = allocatable;
                 n.mig_config = mig_config;
                 n.mig_state = spec.mig_state;
+                if n.sharing != sharing {
+                    // What the node's pods hold changes meaning (replicas or GPUs): count again.
+                    n.sharing = sharing;
+                    for pid in self.idx.pods_by_node.get(&id).cloned().unwrap_or_default() {
+                        self.unlink_pod(pid);
+                        self.link_pod(pid);
+                    }
+                    self.refresh_node_alloc(id);
+                }
                 id
             }
             None => {
@@ -106,6 +152,9 @@ impl Fleet {
                     mig_allocated: 0,
                     mig_unbound: Vec::new(),
                     pods: 0,
+                    sharing,
+                    shares_held: 0,
+                    shares_unplaced: 0,
                 };
                 let id = self.nodes.insert(node);
                 self.idx.node_by_name.insert(name, id);
@@ -220,7 +269,14 @@ impl Fleet {
 
     pub(super) fn refresh_node_alloc(&mut self, node: NodeId) {
         let Some(n) = self.node(node) else { return };
-        let new = self.node_allocated_gpus(n);
+        let shares = n.shares_total(&self.gpus);
+        let new = NodeAlloc {
+            gpus_allocated: self.node_allocated_gpus(n),
+            gpus_shared: shares / u32::from(n.sharing.replicas.max(1)),
+            shares,
+            shares_held: n.shares_held,
+            shares_unplaced: if n.sharing.shared() { n.shares_unplaced } else { 0 },
+        };
         self.counters.set_node_alloc(node, new, &mut self.totals);
     }
 }

@@ -129,9 +129,19 @@ impl Fleet {
         }
         let Some(p) = self.pod(pid) else { return };
         let unfinished = !p.phase.finished();
+        // On a node whose device plugin shares GPUs, `nvidia.com/gpu` counts replicas.
+        let sharing = node.and_then(|n| self.node(n)).map(|n| n.sharing).unwrap_or_default();
+        let (whole, shares) = if sharing.shared() { (0, p.gpus as u32) } else { (p.gpus as u32, 0) };
+        let alloc_shares = if holds { shares } else { 0 };
+        // DRA devices several claims share by capacity: a share each, the GPU counted once.
+        let (dra_shares, dra_milli) = if holds { self.capacity_shares(p) } else { (0, 0) };
         let c = PodContrib {
             req_gpus: if unfinished { p.gpus as u32 + p.dra_count() } else { 0 },
-            alloc_gpus: if holds { p.gpus as u32 + p.dra_count() } else { 0 },
+            alloc_gpus: if holds { whole + p.dra_count().saturating_sub(dra_shares) } else { 0 },
+            alloc_shares,
+            dra_shares,
+            share_milli: alloc_shares * 1000 / u32::from(sharing.replicas.max(1)) + dra_milli,
+            unplaced_shares: if p.bound_gpus.is_empty() { alloc_shares } else { 0 },
             req_mig: if unfinished { p.mig_count() } else { 0 },
             alloc_mig: if holds { p.mig_count() } else { 0 },
             counted: unfinished,
@@ -144,6 +154,8 @@ impl Fleet {
             self.idx.pods_by_node.entry(n).or_default().push(pid);
             if let Some(node) = self.nodes.get_mut(n) {
                 node.gpus_allocated += c.alloc_gpus;
+                node.shares_held += c.alloc_shares;
+                node.shares_unplaced += c.unplaced_shares;
                 node.mig_allocated += c.alloc_mig;
                 node.pods += (c.counted && self.pods.get(pid).is_some_and(|p| p.requests_devices())) as u32;
                 for &(r, k) in &unbound {
@@ -182,6 +194,25 @@ impl Fleet {
             self.refresh_node_alloc(n);
         }
         self.refresh_tenant_alerts(tenant);
+    }
+
+    /// Of the DRA devices pod `p` is bound to, those shared by capacity, and the part of
+    /// them its claims consume in thousandths of a GPU (by memory, else an equal share).
+    pub(crate) fn capacity_shares(&self, p: &Pod) -> (u32, u32) {
+        let (mut n, mut milli) = (0, 0);
+        for g in p.bound_gpus.iter().filter_map(|g| self.gpu(*g)) {
+            let Some(d) = g.dra.as_deref().filter(|d| d.multi) else { continue };
+            n += 1;
+            let ns = self.str_of(p.namespace);
+            let mine = d.shares.iter().find(|s| p.dra.iter().any(|c| s.claim == format!("{ns}/{}", c.claim)));
+            let total = d.capacity.iter().find(|(k, _)| k == "memory").map(|(_, v)| *v).filter(|v| *v > 0);
+            let used = mine.and_then(|s| s.consumed.iter().find(|(k, _)| k == "memory")).map(|(_, v)| *v);
+            milli += match (used, total) {
+                (Some(u), Some(t)) => (u.clamp(0, t) as i128 * 1000 / t as i128) as u32,
+                _ => 1000 / (d.shares.len().max(1) as u32),
+            };
+        }
+        (n, milli)
     }
 
     /// Per MIG resource pod `p` asks for, how many of its instances are not among the known
@@ -238,6 +269,8 @@ impl Fleet {
             }
             if let Some(node) = self.nodes.get_mut(n) {
                 node.gpus_allocated -= c.alloc_gpus;
+                node.shares_held -= c.alloc_shares;
+                node.shares_unplaced -= c.unplaced_shares;
                 node.mig_allocated -= c.alloc_mig;
                 node.pods -= (c.counted && dev) as u32;
                 for &(r, k) in &unbound {

@@ -105,6 +105,7 @@ impl App {
             Command::ViewPods => self.open_view(ViewKind::Pods),
             Command::ViewEvents => self.open_view(ViewKind::Events),
             Command::ViewOps => self.open_view(ViewKind::Ops),
+            Command::ViewDomains => self.open_view(ViewKind::Domains),
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
             }
@@ -222,6 +223,7 @@ impl App {
                             }
                         }
                     }
+                    ViewKind::Domains => self.open_domain_node(id),
                     ViewKind::Ops => {
                         if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
@@ -244,6 +246,23 @@ impl App {
                 }
             }
             Screen::Gpu(_) => {}
+        }
+    }
+
+    /// Enter on a domain: the node that holds it back (its first node not Ready), else its
+    /// first node.
+    fn open_domain_node(&mut self, id: crate::ui::views::RowId) {
+        let Some((key, d)) = tables::domain_of(&self.fleet, id) else { return };
+        let node = d.nodes.iter().find(|n| n.status != "Ready").or(d.nodes.first());
+        match node.and_then(|n| self.fleet.node_by_name(&n.name)) {
+            Some(n) => self.push(Screen::Node(n)),
+            None => {
+                let msg = match node {
+                    Some(n) => format!("ComputeDomain {key}: node {} is not known here", n.name),
+                    None => format!("ComputeDomain {key} lists no nodes yet"),
+                };
+                self.ui.info(msg);
+            }
         }
     }
 

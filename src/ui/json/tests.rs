@@ -69,6 +69,16 @@ fn every_view_is_versioned_and_typed() {
         updated: f.now,
         log: vec![],
     });
+    // The simulator makes no ComputeDomains: one, so the domains view has a row to type.
+    f.apply(Delta::DomainUpsert(ComputeDomainSpec {
+        namespace: "imex".into(),
+        name: "train".into(),
+        num_nodes: 2,
+        status: "NotReady".into(),
+        nodes: vec![DomainNode { name: "h100-0000".into(), status: "NotReady".into(), clique: "c.0".into() }],
+        claim_template: "train-channel".into(),
+        created: f.now.saturating_sub(5_000),
+    }));
     for v in ViewKind::ALL {
         let d = doc(&f, v);
         assert_eq!(d["schema"], SCHEMA);
@@ -101,11 +111,11 @@ fn fleet_and_gpu_rows_carry_the_tables_numbers() {
         assert_eq!(r["gpus"].to_string(), cell(&f, ViewKind::Fleet, *id, 3));
         let a = &r["alloc_gpus"];
         assert_eq!(format!("{}/{}", a["used"], a["total"]), cell(&f, ViewKind::Fleet, *id, 4));
-        assert_eq!(r["pods"].to_string(), cell(&f, ViewKind::Fleet, *id, 10));
+        assert_eq!(r["pods"].to_string(), cell(&f, ViewKind::Fleet, *id, 11));
         // The demo measures every GPU: figures, never null.
         assert!(r["util_pct"].is_u64() && r["power_w"].is_u64(), "{r}");
-        assert_eq!(format!("{}W", r["power_w"]), cell(&f, ViewKind::Fleet, *id, 7));
-        assert_eq!(format!("{}%", r["mem_used_pct"]), cell(&f, ViewKind::Fleet, *id, 6));
+        assert_eq!(format!("{}W", r["power_w"]), cell(&f, ViewKind::Fleet, *id, 8));
+        assert_eq!(format!("{}%", r["mem_used_pct"]), cell(&f, ViewKind::Fleet, *id, 7));
     }
 
     let d = doc(&f, ViewKind::Gpus);

@@ -24,6 +24,9 @@ pub enum RowId {
     Event(u32),
     /// An operation, counted from the newest (0).
     Op(u32),
+    /// A ComputeDomain, by a hash of its `namespace/name` (see `domains::row_id`): the row
+    /// stays on its domain while others come and go.
+    Domain(u32),
 }
 
 impl RowId {
@@ -51,6 +54,9 @@ impl RowId {
     }
     pub fn op(self) -> Option<u32> {
         if let RowId::Op(o) = self { Some(o) } else { None }
+    }
+    pub fn domain(self) -> Option<u32> {
+        if let RowId::Domain(d) = self { Some(d) } else { None }
     }
     /// A row listed under another (a MIG instance under its GPU): it follows its parent
     /// rather than being sorted itself.

@@ -24,7 +24,7 @@ fn draw(f: &Fleet, r: RowId, c: impl FnOnce(NodeId, &Node) -> Cell) -> Cell {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("NAME", 12).grow(2).filter().value(|f, r| on(f, r, |_, n| Value::text(f.str_of(n.name)))),
+    Column::new("NAME", 12).min(10).grow(2).filter().value(|f, r| on(f, r, |_, n| Value::text(f.str_of(n.name)))),
     Column::new("STATUS", 17)
         .min(8)
         .filter()
@@ -47,6 +47,15 @@ pub const COLUMNS: &[Column] = &[
             })
         },
     ),
+    // Time-slicing / MPS: replicas held of those offered (`TS×4 5/32`); `-` when not shared.
+    Column::new("SHARE", 9)
+        .min(5)
+        .right()
+        .priority(2)
+        .value(|f, r| {
+            on(f, r, |_, n| if n.sharing.shared() { Value::Num(n.shares_held.into()) } else { Value::Absent })
+        })
+        .cell(|f, r| draw(f, r, |_, n| share_cell(f, n))),
     Column::new("UTIL", 8)
         .min(5)
         .right()
@@ -119,6 +128,33 @@ pub const COLUMNS: &[Column] = &[
     Column::new("ALERTS", 14).min(7).grow(1).filter().value(|f, r| Value::of_cell(alerts(f, r))).cell(alerts),
     Column::new("AGE", 4).right().priority(6).value(|f, r| on(f, r, |_, n| Value::Age(n.created))),
 ];
+
+fn share_cell(f: &Fleet, n: &Node) -> Cell {
+    if !n.sharing.shared() {
+        return muted("-");
+    }
+    let total = n.shares_total(&f.gpus);
+    let tok = if n.shares_held >= total { "ui.text" } else { "gpu.free" };
+    (format!("{} {}/{total}", n.sharing.label(), n.shares_held), tok)
+}
+
+/// A node's sharing for the JSON export; `null` when its GPUs are not shared.
+pub fn sharing_json(f: &Fleet, n: &Node) -> serde_json::Value {
+    if !n.sharing.shared() {
+        return serde_json::Value::Null;
+    }
+    let config = n.label(&f.interner, crate::model::sharing::DEVICE_PLUGIN_CONFIG);
+    json!({
+        "strategy": n.sharing.mode.as_str(),
+        "replicas": n.sharing.replicas,
+        "renamed": n.sharing.renamed,
+        "config": opt(config),
+        "gpus": n.shares_total(&f.gpus) / u32::from(n.sharing.replicas),
+        "shares": n.shares_total(&f.gpus),
+        "shares_held": n.shares_held,
+        "shares_placement_unknown": n.shares_unplaced,
+    })
+}
 
 fn mig(f: &Fleet, r: RowId) -> Cell {
     draw(f, r, |_, n| {
@@ -271,6 +307,7 @@ pub fn json(f: &Fleet, row: RowId) -> Option<serde_json::Value> {
         "power_w": col("POWER"),
         "telemetry_gpus": avg.sampled_of,
         "mig": mig,
+        "sharing": sharing_json(f, n),
         "idle_allocated": opt(idle),
         "pods": col("PODS"),
         "alerts": alerts,

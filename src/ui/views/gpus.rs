@@ -72,9 +72,20 @@ pub const COLUMNS: &[Column] = &[
     Column::new("MODE", 4)
         .priority(4)
         .filter()
-        .value(|f, r| on(f, r, |_, g| Value::text(if g.mig_enabled { "mig" } else { "full" })))
+        .value(|f, r| {
+            on(f, r, |_, g| match shared(f, g) {
+                Some(s) => Value::text(s.mode.as_str()),
+                None if partitionable(g) => Value::text("dynamic-mig"),
+                None => Value::text(if g.mig_enabled { "mig" } else { "full" }),
+            })
+        })
         .cell(|f, r| match row(f, r) {
+            // Partitions made per claim from the GPU's counters (DRA dynamic MIG).
+            Some(Row::Gpu(_, g)) if partitionable(g) => ("dMIG".into(), "gpu.mig.used"),
             Some(Row::Gpu(_, g)) if g.mig_enabled => ("MIG".into(), "gpu.mig.used"),
+            Some(Row::Gpu(_, g)) if shared(f, g).is_some() => {
+                (shared(f, g).map(|s| s.label()).unwrap_or_default(), "gpu.mig.used")
+            }
             Some(Row::Gpu(..)) => muted("full"),
             Some(Row::Mig(..)) => muted("mig"),
             None => blank(),
@@ -159,6 +170,51 @@ pub const COLUMNS: &[Column] = &[
     Column::new("HEALTH", 7).filter().value(|f, r| Value::of_cell(health(f, r))).cell(health),
 ];
 
+fn partitionable(g: &Gpu) -> bool {
+    g.dra.as_ref().is_some_and(|d| d.partitionable)
+}
+
+/// Bytes as people read capacity: `40Gi`, `512Mi`, or the plain number for other units.
+fn amount(name: &str, v: i64) -> String {
+    if name == "memory" && v >= 1 << 30 {
+        format!("{}Gi", v >> 30)
+    } else if name == "memory" && v >= 1 << 20 {
+        format!("{}Mi", v >> 20)
+    } else {
+        v.to_string()
+    }
+}
+
+/// A device shared by capacity: `3 claims · memory 40Gi left`.
+fn capacity_cell(d: &crate::model::GpuDra) -> Cell {
+    let left: Vec<String> =
+        d.capacity.iter().filter_map(|(k, _)| Some(format!("{k} {} left", amount(k, d.left(k)?)))).collect();
+    let claims = if d.shares.len() == 1 { "1 claim".to_string() } else { format!("{} claims", d.shares.len()) };
+    let tok = if d.shares.is_empty() { "gpu.free" } else { "ui.text" };
+    (format!("{claims} · {}", left.join(", ")), tok)
+}
+
+/// The sharing of a whole GPU the device plugin hands out as replicas.
+fn shared(f: &Fleet, g: &Gpu) -> Option<crate::model::Sharing> {
+    let s = f.node(g.node)?.sharing;
+    (s.shared() && !g.mig_enabled).then_some(s)
+}
+
+/// A shared GPU's replicas: `4 shares: 3 held · train-0 +2`, or, when the pods on the node
+/// hold replicas nobody placed on a GPU, that this one may be among them.
+fn shares_cell(f: &Fleet, g: &Gpu, s: crate::model::Sharing) -> Cell {
+    let held = f.gpu_shares_held(g);
+    let unplaced = f.node(g.node).map_or(0, |n| n.shares_unplaced);
+    let first = g.pods.first().and_then(|p| f.pod(*p)).map(|p| &*p.name);
+    let more = if g.pods.len() > 1 { format!(" +{}", g.pods.len() - 1) } else { String::new() };
+    match (held, first, unplaced) {
+        (0, _, 0) => (format!("{} shares free", s.replicas), "gpu.free"),
+        (0, _, k) => muted(format!("{} shares, placement unknown ({k} held on node)", s.replicas)),
+        (h, Some(p), _) => text(format!("{} shares: {h} held · {p}{more}", s.replicas)),
+        (h, None, _) => text(format!("{} shares: {h} held", s.replicas)),
+    }
+}
+
 fn tenant(f: &Fleet, pod: Option<PodId>) -> Option<&str> {
     pod.and_then(|p| f.pod(p)).and_then(|p| f.tenant(p.tenant)).map(|t| f.str_of(t.name))
 }
@@ -173,6 +229,13 @@ fn pod(f: &Fleet, r: RowId) -> Cell {
                 maybe => text(format!("{used}/{} in use, {maybe} unknown", gpu.instances.len())),
             }
         }
+        Some(Row::Gpu(_, gpu)) if gpu.dra.as_ref().is_some_and(|d| d.multi) && gpu.pods.len() <= 1 => {
+            gpu.dra.as_deref().map_or_else(blank, capacity_cell)
+        }
+        Some(Row::Gpu(_, gpu)) if shared(f, gpu).is_some() => match shared(f, gpu) {
+            Some(s) => shares_cell(f, gpu, s),
+            None => blank(),
+        },
         Some(Row::Gpu(_, gpu)) => match gpu.pods.first().and_then(|p| f.pod(*p)) {
             Some(p) => text(&*p.name),
             None => match f.node(gpu.node).map_or(0, |n| f.whole_gpus_unbound(n)) {
@@ -193,11 +256,40 @@ fn pod(f: &Fleet, r: RowId) -> Cell {
 }
 
 fn fits(f: &Fleet, r: RowId) -> Cell {
-    gpu_only(f, r, |gid, g| if g.mig_enabled { text(fits_text(f, gid)) } else { muted("") })
+    gpu_only(f, r, |gid, g| match g.dra.as_deref().filter(|d| d.partitionable) {
+        Some(d) => text(counter_fits_text(d)),
+        None if g.mig_enabled => text(fits_text(f, gid)),
+        None => muted(""),
+    })
+}
+
+/// What a new claim could get from a partitionable GPU's counters: `7g 1g×5 2g×2`, `full`
+/// while nothing is taken, or `no room`.
+pub fn counter_fits_text(d: &crate::model::GpuDra) -> String {
+    let mut v: Vec<String> = Vec::new();
+    if d.whole_fits {
+        v.push("whole".into());
+    }
+    v.extend(
+        d.fits
+            .iter()
+            .filter(|c| c.fits > 0)
+            .map(|c| format!("{}×{}", c.profile.split('.').next().unwrap_or(&c.profile), c.fits)),
+    );
+    if v.is_empty() { "no room".into() } else { v.join(" ") }
 }
 
 fn health(f: &Fleet, r: RowId) -> Cell {
     gpu_only(f, r, |_, gpu| match (gpu.xid, gpu.ecc_uncorrected) {
+        // A DRA taint is the cluster's word on the device, stale telemetry or not.
+        _ if gpu.dra.as_ref().is_some_and(|d| !d.taints.is_empty()) => {
+            let t = gpu.dra.as_ref().and_then(|d| d.worst_taint());
+            let effect = t.map_or("", |t| if t.evicts() { "NoExec" } else { "NoSched" });
+            (
+                format!("taint {effect}"),
+                if t.is_some_and(|t| t.evicts()) { "severity.error" } else { "severity.warning" },
+            )
+        }
         _ if gpu.telemetry_stale(f.now, f.thresholds.stale_ms) => (
             match gpu.last_sample_at {
                 Some(t) => format!("stale {}", age(f.now, t)),
@@ -274,6 +366,16 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "temp_c": col("TEMP"),
         "tenant": col("TENANT"),
         "pods": g.pods.iter().filter_map(|p| f.pod(*p)).map(|p| f.pod_display(p)).collect::<Vec<_>>(),
+        "sharing": match shared(f, g) {
+            Some(s) => json!({
+                "strategy": s.mode.as_str(),
+                "replicas": s.replicas,
+                "shares_held": f.gpu_shares_held(g),
+                "shares_placement_unknown_on_node": f.node(g.node).map_or(0, |n| n.shares_unplaced),
+            }),
+            None => serde_json::Value::Null,
+        },
+        "dra": dra_json(g.dra.as_deref()),
         "mig_alloc": if g.mig_enabled { alloc(used, g.instances.len() as u32) } else { serde_json::Value::Null },
         "idle_for_s": opt(g.low_since.filter(|_| g.idle_allocated).map(|t| age_s(f, t))),
         "fits": if g.mig_enabled { cell_json(fits(f, r)) } else { serde_json::Value::Null },
@@ -282,4 +384,23 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "ecc_uncorrected": g.ecc_uncorrected,
         "instances": instances,
     }))
+}
+
+/// A GPU's DRA extras for the JSON snapshot; `null` when it has none.
+fn dra_json(d: Option<&crate::model::GpuDra>) -> serde_json::Value {
+    let Some(d) = d else { return serde_json::Value::Null };
+    let map = |v: &[(String, i64)]| v.iter().map(|(k, n)| (k.clone(), json!(n))).collect::<serde_json::Map<_, _>>();
+    json!({
+        "partitionable": d.partitionable,
+        "whole_fits": d.partitionable.then_some(d.whole_fits),
+        "fits": d.fits.iter().map(|c| json!({ "profile": c.profile, "fits": c.fits, "offered": c.offered })).collect::<Vec<_>>(),
+        "taints": d.taints.iter().map(|t| json!({
+            "key": t.key, "value": t.value, "effect": t.effect, "device": t.device, "rule": t.rule,
+        })).collect::<Vec<_>>(),
+        "shared_by_capacity": d.multi.then(|| json!({
+            "capacity": map(&d.capacity),
+            "claims": d.shares.iter().map(|s| json!({ "claim": s.claim, "consumed": map(&s.consumed) })).collect::<Vec<_>>(),
+            "left": d.capacity.iter().filter_map(|(k, _)| Some((k.clone(), json!(d.left(k)?)))).collect::<serde_json::Map<_, _>>(),
+        })),
+    })
 }

@@ -11,6 +11,7 @@
 pub mod cell;
 pub mod column;
 pub mod detail;
+pub mod domains;
 pub mod events;
 pub mod fleet;
 pub mod gpus;

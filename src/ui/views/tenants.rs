@@ -24,7 +24,7 @@ fn draw(f: &Fleet, r: RowId, c: impl FnOnce(&Tenant) -> Cell) -> Cell {
 /// Busy and idle are counted among the measured devices only; with none measured while
 /// something is allocated they are unknown, not 0.
 fn unmeasured(u: &TenantUsage) -> bool {
-    u.measured == 0 && u.allocated_gpus + u.allocated_mig > 0
+    u.measured == 0 && u.allocated_gpus + u.allocated_mig + u.allocated_shares > 0
 }
 
 pub const COLUMNS: &[Column] = &[
@@ -58,6 +58,11 @@ pub const COLUMNS: &[Column] = &[
         .value(|f, r| on(f, r, |t| f.tenant_gpu_quota(t).map_or(Value::Absent, Value::Num))),
     Column::new("REQ", 5).right().priority(1).value(|f, r| on(f, r, |t| Value::Num(t.usage.requested_gpus.into()))),
     Column::new("ALLOC", 5).right().priority(1).value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_gpus.into()))),
+    // Replicas of shared GPUs held; the GPUs they come to are in the JSON and the detail.
+    Column::new("SHARES", 6)
+        .right()
+        .priority(3)
+        .value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_shares.into()))),
     Column::new("MIG", 4).right().priority(3).value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_mig.into()))),
     Column::new("BUSY", 5).right().live().value(|f, r| {
         on(f, r, |t| if unmeasured(&t.usage) { Value::Unknown } else { Value::Num(t.usage.busy.into()) })
@@ -134,6 +139,8 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "requested_gpus": col("REQ"),
         "allocated_gpus": col("ALLOC"),
         "allocated_mig": col("MIG"),
+        "allocated_shares": col("SHARES"),
+        "allocated_share_gpus": f64::from(u.share_milli) / 1000.0,
         "busy": opt(known.then_some(u.busy)),
         "busy_measured": u.measured,
         "busy_pct": col("BUSY%"),
