@@ -96,7 +96,8 @@ pub fn rss_mib() -> (f64, f64) {
 pub fn run(nodes: usize, frames: usize, ticks: usize) {
     println!("fabrik scale harness: {nodes} nodes, {frames} frames per view, {ticks} ticks");
     let t0 = Instant::now();
-    let mut sim = Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true, sharing_every: 0 });
+    let mut sim =
+        Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false });
     let initial = sim.initial_deltas();
     let built = t0.elapsed();
     let n_deltas = initial.len();

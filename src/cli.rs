@@ -257,6 +257,13 @@ pub struct KubeSimArgs {
     /// node; the workload then puts pods on them (0: none).
     #[arg(long, default_value_t = 0)]
     pub sharing_every: u32,
+    /// Kubernetes 1.34's alpha DRA features on the DRA nodes (needs the DRA alpha feature
+    /// gates): two partitionable GPUs (dynamic MIG), a GPU shared by capacity, a GPU tainted
+    /// by its driver; with --workload, pods with claims on them; a DeviceTaintRule (when
+    /// resource.k8s.io/v1alpha3 is served) and two ComputeDomains with status (when their CRD
+    /// is installed), their nodes labelled with their NVLink clique.
+    #[arg(long)]
+    pub dra_alpha: bool,
     /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds or fails. The config
     /// name `fabrik-wedged` stays `pending` for good (for stuck-reslice tests); the node annotation
     /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
@@ -287,6 +294,7 @@ impl KubeSimArgs {
             pods: self.pods,
             dra_every: self.dra_every,
             sharing_every: self.sharing_every,
+            dra_alpha: self.dra_alpha,
             mig_seconds: self.mig_seconds,
             mig_delay_ms: self.mig_delay_ms,
             agents: self.agents,
@@ -500,6 +508,7 @@ mod tests {
                         "pods",
                         "dra-every",
                         "sharing-every",
+                        "dra-alpha",
                         "mig-seconds",
                         "mig-delay-ms",
                         "agents",

@@ -52,7 +52,14 @@ impl Setup {
 }
 
 fn sim_config(a: &SimArgs) -> SimConfig {
-    SimConfig { seed: a.seed, nodes: a.nodes as usize, tick_ms: a.tick_ms, churn: true, sharing_every: a.sharing_every }
+    SimConfig {
+        seed: a.seed,
+        nodes: a.nodes as usize,
+        tick_ms: a.tick_ms,
+        churn: true,
+        sharing_every: a.sharing_every,
+        dra_alpha: true,
+    }
 }
 
 pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre::Result<()> {

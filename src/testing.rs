@@ -13,7 +13,7 @@ use crate::ui::{App, Recorder, Ui};
 
 /// A fleet from the simulator after `ticks` steps, without a terminal.
 pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -> (Sim, Fleet) {
-    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0 });
+    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false });
     let mut fleet = Fleet::new(thresholds);
     for d in sim.initial_deltas() {
         fleet.apply(d);

@@ -27,6 +27,8 @@ use std::time::{Duration, Instant, SystemTime};
 use serde_json::{Value, json};
 
 mod common;
+#[path = "crosscheck_e2e/dra.rs"]
+mod dra;
 use common::{BIN, control_plane, kubectl};
 
 const NODES: &str = "16";
@@ -111,6 +113,14 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "shared nodes: strategy and replicas from the labels, none known held on this GPU (the API does not \
                  place replicas), all the node's held replicas unplaced; null otherwise",
             ),
+            (
+                "dra",
+                Exact,
+                "DRA alpha, from slices, claims and DeviceTaintRules: partitionable when a device of the GPU consumes \
+                 shared counters, per MIG profile the unheld placements whose counters still fit / offered, \
+                 whole_fits; the slice's taints and the rules' (driver/pool/device selectors); a device with \
+                 allowMultipleAllocations: capacity, each claim's consumedCapacity, what is left; null otherwise",
+            ),
             ("util_pct", Unknown, "no node agent"),
             ("telemetry_stale", Unknown, "never sampled: not stale, unknown (false)"),
             ("mem_used_bytes", Unknown, "no node agent"),
@@ -186,6 +196,22 @@ const COVERAGE: &[(&str, Keys)] = &[
         ],
     ),
     (
+        "domains",
+        &[
+            ("domain", Exact, "row key: namespace/name of the ComputeDomain"),
+            ("namespace", Exact, "metadata.namespace"),
+            ("name", Exact, "metadata.name"),
+            ("tenant", Exact, "the namespace's tenant"),
+            ("status", Exact, "status.status (null before the controller writes it)"),
+            ("num_nodes", Exact, "spec.numNodes"),
+            ("nodes_ready", Exact, "status.nodes with status Ready"),
+            ("nodes", Exact, "status.nodes: name, status, cliqueID"),
+            ("claim_template", Exact, "spec.channel.resourceClaimTemplate.name"),
+            ("created_ms", Exact, "creationTimestamp"),
+            ("age_s", Exact, "generated_at_ms - created_ms"),
+        ],
+    ),
+    (
         "pods",
         &[
             ("namespace", Exact, "row key"),
@@ -234,6 +260,8 @@ struct Api {
     slices: Vec<Value>,
     claims: Vec<Value>,
     cluster_queues: Vec<Value>,
+    taint_rules: Vec<Value>,
+    domains: Vec<Value>,
 }
 
 fn read_api(kubeconfig: &Path) -> Api {
@@ -241,7 +269,8 @@ fn read_api(kubeconfig: &Path) -> Api {
         kubeconfig,
         &[
             "get",
-            "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues",
+            "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues,devicetaintrules,\
+             computedomains",
             "-A",
             "-o",
             "json",
@@ -256,6 +285,8 @@ fn read_api(kubeconfig: &Path) -> Api {
         slices: vec![],
         claims: vec![],
         cluster_queues: vec![],
+        taint_rules: vec![],
+        domains: vec![],
     };
     for item in list["items"].as_array().into_iter().flatten() {
         let bucket = match item["kind"].as_str() {
@@ -266,6 +297,8 @@ fn read_api(kubeconfig: &Path) -> Api {
             Some("ResourceSlice") => &mut api.slices,
             Some("ResourceClaim") => &mut api.claims,
             Some("ClusterQueue") => &mut api.cluster_queues,
+            Some("DeviceTaintRule") => &mut api.taint_rules,
+            Some("ComputeDomain") => &mut api.domains,
             _ => continue,
         };
         bucket.push(item.clone());
@@ -353,6 +386,8 @@ struct Truth {
     views: BTreeMap<&'static str, Rows>,
     /// Label-announced MIG nodes: (whole GPUs held, MIG instances held, MIG GPUs).
     label_mig: BTreeMap<String, (i64, i64, i64)>,
+    /// DRA's alpha shapes (partitions, capacity shares, taints).
+    dra: dra::DraTruth,
     /// Shared nodes: (replicas per GPU, replicas held, replicas advertised).
     shared: BTreeMap<String, (i64, i64, i64)>,
     /// Per node: MIG instance profiles (sorted).
@@ -376,6 +411,7 @@ fn truth(api: &Api) -> Truth {
         })
         .collect();
 
+    t.dra = dra::truth(&api.slices, &api.claims, &api.taint_rules);
     let mut devices: BTreeMap<(String, String), Device> = BTreeMap::new();
     for sl in &api.slices {
         let node = s(&sl["spec"]["nodeName"]);
@@ -391,7 +427,10 @@ fn truth(api: &Api) -> Truth {
                 profile: a("profile"),
                 memory: count(&d["capacity"]["memory"]["value"]),
             };
-            devices.insert((pool.clone(), dev.name.clone()), dev);
+            // A partition no claim holds is an offer (DRA partitionable devices), not a device.
+            if !t.dra.offers.contains(&(pool.clone(), dev.name.clone())) {
+                devices.insert((pool.clone(), dev.name.clone()), dev);
+            }
         }
     }
     let by_uuid: BTreeMap<String, Device> = devices.values().map(|d| (d.uuid.clone(), d.clone())).collect();
@@ -573,18 +612,33 @@ fn truth(api: &Api) -> Truth {
             for (uuid, (idx, dev)) in &gpu_index {
                 let mut g = BTreeMap::new();
                 let inst: Vec<&&Device> = node_devices.iter().filter(|d| d.mig && d.parent == *uuid).collect();
-                let holders: Vec<String> = holding
+                let mut holders: Vec<String> = holding
                     .iter()
                     .filter(|p| p.dra.iter().any(|d| d.3.contains(uuid)))
                     .map(|p| format!("{}/{}", p.ns, p.name))
                     .collect();
+                holders.sort();
                 g.insert("uuid", json!(uuid));
                 g.insert("sharing", Value::Null);
-                g.insert("mode", json!(if inst.is_empty() { "full" } else { "mig" }));
+                let extras = t.dra.gpus.get(uuid).cloned().unwrap_or(Value::Null);
+                let mode = match () {
+                    _ if extras["partitionable"] == json!(true) => "dynamic-mig",
+                    _ if inst.is_empty() => "full",
+                    _ => "mig",
+                };
+                g.insert("mode", json!(mode));
+                g.insert("dra", extras);
                 g.insert("pods", json!(holders));
-                let tenant =
-                    holding.iter().find(|p| p.dra.iter().any(|d| d.3.contains(uuid))).map(|p| p.tenant.clone());
-                g.insert("tenant", json!(tenant.flatten()));
+                // A device several claims share by capacity: its tenant when they are all one's
+                // (which of several tenants fabrik names first is not the API's to say).
+                let tenants: BTreeSet<Option<String>> = holding
+                    .iter()
+                    .filter(|p| p.dra.iter().any(|d| d.3.contains(uuid)))
+                    .map(|p| p.tenant.clone())
+                    .collect();
+                if tenants.len() <= 1 {
+                    g.insert("tenant", json!(tenants.into_iter().next().flatten()));
+                }
                 if let Some(d) = dev {
                     g.insert("mem_total_bytes", json!(d.memory));
                 }
@@ -638,6 +692,7 @@ fn truth(api: &Api) -> Truth {
             for i in 0..count_gpus {
                 let mut g = BTreeMap::new();
                 g.insert("mode", json!(strategy));
+                g.insert("dra", Value::Null);
                 g.insert("mem_total_bytes", json!(mem));
                 g.insert("pods", json!([]));
                 g.insert("tenant", Value::Null);
@@ -675,6 +730,7 @@ fn truth(api: &Api) -> Truth {
                 let mut g = BTreeMap::new();
                 g.insert("mode", json!(if i >= whole && mig_total > 0 { "mig" } else { "full" }));
                 g.insert("sharing", Value::Null);
+                g.insert("dra", Value::Null);
                 g.insert("mem_total_bytes", json!(mem));
                 // Which GPU a device-plugin pod got is not on the API.
                 g.insert("pods", json!([]));
@@ -788,21 +844,51 @@ fn truth(api: &Api) -> Truth {
     for tn in names {
         let mine: Vec<&PodFacts> = pods.iter().filter(|p| p.tenant.as_deref() == Some(tn.as_str())).collect();
         let unfinished: Vec<&&PodFacts> = mine.iter().filter(|p| !p.finished()).collect();
-        let requested: i64 = unfinished.iter().map(|p| p.gpus + p.dra_count()).sum();
+        // A DRA claim of a MIG device (by the device it got, else by its class) is an instance.
+        let dra_mig = |p: &PodFacts| -> i64 {
+            p.dra
+                .iter()
+                .filter(|d| match d.3.first() {
+                    Some(u) => by_uuid.get(u).is_some_and(|dev| dev.mig),
+                    None => d.1 == "mig.nvidia.com",
+                })
+                .map(|d| d.2)
+                .sum()
+        };
+        let requested: i64 = unfinished.iter().map(|p| p.gpus + p.dra_count() - dra_mig(p)).sum();
         // On a shared node `nvidia.com/gpu` is a replica, not a GPU.
         let replicas_of = |p: &PodFacts| p.node.as_ref().and_then(|n| shared_replicas.get(n)).copied();
+        // A DRA device shared by capacity: a share per claim on it, the GPU counted on its node.
+        let by_capacity = |p: &PodFacts| -> Vec<(String, i64)> {
+            let mut v: Vec<(String, i64)> = p
+                .dra
+                .iter()
+                .filter_map(|d| t.dra.capacity_claims.get(&format!("{}/{}", p.ns, d.0)))
+                .flatten()
+                .cloned()
+                .collect();
+            v.sort();
+            v.dedup_by(|a, b| a.0 == b.0);
+            v
+        };
         let allocated: i64 = mine
             .iter()
             .filter(|p| p.holds())
-            .map(|p| if replicas_of(p).is_some() { p.dra_count() } else { p.gpus + p.dra_count() })
+            .map(|p| {
+                let dra = p.dra_count() - dra_mig(p) - by_capacity(p).len() as i64;
+                if replicas_of(p).is_some() { dra } else { p.gpus + dra }
+            })
             .sum();
         let held_shares: Vec<(i64, i64)> =
             mine.iter().filter(|p| p.holds()).filter_map(|p| Some((p.gpus, replicas_of(p)?))).collect();
-        let allocated_shares: i64 = held_shares.iter().map(|(n, _)| n).sum();
-        let share_milli: i64 = held_shares.iter().map(|(n, r)| n * 1000 / r).sum();
-        let allocated_mig: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.mig_count()).sum();
+        let capacity_shares: Vec<(String, i64)> =
+            mine.iter().filter(|p| p.holds()).flat_map(|p| by_capacity(p)).collect();
+        let allocated_shares: i64 = held_shares.iter().map(|(n, _)| n).sum::<i64>() + capacity_shares.len() as i64;
+        let share_milli: i64 = held_shares.iter().map(|(n, r)| n * 1000 / r).sum::<i64>()
+            + capacity_shares.iter().map(|(_, m)| m).sum::<i64>();
+        let allocated_mig: i64 = mine.iter().filter(|p| p.holds()).map(|p| p.mig_count() + dra_mig(p)).sum();
         let quota = tenant_quota.get(&tn).copied();
-        let requested_mig: i64 = unfinished.iter().map(|p| p.mig_count()).sum();
+        let requested_mig: i64 = unfinished.iter().map(|p| p.mig_count() + dra_mig(p)).sum();
         if requested + allocated + requested_mig + allocated_mig == 0 && quota.is_none() {
             continue;
         }
@@ -834,6 +920,7 @@ fn truth(api: &Api) -> Truth {
         tenants.insert(queue, r);
     }
     t.views.insert("tenants", tenants);
+    t.views.insert("domains", dra::domain_rows(&api.domains, &tenant_of_ns));
     t
 }
 
@@ -850,6 +937,7 @@ fn keyed(view: &str, doc: &Value) -> BTreeMap<String, Value> {
             }
             "quotas" => format!("{}/{}/{}", s(&r["source"]["namespace"]), s(&r["source"]["name"]), s(&r["resource"])),
             "pods" => format!("{}/{}", s(&r["namespace"]), s(&r["name"])),
+            "domains" => s(&r["domain"]),
             _ => continue,
         };
         out.insert(key, r.clone());
@@ -911,7 +999,7 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
                 }
             }
         }
-        if matches!(view, "fleet" | "pods") {
+        if matches!(view, "fleet" | "pods" | "domains") {
             let created = row["created_ms"].as_u64().unwrap_or(0);
             if row["age_s"].as_u64() != Some(gen_ms.saturating_sub(created) / 1000) {
                 diffs.push(format!("{view} {key} age_s {} vs generated_at_ms - created_ms", row["age_s"]));
@@ -929,6 +1017,11 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
                         .map(|i| json!({ "uuid": i["uuid"], "profile": i["profile"], "mem_total_bytes": i["mem_total_bytes"], "pod": i["pod"] }))
                         .collect();
                     v.sort_by_key(|x| s(&x["uuid"]));
+                    json!(v)
+                }
+                ("pods", "gpus") => {
+                    let mut v: Vec<Value> = row["pods"].as_array().cloned().unwrap_or_default();
+                    v.sort_by_key(s);
                     json!(v)
                 }
                 ("request", _) => {
@@ -1270,10 +1363,27 @@ fn every_number_fabrik_prints_equals_the_api() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (_cp, kubeconfig) = control_plane(&dir);
     kueue_cluster_queue(&kubeconfig);
+    // The NVIDIA DRA driver's ComputeDomain CRD (tests/fixtures/crds, see its README).
+    common::install_fixture(&kubeconfig, "crds/resource.nvidia.com_computedomains.yaml");
     let _sim = common::sim(
         &kubeconfig,
         &dir,
-        &["--nodes", NODES, "--seed", "7", "--workload", "--pods", "80", "--mig-seconds", "2", "--sharing-every", "3"],
+        &[
+            "--nodes",
+            NODES,
+            "--seed",
+            "7",
+            "--workload",
+            "--pods",
+            "80",
+            "--mig-seconds",
+            "2",
+            "--sharing-every",
+            "3",
+            "--dra-every",
+            "4",
+            "--dra-alpha",
+        ],
     );
 
     // Settled: every bound pod started, every claim allocated, every quota's status caught
@@ -1309,6 +1419,21 @@ fn every_number_fabrik_prints_equals_the_api() {
     }
     assert!(sharing.iter().any(|s| s["renamed"] == json!(true)), "a renamed (nvidia.com/gpu.shared) node");
     assert!(t0.shared.values().any(|(_, held, _)| *held > 1), "pods hold replicas: {:?}", t0.shared);
+    // DRA's alpha shapes: a partition a claim holds, a device shared by capacity by several
+    // claims, a driver taint and a DeviceTaintRule; ComputeDomains, one NotReady.
+    let extras: Vec<&Value> = t0.dra.gpus.values().collect();
+    assert!(
+        extras.iter().any(|d| d["partitionable"] == json!(true) && d["whole_fits"] == json!(false)),
+        "a partitionable GPU with a partition held: {extras:?}"
+    );
+    assert!(
+        extras.iter().any(|d| d["shared_by_capacity"]["claims"].as_array().is_some_and(|c| c.len() >= 2)),
+        "a device several claims share by capacity: {extras:?}"
+    );
+    assert!(extras.iter().any(|d| d["taints"].as_array().is_some_and(|t| t.iter().any(|t| t["rule"].is_null()))));
+    assert!(extras.iter().any(|d| d["taints"].as_array().is_some_and(|t| t.iter().any(|t| t["rule"].is_string()))));
+    let domains = &t0.views["domains"];
+    assert!(domains.values().any(|d| d["status"] == "Ready") && domains.values().any(|d| d["status"] == "NotReady"));
     let res: BTreeSet<String> =
         t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");
@@ -1316,7 +1441,7 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(t0.views["quotas"].contains_key("cq-batch/h100/nvidia.com/gpu"), "the Kueue ClusterQueue's quota");
 
     let mut failures = Vec::new();
-    for view in ["fleet", "gpus", "tenants", "quotas", "pods"] {
+    for view in ["fleet", "gpus", "tenants", "quotas", "pods", "domains"] {
         let mut compared = false;
         for attempt in 0..8 {
             let before_ms = now_ms();

@@ -6,6 +6,9 @@
 //! node without MIG, GPUs shared by time-slicing or MPS), the NVIDIA DRA driver (a
 //! ResourceSlice on every `--dra-every`-th node) and mig-manager (the `nvidia.com/mig.config`
 //! label protocol). The real kube-scheduler and kube-controller-manager do the rest.
+//! `--dra-alpha` adds Kubernetes 1.34's alpha DRA shapes on the DRA nodes (partitionable
+//! GPUs, a GPU shared by capacity, device taints), a DeviceTaintRule, and NVIDIA
+//! ComputeDomains with their controller's status (see `alpha`).
 //!
 //! Only nodes labelled `fabrik.io/simulated=true` are ever touched. Test hooks: the node
 //! annotation `fabrik.io/sim-fault=notready` stops a node's kubelet (no lease renewals,
@@ -18,6 +21,8 @@
 //! they are killed at its end).
 
 mod agents;
+mod alpha;
+mod alpha_api;
 mod kubelet;
 mod migparted;
 mod model;
@@ -139,6 +144,8 @@ pub struct Options {
     pub dra_every: u32,
     /// Every Nth node without MIG shares its GPUs (time-slicing, MPS); DRA nodes never do.
     pub sharing_every: u32,
+    /// The 1.34 alpha DRA shapes, the DeviceTaintRule and the ComputeDomains (see `alpha`).
+    pub dra_alpha: bool,
     pub mig_seconds: u64,
     pub mig_delay_ms: u64,
     pub agents: bool,
@@ -166,7 +173,20 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     }
     let started = Instant::now();
     let count = args.nodes as usize;
-    let sim_nodes = model::build_nodes(args.seed, count, args.dra_every, args.sharing_every);
+    let mut sim_nodes = model::build_nodes(args.seed, count, args.dra_every, args.sharing_every);
+    if args.dra_alpha {
+        alpha::assign(&mut sim_nodes);
+        for n in sim_nodes.iter().filter(|n| n.alpha.any()) {
+            let a = &n.alpha;
+            eprintln!(
+                "fabrik sim: --dra-alpha on {}: partitionable GPUs {:?}, shared by capacity {:?}, driver taint {:?}",
+                n.name, a.partitionable, a.capacity, a.driver_taint
+            );
+        }
+        if !sim_nodes.iter().any(|n| n.dra) {
+            eprintln!("fabrik sim: --dra-alpha: no DRA nodes (--dra-every), so no alpha shapes");
+        }
+    }
     if let Some(real) = sim_nodes.iter().find(|n| existing.get(&n.name) == Some(&false)) {
         return Ok(fail(format!(
             "node {} already exists and is not labelled {}=true; fabrik sim never touches real nodes. \
@@ -214,6 +234,13 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
             return Ok(fail(e));
         }
         eprintln!("fabrik sim: workload objects created after {:.1}s", started.elapsed().as_secs_f64());
+    }
+    if args.dra_alpha && sim_nodes.iter().any(|n| n.dra) {
+        // In the namespace of the workload's first DRA app (default without a workload).
+        let ns = if args.workload { workload::plan(&sim_nodes, args.pods).dra_namespace() } else { None };
+        if let Err(e) = alpha_api::create(&client, &sim_nodes, ns.as_deref().unwrap_or("default")).await {
+            return Ok(fail(e));
+        }
     }
     // Held until the end: dropping it stops the agents and removes their network namespace.
     let _agents = if args.agents {
@@ -267,7 +294,8 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
 }
 
 /// Deletes the workload namespaces, the pods bound to simulated nodes, their ResourceSlices,
-/// leases and the nodes themselves (all chosen by label; nothing else is touched).
+/// leases, the `--dra-alpha` DeviceTaintRules and ComputeDomains, and the nodes themselves
+/// (all chosen by label; nothing else is touched).
 async fn cleanup(client: &kube::Client) -> Result<(), String> {
     let sim = ListParams::default().labels(&format!("{}=true", labels::SIMULATED));
     let nodes_api: Api<Node> = Api::all(client.clone());
@@ -314,6 +342,7 @@ async fn cleanup(client: &kube::Client) -> Result<(), String> {
         .filter(|ok| std::future::ready(*ok))
         .count()
         .await;
+    let (rules, domains) = alpha_api::cleanup(client).await?;
     let slices: Api<ResourceSlice> = Api::all(client.clone());
     let slices_n = delete_all(&slices, &sim, "ResourceSlices").await?;
     let leases: Api<Lease> = Api::namespaced(client.clone(), nodes::LEASE_NS);
@@ -341,7 +370,7 @@ async fn cleanup(client: &kube::Client) -> Result<(), String> {
     }
     eprintln!(
         "fabrik sim: cleanup: deleted {nodes_n} nodes, {leases_n} leases, {slices_n} ResourceSlices, {pods} pods, \
-         {namespaces} namespaces"
+         {namespaces} namespaces, {rules} DeviceTaintRules, {domains} ComputeDomains"
     );
     Ok(())
 }

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use super::alpha::{self, Alpha};
 use crate::cluster::labels;
 use crate::mig::{self, GpuModel, Layout, PlacedInstance};
 use crate::model::{GpuSpec, MigInstanceSpec};
@@ -34,6 +35,8 @@ pub struct SimNode {
     pub extra_labels: Vec<(String, String)>,
     /// ResourceSlice pool generation.
     pub slice_generation: i64,
+    /// `--dra-alpha`: the 1.34 alpha DRA shapes and NVLink clique of the node.
+    pub alpha: Alpha,
 }
 
 /// The nodes the demo factory builds from `seed`; every `dra_every`-th node (1-based) is a
@@ -41,7 +44,7 @@ pub struct SimNode {
 /// GPUs of every `sharing_every`-th node without MIG (see [`SimConfig::sharing_every`]);
 /// its sharing is carried over from the node's labels, except on DRA nodes.
 pub fn build_nodes(seed: u64, count: usize, dra_every: u32, sharing_every: u32) -> Vec<SimNode> {
-    let sim = Sim::new(SimConfig { seed, nodes: count, tick_ms: 1000, churn: false, sharing_every });
+    let sim = Sim::new(SimConfig { seed, nodes: count, tick_ms: 1000, churn: false, sharing_every, dra_alpha: false });
     sim.node_inventory()
         .into_iter()
         .enumerate()
@@ -58,7 +61,19 @@ pub fn build_nodes(seed: u64, count: usize, dra_every: u32, sharing_every: u32) 
                 .collect();
             let dra = dra_every > 0 && (index + 1) % dra_every as usize == 0;
             let sharing = if dra { None } else { DeviceSharing::of_node(&spec.labels, &spec.capacity) };
-            SimNode { name: spec.name, index, model, dra, sharing, gpus, mig_config, extra_labels, slice_generation: 1 }
+            let alpha = Alpha::default();
+            SimNode {
+                name: spec.name,
+                index,
+                model,
+                dra,
+                sharing,
+                gpus,
+                mig_config,
+                extra_labels,
+                slice_generation: 1,
+                alpha,
+            }
         })
         .collect()
 }
@@ -83,13 +98,24 @@ pub fn mig_uuid(node: &str, gpu: u8, generation: i64, slot: usize) -> String {
 }
 
 /// Applies new layouts (per GPU index) to a node: fresh instance uuids, planner placements.
-/// Fails when a layout does not fit the model.
+/// Fails when a layout does not fit the model, and for MIG on a GPU with an alpha DRA shape
+/// (`--dra-alpha`): a partitionable GPU (dynamic MIG) gets its partitions per claim, not from
+/// mig-manager, and claims share the other by capacity; a reslice of either is not supported.
 pub fn apply_layouts(node: &mut SimNode, layouts: &[(u8, Layout)], config: &str) -> Result<(), String> {
     let generation = node.slice_generation + 1;
+    let before = node.clone();
     let mut planned: Vec<(u8, Option<Vec<PlacedInstance>>)> = Vec::new();
     for (index, layout) in layouts {
         if usize::from(*index) >= node.gpus.len() {
             return Err(format!("device {index} does not exist on {} ({} GPUs)", node.name, node.gpus.len()));
+        }
+        if node.alpha.fixed(*index) && layout.mig_enabled() {
+            let what = if node.alpha.capacity == Some(*index) { "shared by capacity" } else { "partitionable" };
+            return Err(format!(
+                "GPU {index} of {} is {what} (DRA alpha): MIG reslicing it is not supported; its partitions \
+                 are made per claim",
+                node.name
+            ));
         }
         match layout {
             Layout::Disabled => planned.push((*index, None)),
@@ -118,6 +144,16 @@ pub fn apply_layouts(node: &mut SimNode, layouts: &[(u8, Layout)], config: &str)
                     .collect();
             }
         }
+    }
+    if node.alpha.any() && alpha::device_count(node) > alpha::MAX_DEVICES_WITH_COUNTERS {
+        let n = alpha::device_count(node);
+        *node = before;
+        return Err(format!(
+            "the ResourceSlice of {} would list {n} devices, more than the {} the API takes beside partitions \
+             or taints",
+            node.name,
+            alpha::MAX_DEVICES_WITH_COUNTERS
+        ));
     }
     node.slice_generation = generation;
     node.mig_config = config.to_string();
@@ -205,6 +241,9 @@ pub fn node_labels(node: &SimNode, state: &str) -> BTreeMap<String, String> {
         set(&format!("{}{c}", labels::DEPLOY_PREFIX), "true");
     }
     l.extend(mig_count_labels(node));
+    if let Some(c) = &node.alpha.clique {
+        l.insert(labels::GPU_CLIQUE.into(), c.clone());
+    }
     l
 }
 
@@ -309,8 +348,13 @@ fn s(v: &str) -> Value {
 /// The DRA devices of a node, as the NVIDIA driver names and describes them: `gpu-<i>` for
 /// each GPU with MIG off; for MIG GPUs one device per instance,
 /// `gpu-<i>-mig-<profile without dots>-<giProfileId>-<start>`, with `memorySlice<i>` = 1 for
-/// every memory slice it occupies.
+/// every memory slice it occupies. With `--dra-alpha`, the node's shapes (see `alpha`).
 pub fn slice_devices(node: &SimNode) -> Vec<Value> {
+    alpha::apply(node, plain_devices(node))
+}
+
+/// The devices, each with its GPU's index, as without the alpha shapes.
+fn plain_devices(node: &SimNode) -> Vec<(u8, Value)> {
     let mut out = Vec::new();
     for g in &node.gpus {
         let common = |m: &mut serde_json::Map<String, Value>| {
@@ -324,11 +368,14 @@ pub fn slice_devices(node: &SimNode) -> Vec<Value> {
             attrs.insert("uuid".into(), s(&g.uuid));
             common(&mut attrs);
             let bytes = u64::from(g.memory_mib) << 20;
-            out.push(json!({
-                "name": format!("gpu-{}", g.index),
-                "attributes": attrs,
-                "capacity": { "memory": { "value": bytes.to_string() } },
-            }));
+            out.push((
+                g.index,
+                json!({
+                    "name": format!("gpu-{}", g.index),
+                    "attributes": attrs,
+                    "capacity": { "memory": { "value": bytes.to_string() } },
+                }),
+            ));
             continue;
         }
         for inst in &g.instances {
@@ -347,19 +394,22 @@ pub fn slice_devices(node: &SimNode) -> Vec<Value> {
             for i in inst.placement.start..inst.placement.start + p.memory_slices {
                 cap.insert(format!("memorySlice{i}"), json!({ "value": "1" }));
             }
-            out.push(json!({
-                "name": format!("gpu-{}-mig-{}-{}-{}", g.index, p.name.replace(['.', '+'], ""), p.gi_profile_id,
-                    inst.placement.start),
-                "attributes": attrs,
-                "capacity": cap,
-            }));
+            out.push((
+                g.index,
+                json!({
+                    "name": format!("gpu-{}-mig-{}-{}-{}", g.index, p.name.replace(['.', '+'], ""), p.gi_profile_id,
+                        inst.placement.start),
+                    "attributes": attrs,
+                    "capacity": cap,
+                }),
+            ));
         }
     }
     out
 }
 
 pub fn resource_slice(node: &SimNode) -> Value {
-    json!({
+    let mut slice = json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
         "metadata": { "name": slice_name(&node.name), "labels": { labels::SIMULATED: "true" } },
@@ -369,7 +419,12 @@ pub fn resource_slice(node: &SimNode) -> Value {
             "pool": { "name": node.name, "generation": node.slice_generation, "resourceSliceCount": 1 },
             "devices": slice_devices(node),
         },
-    })
+    });
+    let counters = alpha::shared_counters(node);
+    if !counters.is_empty() {
+        slice["spec"]["sharedCounters"] = json!(counters);
+    }
+    slice
 }
 
 pub fn device_class(name: &str, kind: &str) -> Value {

@@ -127,8 +127,9 @@ pub async fn register(shared: &Shared, node: &SimNode, exists: bool) -> Result<(
     let obj = model::node_object(node);
     let created = if exists {
         let mut labels_ = obj["metadata"]["labels"].clone();
-        // Sharing labels an earlier run wrote and this one does not: gone (null in a merge patch).
-        for k in [labels::DEVICE_PLUGIN_CONFIG, labels::MPS_CAPABLE] {
+        // Sharing and clique labels an earlier run wrote and this one does not: gone (null in a
+        // merge patch).
+        for k in [labels::DEVICE_PLUGIN_CONFIG, labels::MPS_CAPABLE, labels::GPU_CLIQUE] {
             if labels_.get(k).is_none() {
                 labels_[k] = Value::Null;
             }

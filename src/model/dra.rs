@@ -59,6 +59,10 @@ pub struct CapacityShare {
 /// The DRA extras of one GPU; the default is "none of them".
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GpuDra {
+    /// The pool of the slice that announces the GPU, and the names of its devices there (the
+    /// whole GPU, its MIG devices or partitions): what a DeviceTaintRule selects.
+    pub pool: String,
+    pub devices: Vec<String>,
     /// Its devices consume shared counters: partitions are made per claim (dynamic MIG),
     /// and mig-manager has nothing to reslice.
     pub partitionable: bool,
@@ -77,6 +81,10 @@ pub struct GpuDra {
 impl GpuDra {
     pub fn is_empty(&self) -> bool {
         *self == GpuDra::default()
+    }
+    /// Whether any of the alpha features is on this GPU (beyond the devices' names).
+    pub fn has_alpha(&self) -> bool {
+        self.partitionable || self.multi || !self.taints.is_empty()
     }
     /// Capacity `name` not consumed by any claim (for a device shared by capacity).
     pub fn left(&self, name: &str) -> Option<i64> {

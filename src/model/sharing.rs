@@ -13,6 +13,8 @@ pub const GPU_SHARED_RESOURCE: &str = "nvidia.com/gpu.shared";
 /// The device-plugin config the operator selected for the node.
 pub const DEVICE_PLUGIN_CONFIG: &str = "nvidia.com/device-plugin.config";
 const GPU_RESOURCE: &str = "nvidia.com/gpu";
+/// The NVIDIA DRA driver's DeviceClass of MIG devices.
+pub const DRA_MIG_CLASS: &str = "mig.nvidia.com";
 const GPU_COUNT: &str = "nvidia.com/gpu.count";
 /// More replicas than this is not a sharing config but a typo; the label is ignored.
 pub const MAX_REPLICAS: u16 = 1024;

@@ -110,13 +110,13 @@ pub(crate) fn check_invariants(f: &Fleet) {
             if p.phase.holds_devices() {
                 // On a shared node `nvidia.com/gpu` counts replicas, never GPUs.
                 if n.sharing.shared() {
-                    alloc += p.dra_count();
+                    alloc += p.dra_count() - f.dra_mig(p) - f.capacity_shares(p).0;
                     shares += p.gpus as u32;
                     unplaced += if p.bound_gpus.is_empty() { p.gpus as u32 } else { 0 };
                 } else {
-                    alloc += p.gpus as u32 + p.dra_count() - f.capacity_shares(p).0;
+                    alloc += p.gpus as u32 + p.dra_count() - f.dra_mig(p) - f.capacity_shares(p).0;
                 }
-                mig += p.mig_count();
+                mig += p.mig_count() + f.dra_mig(p);
                 // Held without a known instance: asked for, less the instances of that
                 // profile bound to it anywhere in the fleet.
                 for &(r, want) in &p.mig {
@@ -188,8 +188,8 @@ pub(crate) fn check_invariants(f: &Fleet) {
         }
         let u = usage.entry(p.tenant).or_default();
         if !p.phase.finished() {
-            u.requested_gpus += p.gpus as u32 + p.dra_count();
-            u.requested_mig += p.mig_count();
+            u.requested_gpus += p.gpus as u32 + p.dra_count() - f.dra_mig(p);
+            u.requested_mig += p.mig_count() + f.dra_mig(p);
             u.pods += 1;
             t.pods += 1;
         }
@@ -199,17 +199,18 @@ pub(crate) fn check_invariants(f: &Fleet) {
         }
         if p.phase.holds_devices() && p.node.is_some() {
             let sharing = p.node.and_then(|n| f.node(n)).map(|n| n.sharing).unwrap_or_default();
+            let (n, milli) = f.capacity_shares(p);
+            let dra_gpus = p.dra_count() - f.dra_mig(p) - n;
             if sharing.shared() {
-                u.allocated_gpus += p.dra_count();
+                u.allocated_gpus += dra_gpus;
                 u.allocated_shares += p.gpus as u32;
                 u.share_milli += p.gpus as u32 * 1000 / u32::from(sharing.replicas);
             } else {
-                let (n, milli) = f.capacity_shares(p);
-                u.allocated_gpus += p.gpus as u32 + p.dra_count() - n;
-                u.allocated_shares += n;
-                u.share_milli += milli;
+                u.allocated_gpus += p.gpus as u32 + dra_gpus;
             }
-            u.allocated_mig += p.mig_count();
+            u.allocated_shares += n;
+            u.share_milli += milli;
+            u.allocated_mig += p.mig_count() + f.dra_mig(p);
         }
     }
     for gid in f.gpu_ids() {

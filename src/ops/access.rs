@@ -92,6 +92,9 @@ pub const UPDATE_CONFIGMAPS: Perm =
 pub const PATCH_QUOTAS: Perm = Perm::ns("patch", "", "resourcequotas", "");
 /// A ClusterQueue edit is a JSON patch of one field (deploy/ grants patch, not update).
 pub const PATCH_CLUSTERQUEUES: Perm = Perm::cluster("patch", "kueue.x-k8s.io", "clusterqueues");
+/// A GPU taint is DeviceTaintRules fabrik creates, reads back and (untaint) deletes.
+pub const CREATE_TAINT_RULES: Perm = Perm::cluster("create", "resource.k8s.io", "devicetaintrules");
+pub const DELETE_TAINT_RULES: Perm = Perm::cluster("delete", "resource.k8s.io", "devicetaintrules");
 
 /// What each kind of operation needs, before the plan says where.
 pub fn requirements(kind: OpKind) -> Vec<Perm> {
@@ -105,10 +108,20 @@ pub fn requirements(kind: OpKind) -> Vec<Perm> {
             UPDATE_CONFIGMAPS.in_namespace(crate::cluster::labels::MIG_CONFIGMAP_NS),
         ],
         OpKind::SetQuota => vec![PATCH_QUOTAS],
+        OpKind::TaintGpu => vec![CREATE_TAINT_RULES],
+        OpKind::UntaintGpu => vec![DELETE_TAINT_RULES],
     }
 }
 
-pub const KINDS: [OpKind; 5] = [OpKind::Cordon, OpKind::Uncordon, OpKind::Drain, OpKind::Reslice, OpKind::SetQuota];
+pub const KINDS: [OpKind; 7] = [
+    OpKind::Cordon,
+    OpKind::Uncordon,
+    OpKind::Drain,
+    OpKind::Reslice,
+    OpKind::SetQuota,
+    OpKind::TaintGpu,
+    OpKind::UntaintGpu,
+];
 
 /// Asks the API server whether this identity may do `p`.
 pub async fn can(client: &kube::Client, p: &Perm) -> Result<bool, kube::Error> {

@@ -18,13 +18,15 @@ mod quota;
 mod reslice;
 pub mod retry;
 mod serve;
+pub mod taint;
 pub mod target;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
-pub use reslice::{GpuReslice, ReslicePlan, describe_layout};
+pub use reslice::{GpuReslice, ReslicePlan, describe_layout, partitioned_by_dra as reslice_blocked_by_dra};
 pub use serve::{KubeExecutor, Refuse, serve_ops};
+pub use taint::{RuleSpec, TaintEffect, TaintPlan};
 
 use crate::mig::LayoutError;
 use crate::model::Fleet;
@@ -53,6 +55,18 @@ pub enum OpRequest {
         tenant: String,
         quota: QuotaKey,
         value: String,
+    },
+    /// A DRA device taint on one GPU (DeviceTaintRules), `value` saying why.
+    TaintGpu {
+        node: String,
+        gpu: u8,
+        effect: TaintEffect,
+        value: String,
+    },
+    /// Removes the taint fabrik put on one GPU.
+    UntaintGpu {
+        node: String,
+        gpu: u8,
     },
 }
 
@@ -111,6 +125,8 @@ pub enum OpKind {
     Drain,
     Reslice,
     SetQuota,
+    TaintGpu,
+    UntaintGpu,
 }
 
 impl OpKind {
@@ -121,6 +137,8 @@ impl OpKind {
             OpKind::Drain => "drain",
             OpKind::Reslice => "reslice",
             OpKind::SetQuota => "set-quota",
+            OpKind::TaintGpu => "taint-gpu",
+            OpKind::UntaintGpu => "untaint-gpu",
         }
     }
 }
@@ -131,6 +149,7 @@ pub enum PlanDetail {
     Drain(DrainPlan),
     Reslice(ReslicePlan),
     Quota(QuotaPlan),
+    Taint(TaintPlan),
 }
 
 /// A planned operation: everything the preview shows, and everything the executor needs.
@@ -207,6 +226,19 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
         }),
         OpRequest::Reslice { node, gpus, layout } => reslice::plan(fleet, node, gpus, layout, req.clone()),
         OpRequest::SetQuota { tenant, quota, value } => quota::plan(fleet, tenant, quota, value, req.clone()),
+        OpRequest::TaintGpu { node, gpu, effect, value } => {
+            taint::plan(fleet, node, *gpu, Some(*effect), value, req.clone()).map(|mut p| {
+                if *effect == TaintEffect::NoExecute && !p.effects.is_empty() {
+                    let t = exec::ExecOptions::default().drain_timeout;
+                    p.effects.push(format!(
+                        "deadline: {} for the pods to go; past it fabrik stops and names them",
+                        minutes(t)
+                    ));
+                }
+                p
+            })
+        }
+        OpRequest::UntaintGpu { node, gpu } => taint::plan(fleet, node, *gpu, None, "", req.clone()),
     }
 }
 

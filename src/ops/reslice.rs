@@ -72,6 +72,12 @@ pub(super) fn plan(
         }
     }
     let whole_node = gpus.is_empty() || n.gpus.iter().filter_map(|g| fleet.gpu(*g)).all(|g| gpus.contains(&g.index));
+    if let Some(why) = partitioned_by_dra(
+        node,
+        n.gpus.iter().filter_map(|g| fleet.gpu(*g)).filter(|g| whole_node || gpus.contains(&g.index)),
+    ) {
+        return Err(PlanError::Invalid(why));
+    }
     let mut targets = Vec::new();
     let mut affected: Vec<PodId> = Vec::new();
     for g in n.gpus.iter().filter_map(|g| fleet.gpu(*g)) {
@@ -348,6 +354,32 @@ fn per_device_yaml(fleet: &Fleet, name: &str, layouts: impl Iterator<Item = (u8,
         }
     }
     out
+}
+
+/// Why a reslice means nothing on these GPUs, when the NVIDIA DRA driver partitions them per
+/// claim (dynamic MIG, `DRAPartitionableDevices`): mig-manager does not own their layout, the
+/// claims do. Says what a new claim could get instead.
+pub fn partitioned_by_dra<'a>(node: &str, gpus: impl Iterator<Item = &'a crate::model::Gpu>) -> Option<String> {
+    let parts: Vec<String> = gpus
+        .filter_map(|g| {
+            let d = g.dra.as_deref().filter(|d| d.partitionable)?;
+            let mut fits: Vec<String> = Vec::new();
+            if d.whole_fits {
+                fits.push("the whole GPU".into());
+            }
+            fits.extend(d.fits.iter().filter(|c| c.fits > 0).map(|c| format!("{}×{}", c.profile, c.fits)));
+            let fits = if fits.is_empty() { "nothing (every counter is taken)".to_string() } else { fits.join(", ") };
+            Some(format!("GPU {}: {fits}", g.index))
+        })
+        .collect();
+    if parts.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{node}'s GPUs are partitioned per claim by the NVIDIA DRA driver (dynamic MIG): mig-manager has nothing to \
+         reslice there — a partition exists while a claim holds it. A new mig.nvidia.com claim could get now: {}",
+        parts.join("; ")
+    ))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::cordon::CordonMark;
 use super::exec::{Run, Step};
 use super::mig_ack::{Caps, MigSeen};
-use super::{PodAction, QuotaPlan, ReslicePlan};
+use super::{PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
 use crate::cluster::labels;
 use crate::model::{Deletion, Owner};
 
@@ -187,4 +187,22 @@ pub trait Target {
     /// Writes a quota over the version the preview showed; a concurrent edit is a conflict,
     /// never overwritten. Returns the step's line and the outcome.
     async fn patch_quota(&mut self, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)>;
+
+    /// Creates the DeviceTaintRule `rule` of `plan`. `Ok(false)`: one of that name is there
+    /// already with the same selector and taint. One that differs is never overwritten: the
+    /// operation stops and says so.
+    async fn create_taint_rule(&mut self, run: &mut Run<'_>, plan: &TaintPlan, rule: &RuleSpec) -> Step<bool>;
+    /// Whether the DeviceTaintRule `name` is there now.
+    async fn taint_rule_exists(&mut self, run: &mut Run<'_>, name: &str) -> Step<Result<bool, ReadFailure>>;
+    /// Deletes the DeviceTaintRule `name`; `false` when it was gone already.
+    async fn delete_taint_rule(&mut self, run: &mut Run<'_>, name: &str) -> Step<bool>;
+    /// Of `candidates` (`namespace/name`), the pods still using any of `devices` of `pool`:
+    /// not gone, and a claim of theirs still has the device allocated.
+    async fn device_pods(
+        &mut self,
+        run: &mut Run<'_>,
+        pool: &str,
+        devices: &[String],
+        candidates: &[String],
+    ) -> Step<Result<Vec<String>, ReadFailure>>;
 }

@@ -27,7 +27,7 @@ use crate::ops::cordon::CordonMark;
 use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
 use crate::ops::mig_ack::Caps;
 use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target, pdb_refusal};
-use crate::ops::{ExecRequest, Plan, QuotaField, QuotaPlan, ReslicePlan};
+use crate::ops::{ExecRequest, Plan, PlanDetail, QuotaField, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
 
 /// A request the simulator serves between its ticks: the feed that runs it knows no more.
 pub trait SimRequest: Send + 'static {
@@ -400,5 +400,34 @@ impl Target for SimTarget {
         run.sending(&format!("patching {} of {}", q.key.resource, q.tenant))?;
         let q = q.clone();
         self.with(move |s| s.write_quota(&q)).await.map_err(Stop::Failed)
+    }
+
+    async fn create_taint_rule(&mut self, run: &mut Run<'_>, plan: &TaintPlan, rule: &RuleSpec) -> Step<bool> {
+        run.sending(&format!("creating DeviceTaintRule {}", rule.name))?;
+        let (plan, rule) = (plan.clone(), rule.clone());
+        self.with(move |s| s.create_taint_rule(&plan, &rule)).await.map_err(Stop::Failed)
+    }
+
+    async fn taint_rule_exists(&mut self, _run: &mut Run<'_>, name: &str) -> Step<Result<bool, ReadFailure>> {
+        let name = name.to_string();
+        Ok(Ok(self.with(move |s| s.taint_rule_exists(&name)).await))
+    }
+
+    async fn delete_taint_rule(&mut self, run: &mut Run<'_>, name: &str) -> Step<bool> {
+        run.sending(&format!("deleting DeviceTaintRule {name}"))?;
+        let name = name.to_string();
+        Ok(self.with(move |s| s.delete_taint_rule(&name)).await)
+    }
+
+    async fn device_pods(
+        &mut self,
+        run: &mut Run<'_>,
+        _pool: &str,
+        _devices: &[String],
+        candidates: &[String],
+    ) -> Step<Result<Vec<String>, ReadFailure>> {
+        let PlanDetail::Taint(p) = &run.plan.detail else { return Ok(Ok(Vec::new())) };
+        let (uuid, candidates) = (p.uuid.clone(), candidates.to_vec());
+        Ok(Ok(self.with(move |s| s.pods_still_on(&uuid, &candidates)).await))
     }
 }

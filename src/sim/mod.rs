@@ -6,14 +6,20 @@
 //! (PDBs that refuse evictions for a while, pods that take time to go, mig-manager's
 //! pending → success).
 
+mod dra;
 mod exec;
 mod pods;
 mod setup;
 mod sharing;
+mod taint;
 mod telemetry;
 mod tick;
 mod world;
 
+pub use dra::{
+    NVLINK_CLUSTER, SHARE_BYTES, XID_TAINT_KEY, counter_memory_mib, partition_device, partition_fits,
+    partition_placements,
+};
 pub use exec::SimRequest;
 pub use sharing::{DeviceSharing, SharingStrategy, distribute, replica_id, sharing_labels, whole_gpu_resource};
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};

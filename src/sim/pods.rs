@@ -65,7 +65,12 @@ impl Sim {
             dra: if a.dra {
                 vec![DraClaimSpec {
                     claim: format!("{}-gpu-{}", a.name, self.rng.hex(5)),
-                    device_class: "gpu.nvidia.com".into(),
+                    device_class: if a.alpha == Some(super::dra::AlphaAsk::Partition) {
+                        crate::cluster::labels::DRA_MIG_CLASS
+                    } else {
+                        crate::cluster::labels::DRA_GPU_CLASS
+                    }
+                    .into(),
                     count: a.gpus,
                     allocated: None,
                 }]
@@ -96,6 +101,11 @@ impl Sim {
         let n = self.nodes.len();
         for key in pending.into_iter().take(budget) {
             let Some(pod) = self.pods.get(&key) else { continue };
+            // A claim on an alpha DRA shape gets its own GPU or nothing.
+            if let Some(ask) = self.workloads.get(pod.workload).and_then(|w| w.alpha) {
+                self.place_alpha(&key, ask, instant);
+                continue;
+            }
             let want_gpus = pod.spec.gpus as usize + pod.spec.dra.iter().map(|c| c.count as usize).sum::<usize>();
             let want_mig = pod.mig_profile.clone();
             let want_share = self.workloads.get(pod.workload).and_then(|w| w.share);
@@ -122,14 +132,16 @@ impl Sim {
                 if let Some(size) = &want_mig {
                     let Some(prof) = mig_profile_for(model, size) else { continue };
                     let Some(pid) = mig::find_profile(model, prof) else { continue };
-                    let found = node.gpus.iter().enumerate().find_map(|(gi, g)| {
-                        g.spec
-                            .instances
-                            .iter()
-                            .enumerate()
-                            .find(|(ii, inst)| inst.placement.profile == pid && g.inst_owner[*ii].is_none())
-                            .map(|(ii, _)| (gi, ii))
-                    });
+                    let found = node.gpus.iter().enumerate().filter(|(gi, _)| !self.dra.reserved(ni, *gi)).find_map(
+                        |(gi, g)| {
+                            g.spec
+                                .instances
+                                .iter()
+                                .enumerate()
+                                .find(|(ii, inst)| inst.placement.profile == pid && g.inst_owner[*ii].is_none())
+                                .map(|(ii, _)| (gi, ii))
+                        },
+                    );
                     if let Some((gi, ii)) = found {
                         placed = Some((ni, vec![], Some((gi, ii, prof))));
                         break;
@@ -139,7 +151,7 @@ impl Sim {
                         .gpus
                         .iter()
                         .enumerate()
-                        .filter(|(_, g)| !g.spec.mig_enabled && g.owner.is_none())
+                        .filter(|(gi, g)| !g.spec.mig_enabled && g.owner.is_none() && !self.dra.reserved(ni, *gi))
                         .map(|(i, _)| i)
                         .collect();
                     if free.len() >= want_gpus {

@@ -39,6 +39,7 @@ impl Sim {
             mig: None,
             share: None,
             dra: false,
+            alpha: None,
             empty_dir: false,
             replicas: 1,
             idle_share: 0.05,

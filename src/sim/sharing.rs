@@ -182,6 +182,7 @@ impl Sim {
             mig: None,
             share: Some(share),
             dra: false,
+            alpha: None,
             empty_dir: false,
             replicas,
             idle_share,

@@ -76,9 +76,13 @@ impl Sim {
                 instances.push(InstanceSample::new(inst.uuid.clone(), Some(u), used as u32));
             }
             ((weighted / 7) as u8, (mem_mib * 100 / model.memory_mib().max(1) as u64) as u8)
-        } else if let Some(share) = node.share.as_ref().filter(|_| !g.holders.is_empty()) {
-            // A shared GPU: its pods' work adds up (time-slices or MPS clients), each in
-            // its share of the memory.
+        } else if !g.holders.is_empty() {
+            // A shared GPU: its pods' work adds up (time-slices or MPS clients, or claims
+            // sharing it by capacity), each in its share of the memory.
+            let split = node.share.as_ref().map_or_else(
+                || (i64::from(g.spec.memory_mib) << 20) / super::SHARE_BYTES,
+                |s| i64::from(s.replicas.max(1)),
+            );
             let (mut util, mut mem) = (0u32, 0u32);
             let mut seen: Vec<&String> = Vec::new();
             for h in &g.holders {
@@ -88,7 +92,7 @@ impl Sim {
                 seen.push(h);
                 let (u, m) = level(behaviour(Some(h)), &mut rng);
                 util += u32::from(u);
-                mem += u32::from(m) / u32::from(share.replicas.max(1));
+                mem += u32::from(m) / split.max(1) as u32;
             }
             (util.min(100) as u8, mem.min(98) as u8)
         } else {

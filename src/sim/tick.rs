@@ -202,9 +202,12 @@ impl Sim {
                 continue;
             }
             let mut rng = self.rng.clone();
+            // A partitionable GPU (dynamic MIG) gets its partitions per claim: mig-manager
+            // does not reslice it, nor the other GPUs with an alpha DRA shape.
+            let keep = self.dra.gpus_on(ni);
             let node = &mut self.nodes[ni];
             let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
-            for (index, layout) in &layouts {
+            for (index, layout) in layouts.iter().filter(|(i, _)| !keep.contains(i)) {
                 if let Some(g) = node.gpus.iter_mut().find(|g| g.spec.index == *index) {
                     let (mig_enabled, instances) = instances_for(&mut rng, model, layout);
                     g.spec.mig_enabled = mig_enabled;

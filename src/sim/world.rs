@@ -25,11 +25,14 @@ pub struct SimConfig {
     /// plugin (time-slicing ×4, MPS ×2, time-slicing ×4 renamed to `nvidia.com/gpu.shared`,
     /// in turn); 0: none.
     pub sharing_every: u32,
+    /// Kubernetes 1.34's alpha DRA shapes and NVIDIA ComputeDomains on a few GPUs and nodes
+    /// (a partitionable GPU, one shared by capacity, one tainted; two domains): see `dra`.
+    pub dra_alpha: bool,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 0 }
+        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false }
     }
 }
 
@@ -62,6 +65,8 @@ pub(super) struct SNode {
     pub config_written: Option<Ts>,
     /// When mig-manager last wrote `nvidia.com/mig.config.state`.
     pub state_written: Option<Ts>,
+    /// `<clusterUUID>.<cliqueID>` of its NVLink domain (GFD's `nvidia.com/gpu.clique`).
+    pub clique: Option<String>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -102,6 +107,8 @@ pub(super) struct Workload {
     /// resource `nvidia.com/gpu.shared`.
     pub share: Option<(SharingStrategy, bool)>,
     pub dra: bool,
+    /// Its claims use an alpha DRA feature (a partition, a share of a GPU by capacity).
+    pub alpha: Option<super::dra::AlphaAsk>,
     pub empty_dir: bool,
     pub replicas: u32,
     pub idle_share: f64,
@@ -137,6 +144,7 @@ pub struct Sim {
     pub(super) pod_seq: u64,
     pub(super) sts_hint: std::collections::HashMap<usize, u32>,
     pub(super) workload_of: std::collections::HashMap<String, usize>,
+    pub(super) dra: super::dra::DraAlpha,
 }
 
 fn short(model: GpuModel) -> &'static str {
@@ -173,6 +181,7 @@ impl Sim {
             pod_seq: 0,
             sts_hint: Default::default(),
             workload_of: Default::default(),
+            dra: Default::default(),
         };
         let n = cfg.nodes.max(1);
         // Shared nodes are counted among the nodes that are not MIG-partitioned, so that
@@ -261,6 +270,7 @@ impl Sim {
                 mig_apply: None,
                 config_written: None,
                 state_written: None,
+                clique: None,
             };
             node.refresh_labels(i);
             sim.node_index.insert(name, sim.nodes.len());
@@ -269,6 +279,9 @@ impl Sim {
         sim.rng = rng;
         sim.setup_tenants();
         sim.setup_mig_fault();
+        if cfg.dra_alpha {
+            sim.setup_dra_alpha();
+        }
         sim.initial_fill();
         sim.setup_not_ready();
         sim
@@ -331,6 +344,7 @@ impl Sim {
         }
         let running = self.census().running;
         self.update_pdbs(&running);
+        self.dra_sync();
         out.append(&mut self.out);
         for p in &self.pdbs {
             out.push(Delta::PdbUpsert(p.clone()));
@@ -378,6 +392,7 @@ impl Sim {
         self.schedule(census.pending, 64, false);
         self.advance_ops();
         self.advance_mig();
+        self.dra_sync();
         self.refresh_quota_usage();
         self.late_faults();
         let mut out = std::mem::take(&mut self.out);
@@ -426,6 +441,9 @@ impl SNode {
         }
         labels.push(("nvidia.com/gpu.deploy.mig-manager".to_string(), "true".into()));
         labels.extend(gfd.into_iter().map(|(k, v)| (k.to_string(), v)));
+        if let Some(c) = &self.clique {
+            labels.push((crate::cluster::labels::GPU_CLIQUE.to_string(), c.clone()));
+        }
         self.spec.labels = labels;
         let caps = crate::mig::capacity(
             model,

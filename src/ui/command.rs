@@ -174,6 +174,10 @@ commands! {
         Drain => "drain", "Drain the selected node (preview first)", op: Some(OpKind::Drain);
         Reslice => "reslice", "Reslice MIG on the selected GPU or node (preview first)", op: Some(OpKind::Reslice);
         EditQuota => "edit_quota", "Edit the selected quota (preview first)", op: Some(OpKind::SetQuota);
+        TaintGpu => "taint_gpu", "Taint the selected GPU through DRA, NoSchedule (preview first)",
+            aliases: &["taint"], arg: Arg::Optional, op: Some(OpKind::TaintGpu);
+        UntaintGpu => "untaint_gpu", "Remove fabrik's DRA taint from the selected GPU (preview first)",
+            aliases: &["untaint"], op: Some(OpKind::UntaintGpu);
         Confirm => "confirm", "Confirm the previewed operation";
         Cancel => "cancel", "Cancel the dialog or the running operation";
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
@@ -308,7 +312,18 @@ mod tests {
             }
         }
         let ops: Vec<Command> = Command::ALL.iter().copied().filter(|c| c.op().is_some()).collect();
-        assert_eq!(ops, [Command::Cordon, Command::Uncordon, Command::Drain, Command::Reslice, Command::EditQuota]);
+        assert_eq!(
+            ops,
+            [
+                Command::Cordon,
+                Command::Uncordon,
+                Command::Drain,
+                Command::Reslice,
+                Command::EditQuota,
+                Command::TaintGpu,
+                Command::UntaintGpu
+            ]
+        );
     }
 
     #[test]

@@ -598,6 +598,8 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::Drain => "Drain",
         crate::ops::OpKind::Reslice => "Reslice",
         crate::ops::OpKind::SetQuota => "Set quota",
+        crate::ops::OpKind::TaintGpu => "Taint",
+        crate::ops::OpKind::UntaintGpu => "Untaint",
     }
 }
 

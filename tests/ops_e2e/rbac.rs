@@ -60,6 +60,8 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("policy", "poddisruptionbudgets", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceslices", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceclaims", &["list", "watch"], ""),
+        ("resource.k8s.io", "devicetaintrules", &["list", "watch"], ""),
+        ("resource.nvidia.com", "computedomains", &["list", "watch"], ""),
         ("kueue.x-k8s.io", "clusterqueues", &["get", "list", "watch"], ""),
         ("kueue.x-k8s.io", "localqueues", &["list", "watch"], ""),
         ("", "pods/proxy", &["get"], ""),
@@ -77,6 +79,10 @@ fn operator_grants() -> BTreeSet<Grant> {
         ("", "resourcequotas", &["patch"], ""),
         ("kueue.x-k8s.io", "clusterqueues", &["patch"], ""),
         ("", "configmaps", &["get", "update"], "default-mig-parted-config"),
+        // A GPU taint: its DeviceTaintRules written, read back, deleted; a NoExecute one
+        // waits on the claims of the pods that used the GPU.
+        ("resource.k8s.io", "devicetaintrules", &["create", "get", "delete"], ""),
+        ("resource.k8s.io", "resourceclaims", &["get"], ""),
     ]));
     g
 }

@@ -596,7 +596,7 @@ fn dra_alpha_partitions_capacity_shares_and_taints_are_counted_once() {
     );
     assert!(f.alerts.contains_key(&(crate::model::AlertKind::DeviceTaint, crate::model::AlertTarget::Gpu(g3))));
     feed(&mut t, &mut f, vec![Msg::TaintRule(Event::Delete(rule))]);
-    assert!(gpu(&f, "GPU-3").dra.is_none());
+    assert!(gpu(&f, "GPU-3").dra.is_some_and(|d| d.taints.is_empty() && d.devices == ["gpu-3"] && d.pool == "dn"));
     assert!(!f.alerts.contains_key(&(crate::model::AlertKind::DeviceTaint, crate::model::AlertTarget::Gpu(g3))));
     // The partition's claim goes: the partition goes, the GPU is whole and free again.
     feed(

@@ -600,7 +600,7 @@ impl Translator {
     fn send_claim_pod(&self, key: &str, out: &mut Vec<Delta>) {
         let Some(spec) = self.pods_with_claims.get(key) else { return };
         let mut spec = spec.clone();
-        let mut bound = Vec::new();
+        let (mut bound, mut bound_mig) = (Vec::new(), Vec::new());
         for c in spec.dra.iter_mut() {
             let Some(info) = self.claims.get(&format!("{}/{}", spec.namespace, c.claim)) else { continue };
             c.device_class = info.device_class.clone();
@@ -610,14 +610,23 @@ impl Translator {
                 .iter()
                 .filter_map(|(pool, dev)| self.devices.get(&(pool.clone(), dev.clone())).cloned())
                 .collect();
+            // A MIG device is an instance the pod holds, not a GPU.
+            for (pool, dev) in &info.allocated {
+                if let Some(u) = self.devices.get(&(pool.clone(), dev.clone()))
+                    && self.dra.is_mig(pool, dev)
+                {
+                    bound_mig.push(u.clone());
+                }
+            }
             c.allocated = match (info.allocated.first(), uuids.first()) {
                 (_, Some(u)) => Some(u.clone()),
                 (Some((pool, dev)), None) => Some(format!("{pool}/{dev}")),
                 (None, None) => None,
             };
-            bound.extend(uuids);
+            bound.extend(uuids.into_iter().filter(|u| !bound_mig.contains(u)));
         }
         spec.bound_gpus = bound;
+        spec.bound_mig = bound_mig;
         out.push(Delta::PodUpsert(spec));
     }
 

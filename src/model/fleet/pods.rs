@@ -135,15 +135,18 @@ impl Fleet {
         let alloc_shares = if holds { shares } else { 0 };
         // DRA devices several claims share by capacity: a share each, the GPU counted once.
         let (dra_shares, dra_milli) = if holds { self.capacity_shares(p) } else { (0, 0) };
+        // DRA claims of MIG devices (static or partitions) are MIG instances, not GPUs.
+        let dra_mig = self.dra_mig(p);
+        let dra_gpus = p.dra_count() - dra_mig;
         let c = PodContrib {
-            req_gpus: if unfinished { p.gpus as u32 + p.dra_count() } else { 0 },
-            alloc_gpus: if holds { whole + p.dra_count().saturating_sub(dra_shares) } else { 0 },
+            req_gpus: if unfinished { p.gpus as u32 + dra_gpus } else { 0 },
+            alloc_gpus: if holds { whole + dra_gpus.saturating_sub(dra_shares) } else { 0 },
             alloc_shares,
             dra_shares,
             share_milli: alloc_shares * 1000 / u32::from(sharing.replicas.max(1)) + dra_milli,
             unplaced_shares: if p.bound_gpus.is_empty() { alloc_shares } else { 0 },
-            req_mig: if unfinished { p.mig_count() } else { 0 },
-            alloc_mig: if holds { p.mig_count() } else { 0 },
+            req_mig: if unfinished { p.mig_count() + dra_mig } else { 0 },
+            alloc_mig: if holds { p.mig_count() + dra_mig } else { 0 },
             counted: unfinished,
             pending: p.phase == Phase::Pending,
         };
@@ -194,6 +197,19 @@ impl Fleet {
             self.refresh_node_alloc(n);
         }
         self.refresh_tenant_alerts(tenant);
+    }
+
+    /// Of pod `p`'s DRA claims, the devices that are MIG devices: by the device an allocated
+    /// claim got (an instance uuid), else by its class (`mig.nvidia.com`).
+    pub(crate) fn dra_mig(&self, p: &Pod) -> u32 {
+        p.dra
+            .iter()
+            .filter(|c| match c.allocated {
+                Some(u) => self.idx.mig_by_uuid.contains_key(&u),
+                None => self.str_of(c.device_class) == crate::model::sharing::DRA_MIG_CLASS,
+            })
+            .map(|c| u32::from(c.count))
+            .sum()
     }
 
     /// Of the DRA devices pod `p` is bound to, those shared by capacity, and the part of

@@ -21,6 +21,7 @@
 mod drain;
 pub mod progress;
 mod reslice;
+mod taint;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -83,7 +84,9 @@ impl ExecOptions {
             OpKind::Drain => self.drain_timeout,
             OpKind::Reslice => self.drain_timeout + self.mig_timeout,
             // One read and one write, each with its retries.
-            OpKind::Cordon | OpKind::Uncordon | OpKind::SetQuota => self.call_timeout * 4,
+            OpKind::Cordon | OpKind::Uncordon | OpKind::SetQuota | OpKind::UntaintGpu => self.call_timeout * 4,
+            // Writing the rules, then (NoExecute) waiting for the pods using the GPU to go.
+            OpKind::TaintGpu => self.call_timeout * 4 + self.drain_timeout,
         }
     }
 }
@@ -331,6 +334,7 @@ async fn steps<T: Target>(t: &mut T, run: &mut Run<'_>, plan: &Plan) -> Step<Str
             run.step(line).await?;
             Ok(outcome)
         }
+        PlanDetail::Taint(p) => taint::taint_op(t, run, p).await,
     }
 }
 

@@ -18,6 +18,12 @@ pub fn step_total(plan: &Plan) -> u32 {
         PlanDetail::Drain(d) => 2 + must_go(&d.pods),
         PlanDetail::Reslice(r) => 5 + must_go(&r.pods),
         PlanDetail::Quota(_) => 1,
+        // One per rule written or deleted, the read back, and (NoExecute) the pods gone.
+        PlanDetail::Taint(t) => {
+            t.rules.len() as u32
+                + u32::from(t.effect.is_some())
+                + u32::from(t.effect == Some(super::super::TaintEffect::NoExecute))
+        }
     }
 }
 

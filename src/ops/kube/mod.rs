@@ -29,6 +29,7 @@ mod evict;
 mod node;
 mod quota;
 mod reslice;
+mod taint;
 
 use std::time::Duration;
 
@@ -42,7 +43,7 @@ use super::exec::{self, Env, Run, Sink, Step};
 use super::mig_ack::Caps;
 pub use super::target::PodRef;
 use super::target::{Evicted, NodeView, PodView, ReadFailure, Target};
-use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan};
+use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
 use crate::cluster::{describe, labels};
 use crate::model::{Delta, QuotaSourceSpec};
 pub use call::Kube;
@@ -176,6 +177,28 @@ impl Target for Kube {
     async fn patch_quota(&mut self, run: &mut Run<'_>, q: &QuotaPlan) -> Step<(String, String)> {
         quota::quota_op(self, run, q).await
     }
+
+    async fn create_taint_rule(&mut self, run: &mut Run<'_>, plan: &TaintPlan, rule: &RuleSpec) -> Step<bool> {
+        self.create_rule(run, plan, rule).await
+    }
+
+    async fn taint_rule_exists(&mut self, run: &mut Run<'_>, name: &str) -> Step<Result<bool, ReadFailure>> {
+        self.rule_exists(run, name).await
+    }
+
+    async fn delete_taint_rule(&mut self, run: &mut Run<'_>, name: &str) -> Step<bool> {
+        self.delete_rule(run, name).await
+    }
+
+    async fn device_pods(
+        &mut self,
+        run: &mut Run<'_>,
+        pool: &str,
+        devices: &[String],
+        candidates: &[String],
+    ) -> Step<Result<Vec<String>, ReadFailure>> {
+        self.pods_using(run, pool, devices, candidates).await
+    }
 }
 
 /// The permissions a plan needs, scoped to the namespaces it touches.
@@ -210,6 +233,9 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
             QuotaSourceSpec::ResourceQuota { namespace, .. } => v.push(access::PATCH_QUOTAS.in_namespace(namespace)),
             QuotaSourceSpec::ClusterQueue { .. } => v.push(access::PATCH_CLUSTERQUEUES),
         },
+        PlanDetail::Taint(t) => {
+            v.push(if t.effect.is_some() { access::CREATE_TAINT_RULES } else { access::DELETE_TAINT_RULES })
+        }
     }
     v
 }

@@ -161,6 +161,16 @@ impl App {
             return;
         }
         let (node, gpu) = self.target();
+        if c == Command::UntaintGpu {
+            match gpu.and_then(|g| self.fleet.gpu(g)).and_then(|g| Some((self.fleet.node(g.node)?, g.index))) {
+                Some((n, index)) => {
+                    let node = self.fleet.str_of(n.name).to_string();
+                    self.preview(OpRequest::UntaintGpu { node, gpu: index });
+                }
+                None => self.ui.warn("select a GPU (GPUs view, or a GPU in a node's tree) to untaint it"),
+            }
+            return;
+        }
         let Some(node) = node.and_then(|n| self.fleet.node(n)) else {
             self.ui.warn(format!("select a node (or a GPU) first to {}", c.name().replace('_', " ")));
             return;
@@ -171,6 +181,14 @@ impl App {
                 self.ui.error(format!("{name} has no MIG-capable GPU model recorded"));
                 return;
             };
+            let picked: Vec<&crate::model::Gpu> = match gpu.and_then(|g| self.fleet.gpu(g)) {
+                Some(g) => vec![g],
+                None => node.gpus.iter().filter_map(|g| self.fleet.gpu(*g)).collect(),
+            };
+            if let Some(why) = ops::reslice_blocked_by_dra(&name, picked.into_iter()) {
+                self.ui.error(why);
+                return;
+            }
             let (gpus, current) = match gpu.and_then(|g| self.fleet.gpu(g)) {
                 Some(g) => (vec![g.index], describe_gpu(&self.fleet, g)),
                 None => (Vec::new(), self.fleet.str_of(node.mig_config).to_string()),
@@ -191,6 +209,33 @@ impl App {
             _ => OpRequest::Drain { node: name, force: false },
         };
         self.preview(req);
+    }
+
+    /// `:taint [noschedule|noexec] [REASON]` on the selected GPU; `T` is `:taint`.
+    pub(super) fn start_taint(&mut self, arg: &str) {
+        if let Err(denied) = self.may_run(ops::OpKind::TaintGpu) {
+            self.ui.error(denied.on_start("taint gpu"));
+            return;
+        }
+        let (_, gpu) = self.target();
+        let Some((node, index)) =
+            gpu.and_then(|g| self.fleet.gpu(g)).and_then(|g| Some((self.fleet.node(g.node)?, g.index)))
+        else {
+            self.ui.warn("select a GPU (GPUs view, or a GPU in a node's tree) to taint it");
+            return;
+        };
+        let node = self.fleet.str_of(node.name).to_string();
+        let mut words = arg.split_whitespace().peekable();
+        let effect = match words.peek().and_then(|w| ops::TaintEffect::parse(w)) {
+            Some(e) => {
+                words.next();
+                e
+            }
+            None => ops::TaintEffect::NoSchedule,
+        };
+        let value = words.collect::<Vec<_>>().join("-");
+        let value = if value.is_empty() { "maintenance".to_string() } else { value };
+        self.preview(OpRequest::TaintGpu { node, gpu: index, effect, value });
     }
 
     fn preview(&mut self, req: OpRequest) {

@@ -326,5 +326,6 @@ pub fn plan_node(plan: &Plan) -> Option<&str> {
         PlanDetail::Drain(d) => Some(&d.node),
         PlanDetail::Reslice(r) => Some(&r.node),
         PlanDetail::Quota(_) => None,
+        PlanDetail::Taint(t) => Some(&t.node),
     }
 }

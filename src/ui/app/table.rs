@@ -109,6 +109,8 @@ impl App {
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
             }
+            Command::TaintGpu => self.start_taint(""),
+            Command::UntaintGpu => self.start_op(c),
             Command::QuitNow => self.request_exit(None, true),
             Command::Context => self.switch_context(""),
             // Dialog commands, and those that need a name from the `:` line.

@@ -184,7 +184,9 @@ enum Idle {
 
 fn idle(f: &Fleet, n: &Node) -> Idle {
     let (i, measured) = node_idle(f, n);
-    if i == 0 && measured == 0 && n.gpus_allocated + n.mig_allocated > 0 { Idle::Unknown } else { Idle::Count(i) }
+    // Replicas of shared GPUs held are allocated too: idle or not is unknown unmeasured.
+    let allocated = n.gpus_allocated + n.mig_allocated + n.shares_held + f.node_allocated_gpus(n);
+    if i == 0 && measured == 0 && allocated > 0 { Idle::Unknown } else { Idle::Count(i) }
 }
 
 /// A node's telemetry over what a source measured, never with the unmeasured as zeros:

@@ -229,7 +229,7 @@ fn pod(f: &Fleet, r: RowId) -> Cell {
                 maybe => text(format!("{used}/{} in use, {maybe} unknown", gpu.instances.len())),
             }
         }
-        Some(Row::Gpu(_, gpu)) if gpu.dra.as_ref().is_some_and(|d| d.multi) && gpu.pods.len() <= 1 => {
+        Some(Row::Gpu(_, gpu)) if gpu.dra.as_ref().is_some_and(|d| d.multi) => {
             gpu.dra.as_deref().map_or_else(blank, capacity_cell)
         }
         Some(Row::Gpu(_, gpu)) if shared(f, gpu).is_some() => match shared(f, gpu) {
@@ -388,7 +388,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
 
 /// A GPU's DRA extras for the JSON snapshot; `null` when it has none.
 fn dra_json(d: Option<&crate::model::GpuDra>) -> serde_json::Value {
-    let Some(d) = d else { return serde_json::Value::Null };
+    let Some(d) = d.filter(|d| d.has_alpha()) else { return serde_json::Value::Null };
     let map = |v: &[(String, i64)]| v.iter().map(|(k, n)| (k.clone(), json!(n))).collect::<serde_json::Map<_, _>>();
     json!({
         "partitionable": d.partitionable,

@@ -25,20 +25,36 @@ pub(super) struct DraJoins {
     rules: BTreeMap<String, TaintRule>,
     /// What was sent per GPU uuid.
     sent: HashMap<String, GpuDra>,
+    /// Slice key → its pool; (pool, device) of every MIG device (static or a partition).
+    slice_pool: HashMap<String, String>,
+    mig: std::collections::HashSet<(String, String)>,
 }
 
 impl DraJoins {
     /// Records a slice's extras (or forgets them); `pool`/`node` are the slice's.
     pub(super) fn slice(&mut self, key: &str, at: Option<(&str, &str)>, extras: Option<SliceExtras>) {
-        match (at, extras) {
-            (Some((node, pool)), Some(x)) => {
-                self.pool_node.insert(pool.to_string(), node.to_string());
-                self.extras.insert(key.to_string(), x);
-            }
-            _ => {
-                self.extras.remove(key);
+        if let (Some(old), Some(pool)) = (self.extras.remove(key), self.slice_pool.remove(key)) {
+            for (name, d) in &old.devices {
+                if d.mig {
+                    self.mig.remove(&(pool.clone(), name.clone()));
+                }
             }
         }
+        if let (Some((node, pool)), Some(x)) = (at, extras) {
+            self.pool_node.insert(pool.to_string(), node.to_string());
+            for (name, d) in &x.devices {
+                if d.mig {
+                    self.mig.insert((pool.to_string(), name.clone()));
+                }
+            }
+            self.slice_pool.insert(key.to_string(), pool.to_string());
+            self.extras.insert(key.to_string(), x);
+        }
+    }
+
+    /// Whether device `name` of `pool` is a MIG device (its claim holds an instance).
+    pub(super) fn is_mig(&self, pool: &str, name: &str) -> bool {
+        self.mig.contains(&(pool.to_string(), name.to_string()))
     }
 
     /// Records what claim `key` holds now; returns the nodes whose devices it touched.
@@ -110,6 +126,8 @@ impl DraJoins {
                     continue;
                 }
                 let g = out.entry(d.gpu_uuid.clone()).or_default();
+                pool.clone_into(&mut g.pool);
+                g.devices.push(name.clone());
                 g.taints.extend(d.taints.iter().cloned());
                 for r in self.rules.values().filter(|r| r.selects(l::DRA_DRIVER, pool, name)) {
                     g.taints.push(crate::model::DeviceTaint { device: name.clone(), ..r.taint.clone() });
@@ -144,6 +162,7 @@ impl DraJoins {
             }
         }
         for g in out.values_mut() {
+            g.devices.sort();
             g.fits.sort_by(|a, b| a.profile.cmp(&b.profile));
             g.taints.sort_by(|a, b| (&a.device, &a.key, &a.rule).cmp(&(&b.device, &b.key, &b.rule)));
         }
