@@ -190,7 +190,7 @@ pub struct SimArgs {
     pub tick_ms: u64,
     /// Every Nth node without MIG has its GPUs shared by the device plugin (time-slicing ×4,
     /// MPS ×2, time-slicing ×4 as `nvidia.com/gpu.shared`, in turn); 0: none.
-    #[arg(long, default_value_t = 6)]
+    #[arg(long, default_value_t = crate::demo::DEMO_SHARING_EVERY)]
     pub sharing_every: u32,
 }
 

@@ -10,7 +10,6 @@ use crate::cli::{SimArgs, SnapshotArgs, UiArgs, ViewArg};
 use crate::config::{Config, ConfigWarning, Paths};
 use crate::model::{EventSpec, Fleet, Severity, Thresholds};
 use crate::sim::SimConfig;
-use crate::testing::demo_fleet;
 use crate::ui::command::ViewKind;
 use crate::ui::export;
 use crate::ui::keymap::Keymap;
@@ -50,6 +49,9 @@ impl Setup {
         }
     }
 }
+
+/// `fabrik demo`'s default `--sharing-every`: the snapshot shows the same factory.
+pub const DEMO_SHARING_EVERY: u32 = 6;
 
 fn sim_config(a: &SimArgs) -> SimConfig {
     SimConfig {
@@ -109,7 +111,16 @@ pub fn view_kind(v: ViewArg) -> ViewKind {
 
 /// The demo snapshot; `live::snapshot` takes one from a cluster.
 pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
-    let (_, fleet) = demo_fleet(args.sim.seed, args.sim.nodes as usize, args.ticks, Thresholds::default());
+    // The factory `fabrik demo` shows, with the same flags.
+    let cfg = SimConfig {
+        seed: args.sim.seed,
+        nodes: args.sim.nodes as usize,
+        tick_ms: 1000,
+        churn: true,
+        sharing_every: DEMO_SHARING_EVERY,
+        dra_alpha: true,
+    };
+    let (_, fleet) = crate::testing::demo_fleet_with(cfg, args.ticks, Thresholds::default());
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a message.

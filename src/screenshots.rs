@@ -3,7 +3,7 @@
 use std::path::Path;
 use std::process::ExitCode;
 
-use crate::testing::{demo_app, render_app};
+use crate::testing::{full_demo_app, render_app};
 use crate::ui::command::Command;
 use crate::ui::export;
 use crate::ui::theme::Theme;
@@ -21,9 +21,13 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("tenants", vec![Command::ViewTenants], None),
         ("gpus", vec![Command::ViewGpus], None),
         ("drain-preview", vec![Command::Drain], Some("fleet h100-0008")),
+        // GPU sharing (issue 15): a time-sliced node's GPUs, DRA's alpha shapes, domains.
+        ("shared-gpus", vec![], Some("gpus h100-0006")),
+        ("dra-gpus", vec![], Some("gpus h100-001")),
+        ("domains", vec![], Some("domains")),
     ];
     for (name, keys, cmdline) in shots {
-        let (_, mut app) = demo_app(seed, 20, theme.clone());
+        let (_, mut app) = full_demo_app(seed, 20, theme.clone());
         app.resize(140, 40);
         if let Some(c) = cmdline {
             app.dispatch(Command::CommandLine);

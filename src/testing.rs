@@ -13,7 +13,22 @@ use crate::ui::{App, Recorder, Ui};
 
 /// A fleet from the simulator after `ticks` steps, without a terminal.
 pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -> (Sim, Fleet) {
-    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false });
+    demo_fleet_with(
+        SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false },
+        ticks,
+        thresholds,
+    )
+}
+
+/// The demo as `fabrik demo` runs it: shared GPUs (every 6th node without MIG) and DRA's
+/// alpha shapes; the screenshots show these.
+pub fn full_demo_fleet(seed: u64, ticks: u32) -> (Sim, Fleet) {
+    let cfg = SimConfig { seed, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 6, dra_alpha: true };
+    demo_fleet_with(cfg, ticks, Thresholds::default())
+}
+
+pub fn demo_fleet_with(cfg: SimConfig, ticks: u32, thresholds: Thresholds) -> (Sim, Fleet) {
+    let mut sim = Sim::new(cfg);
     let mut fleet = Fleet::new(thresholds);
     for d in sim.initial_deltas() {
         fleet.apply(d);
@@ -40,6 +55,16 @@ pub fn render_app(app: &mut App, w: u16, h: u16) -> ratatui::buffer::Buffer {
 
 pub fn demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
     let (sim, fleet) = demo_fleet(seed, 48, ticks, Thresholds::default());
+    app_over(sim, fleet, seed, theme)
+}
+
+/// [`demo_app`] over the demo as `fabrik demo` runs it ([`full_demo_fleet`]).
+pub fn full_demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
+    let (sim, fleet) = full_demo_fleet(seed, ticks);
+    app_over(sim, fleet, seed, theme)
+}
+
+fn app_over(sim: Sim, fleet: Fleet, seed: u64, theme: Theme) -> (Sim, App) {
     let mut ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
     ui.session.theme_name = theme.name.clone();
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);

@@ -105,7 +105,8 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "mode",
                 Exact,
                 "mig when the GPU is MIG-enabled (slice parentUUID, or mig.config on a label node); the node's \
-                 gpu.sharing-strategy when it shares its GPUs",
+                 gpu.sharing-strategy when it shares its GPUs; dynamic-mig when its devices consume shared counters; \
+                 capacity-shared with allowMultipleAllocations",
             ),
             (
                 "sharing",
@@ -388,6 +389,8 @@ struct Truth {
     label_mig: BTreeMap<String, (i64, i64, i64)>,
     /// DRA's alpha shapes (partitions, capacity shares, taints).
     dra: dra::DraTruth,
+    /// Per DRA node: the pods holding devices there and what they hold, to explain a difference.
+    held_on: BTreeMap<String, String>,
     /// Shared nodes: (replicas per GPU, replicas held, replicas advertised).
     shared: BTreeMap<String, (i64, i64, i64)>,
     /// Per node: MIG instance profiles (sorted).
@@ -603,6 +606,27 @@ fn truth(api: &Api) -> Truth {
                 }
             }
             let mig_total = node_devices.iter().filter(|d| d.mig).count() as i64;
+            let held_text: Vec<String> = holding
+                .iter()
+                .map(|p| {
+                    let devs: Vec<String> = p
+                        .dra
+                        .iter()
+                        .map(|d| {
+                            let kind =
+                                |u: &String| by_uuid.get(u).map_or("?", |dev| if dev.mig { "mig" } else { "gpu" });
+                            format!(
+                                "{}[{}]:{:?}",
+                                d.0,
+                                d.1,
+                                d.3.iter().map(|u| format!("{u}({})", kind(u))).collect::<Vec<_>>()
+                            )
+                        })
+                        .collect();
+                    format!("{}/{} gpus={} {}", p.ns, p.name, p.gpus, devs.join(" "))
+                })
+                .collect();
+            t.held_on.insert(name.clone(), held_text.join("; "));
             r.insert("gpus", json!(count_gpus));
             r.insert("alloc_gpus", json!({ "used": held_gpus.len() as i64 + whole_held, "total": count_gpus }));
             r.insert("mig_alloc", json!({ "used": mig_used, "total": mig_total }));
@@ -623,6 +647,7 @@ fn truth(api: &Api) -> Truth {
                 let extras = t.dra.gpus.get(uuid).cloned().unwrap_or(Value::Null);
                 let mode = match () {
                     _ if extras["partitionable"] == json!(true) => "dynamic-mig",
+                    _ if extras["shared_by_capacity"].is_object() => "capacity-shared",
                     _ if inst.is_empty() => "full",
                     _ => "mig",
                 };
@@ -1040,7 +1065,13 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
                 d.sort_by_key(|x| s(&x["claim"]));
             }
             if actual != expected {
-                diffs.push(format!("{view} {key} {field}: fabrik {actual}, API {expected}"));
+                let why = match (view, *field) {
+                    ("fleet", "alloc_gpus") => {
+                        t.held_on.get(key).map(|h| format!(" (held there: {h})")).unwrap_or_default()
+                    }
+                    _ => String::new(),
+                };
+                diffs.push(format!("{view} {key} {field}: fabrik {actual}, API {expected}{why}"));
             }
         }
     }

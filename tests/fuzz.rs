@@ -931,9 +931,11 @@ enum Watch {
     Claim,
     LocalQueue,
     ClusterQueue,
+    TaintRule,
+    Domain,
 }
 
-const WATCHES: [Watch; 11] = [
+const WATCHES: [Watch; 13] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -945,6 +947,8 @@ const WATCHES: [Watch; 11] = [
     Watch::Pdb,
     Watch::Event,
     Watch::ClusterQueue,
+    Watch::TaintRule,
+    Watch::Domain,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -985,6 +989,8 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::Claim => event(ev, obj::<ResourceClaim>(text)?).map(Msg::Claim),
         Watch::LocalQueue => event(ev, obj::<DynamicObject>(text)?).map(Msg::LocalQueue),
         Watch::ClusterQueue => event(ev, obj::<DynamicObject>(text)?).map(Msg::ClusterQueue),
+        Watch::TaintRule => event(ev, obj::<DynamicObject>(text)?).map(Msg::TaintRule),
+        Watch::Domain => event(ev, obj::<DynamicObject>(text)?).map(Msg::Domain),
     })
 }
 
@@ -1127,6 +1133,27 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                 "status": {"flavorsUsage": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "total": "6"}]}]}
             }),
         ),
+        (
+            Watch::TaintRule,
+            json!({
+                "apiVersion": "resource.k8s.io/v1alpha3", "kind": "DeviceTaintRule",
+                "metadata": {"name": "fabrik-dra-1-gpu0-gpu-0"},
+                "spec": {"deviceSelector": {"driver": "gpu.nvidia.com", "pool": "dra-1", "device": "gpu-0"},
+                         "taint": {"key": "fabrik.io/gpu-taint", "value": "maintenance", "effect": "NoSchedule",
+                                   "timeAdded": "2026-12-01T10:07:00Z"}}
+            }),
+        ),
+        (
+            Watch::Domain,
+            json!({
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+                "metadata": {"name": "nvl", "namespace": "team-a", "creationTimestamp": "2026-12-01T10:00:00Z"},
+                "spec": {"numNodes": 2, "channel": {"resourceClaimTemplate": {"name": "nvl-channel"}}},
+                "status": {"status": "NotReady", "nodes": [
+                    {"name": "gpu-1", "ipAddress": "10.0.0.1", "cliqueID": "c.1", "status": "Ready"},
+                    {"name": "dra-1", "ipAddress": "10.0.0.2", "cliqueID": "c.1", "status": "NotReady"}]}
+            }),
+        ),
     ]
 }
 
@@ -1192,6 +1219,11 @@ fn kube_seeds_translate_into_a_fleet() {
     assert_eq!(f.totals.gpus, 8 + 8 + 3, "labels, a named MIG config, a slice (with a MIG-only parent)");
     assert!(f.totals.mig_instances > 8, "{}", f.totals.mig_instances);
     assert!(f.gpu_by_uuid("GPU-aaaa").is_some());
+    // The DeviceTaintRule's taint lands on dra-1's gpu-0; the NotReady domain is an alert.
+    let taints = f.gpu_by_uuid("GPU-aaaa").and_then(|g| f.gpu(g)).and_then(|g| g.dra.as_ref()).map(|d| d.taints.len());
+    assert_eq!(taints, Some(1), "the rule's taint on dra-1 gpu-0");
+    assert_eq!(f.domains.len(), 1);
+    assert!(f.alerts.keys().any(|(k, _)| *k == fabrik::model::AlertKind::DomainNotReady));
     let tenants: Vec<&str> = f.tenant_ids().filter_map(|t| f.tenant(t)).map(|t| f.str_of(t.name)).collect();
     for want in ["alpha", "lab", "inference"] {
         assert!(tenants.contains(&want), "{want} in {tenants:?}");

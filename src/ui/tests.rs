@@ -2176,3 +2176,34 @@ fn a_domain_snapshot_row_is_typed() {
     let doc = crate::ui::json::snapshot(f, ViewKind::Domains, &names[3]);
     assert_eq!(doc["rows"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn a_time_sliced_mig_instance_says_so() {
+    use crate::model::*;
+    let mut app = agentless_app();
+    // GFD's labels for sharing on top of MIG: the 1g.10gb instances are time-sliced ×4.
+    let id = app.fleet.node_by_name("m1").expect("m1");
+    let n = app.fleet.node(id).expect("m1");
+    let spec = NodeSpec {
+        name: "m1".into(),
+        labels: vec![
+            ("nvidia.com/mig-1g.10gb.replicas".into(), "4".into()),
+            ("nvidia.com/mig-1g.10gb.sharing-strategy".into(), "time-slicing".into()),
+        ],
+        ready: true,
+        cordoned: false,
+        cordoned_by: String::new(),
+        gpu_model: n.gpu_model,
+        capacity: n.capacity.iter().map(|(k, v)| (app.fleet.str_of(*k).to_string(), *v)).collect(),
+        allocatable: n.allocatable.iter().map(|(k, v)| (app.fleet.str_of(*k).to_string(), *v)).collect(),
+        mig_config: app.fleet.str_of(n.mig_config).to_string(),
+        mig_state: MigConfigState::Success,
+        mig_state_since: None,
+        ready_since: None,
+        created: 0,
+    };
+    app.apply([Delta::NodeUpsert(spec)]);
+    let modes: Vec<String> = (1..=3).map(|i| gpu_cell(&app, "m1", 0, i, 3)).collect();
+    assert!(modes.contains(&"TS×4".to_string()), "the 1g.10gb rows: {modes:?}");
+    assert!(modes.contains(&"mig".to_string()), "the 3g.40gb row is not shared: {modes:?}");
+}

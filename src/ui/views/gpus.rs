@@ -76,18 +76,25 @@ pub const COLUMNS: &[Column] = &[
             on(f, r, |_, g| match shared(f, g) {
                 Some(s) => Value::text(s.mode.as_str()),
                 None if partitionable(g) => Value::text("dynamic-mig"),
+                None if g.dra.as_ref().is_some_and(|d| d.multi) => Value::text("capacity-shared"),
                 None => Value::text(if g.mig_enabled { "mig" } else { "full" }),
             })
         })
         .cell(|f, r| match row(f, r) {
             // Partitions made per claim from the GPU's counters (DRA dynamic MIG).
             Some(Row::Gpu(_, g)) if partitionable(g) => ("dMIG".into(), "gpu.mig.used"),
+            // Several claims share it by capacity (DRA consumable capacity).
+            Some(Row::Gpu(_, g)) if g.dra.as_ref().is_some_and(|d| d.multi) => ("cap".into(), "gpu.mig.used"),
             Some(Row::Gpu(_, g)) if g.mig_enabled => ("MIG".into(), "gpu.mig.used"),
             Some(Row::Gpu(_, g)) if shared(f, g).is_some() => {
                 (shared(f, g).map(|s| s.label()).unwrap_or_default(), "gpu.mig.used")
             }
             Some(Row::Gpu(..)) => muted("full"),
-            Some(Row::Mig(..)) => muted("mig"),
+            // Sharing on top of MIG: the device plugin time-slices this profile's instances.
+            Some(Row::Mig(_, g, _, i)) => match mig_sharing(f, g, i) {
+                Some((strategy, replicas)) => (format!("{strategy}×{replicas}"), "gpu.mig.used"),
+                None => muted("mig"),
+            },
             None => blank(),
         }),
     Column::new("UTIL", 4).right().live().value(|f, r| sampled(f, r, |g| g.last.util.map(i64::from))).cell(|f, r| {
@@ -167,8 +174,25 @@ pub const COLUMNS: &[Column] = &[
             None => blank(),
         }),
     Column::new("FITS", 12).priority(5).value(|f, r| Value::of_cell(fits(f, r))).cell(fits),
-    Column::new("HEALTH", 7).filter().value(|f, r| Value::of_cell(health(f, r))).cell(health),
+    Column::new("HEALTH", 12).min(7).filter().value(|f, r| Value::of_cell(health(f, r))).cell(health),
 ];
+
+/// A MIG instance the device plugin shares (`nvidia.com/mig-<profile>.replicas` > 1 on its
+/// node): the short strategy and the replicas.
+pub fn mig_sharing(f: &Fleet, g: &Gpu, i: &crate::model::MigInstance) -> Option<(&'static str, u16)> {
+    let n = f.node(g.node)?;
+    let resource =
+        format!("nvidia.com/mig-{}", crate::mig::profile(g.model, i.placement.profile).name.replace('+', "."));
+    let replicas: u16 = n.label(&f.interner, &format!("{resource}.replicas"))?.trim().parse().ok()?;
+    if replicas <= 1 || replicas > crate::model::sharing::MAX_REPLICAS {
+        return None;
+    }
+    let strategy = match n.label(&f.interner, &format!("{resource}.sharing-strategy")) {
+        Some("mps") => "MPS",
+        _ => "TS",
+    };
+    Some((strategy, replicas))
+}
 
 fn partitionable(g: &Gpu) -> bool {
     g.dra.as_ref().is_some_and(|d| d.partitionable)
@@ -347,6 +371,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
                 "tenant": tenant_of(i.pod),
                 "pod": opt(pod.map(|p| f.pod_display(p))),
                 "idle_for_s": opt(i.low_since.filter(|_| i.idle_allocated).map(|t| age_s(f, t))),
+                "replicas": mig_sharing(f, g, i).map(|(_, r)| r),
             })
         })
         .collect();
