@@ -191,6 +191,12 @@ const COVERAGE: &[(&str, Keys)] = &[
                  ClusterQueue, whose admission is Kueue's",
             ),
             ("use_pct", Exact, "used / hard, rounded"),
+            (
+                "physical_gpus_held",
+                Exact,
+                "nvidia.com/gpu(.shared) quotas: what the namespace's running pods hold of that resource in physical \
+                 GPUs (a replica of a GPU shared ×R is 1/R, R from gpu.replicas); null otherwise",
+            ),
             ("version", Exact, "resourceVersion"),
             ("borrowing_limit", Exact, "Kueue borrowingLimit; null for a ResourceQuota"),
             ("lending_limit", Exact, "Kueue lendingLimit; null for a ResourceQuota or when unset"),
@@ -353,6 +359,8 @@ struct PodFacts {
     node: Option<String>,
     phase: String,
     gpus: i64,
+    /// `gpus` are of `nvidia.com/gpu.shared` (a renamed sharing config).
+    renamed: bool,
     mig: BTreeMap<String, i64>,
     /// (claim, class, count, allocated device uuids).
     dra: Vec<(String, String, i64, Vec<String>)>,
@@ -482,6 +490,7 @@ fn truth(api: &Api) -> Truth {
             for (k, v) in lim.as_object().into_iter().flatten() {
                 if k == "nvidia.com/gpu" || k == "nvidia.com/gpu.shared" {
                     f.gpus += count(v);
+                    f.renamed |= k == "nvidia.com/gpu.shared";
                 } else if k.starts_with("nvidia.com/mig-") {
                     *f.mig.entry(k.clone()).or_default() += count(v);
                 }
@@ -778,6 +787,7 @@ fn truth(api: &Api) -> Truth {
         let qname = s(&q["metadata"]["name"]);
         for (res, hard) in q["spec"]["hard"].as_object().into_iter().flatten() {
             let gpu_key = res == "requests.nvidia.com/gpu"
+                || res == "requests.nvidia.com/gpu.shared"
                 || res.starts_with("requests.nvidia.com/mig-")
                 || res.ends_with(".deviceclass.resource.k8s.io/devices");
             if !gpu_key {
@@ -788,8 +798,9 @@ fn truth(api: &Api) -> Truth {
             let hard = if enforced.is_null() { count(hard) } else { count(enforced) };
             let used = count(&q["status"]["used"][res]);
             let unfinished = pods.iter().filter(|p| p.ns == ns && !p.finished());
-            let requested: i64 = if res == "requests.nvidia.com/gpu" {
-                unfinished.map(|p| p.gpus).sum()
+            let requested: i64 = if res == "requests.nvidia.com/gpu" || res == "requests.nvidia.com/gpu.shared" {
+                let renamed = res.ends_with(".shared");
+                unfinished.filter(|p| p.renamed == renamed).map(|p| p.gpus).sum()
             } else if let Some(m) = res.strip_prefix("requests.") {
                 unfinished.map(|p| p.mig.get(m).copied().unwrap_or(0)).sum()
             } else {
@@ -814,6 +825,23 @@ fn truth(api: &Api) -> Truth {
             r.insert("used", json!(used));
             r.insert("requested", json!(requested));
             r.insert("use_pct", if hard > 0 { json!((used * 200 + hard) / (hard * 2)) } else { Value::Null });
+            // Physical GPUs behind the held units: a replica of a GPU shared ×R is 1/R.
+            let physical = match res.as_str() {
+                "requests.nvidia.com/gpu" | "requests.nvidia.com/gpu.shared" => {
+                    let renamed = res.ends_with(".shared");
+                    let milli: i64 = pods
+                        .iter()
+                        .filter(|p| p.ns == ns && p.holds() && p.renamed == renamed)
+                        .map(|p| {
+                            let r = p.node.as_ref().and_then(|n| t.shared.get(n)).map_or(1, |s| s.0);
+                            p.gpus * 1000 / r
+                        })
+                        .sum();
+                    json!(milli as f64 / 1000.0)
+                }
+                _ => Value::Null,
+            };
+            r.insert("physical_gpus_held", physical);
             r.insert("version", q["metadata"]["resourceVersion"].clone());
             r.insert("borrowing_limit", Value::Null);
             r.insert("lending_limit", Value::Null);
@@ -852,6 +880,7 @@ fn truth(api: &Api) -> Truth {
                     row.insert("used", json!(used));
                     row.insert("requested", Value::Null);
                     row.insert("use_pct", if hard > 0 { json!((used * 200 + hard) / (hard * 2)) } else { Value::Null });
+                    row.insert("physical_gpus_held", Value::Null);
                     row.insert("version", cq["metadata"]["resourceVersion"].clone());
                     row.insert("borrowing_limit", limit("borrowingLimit"));
                     row.insert("lending_limit", limit("lendingLimit"));
@@ -1320,9 +1349,9 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
     let quotas = &t.views["quotas"];
     let mut seen = 0;
     for line in table.lines().skip(1) {
-        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ USE% VERSION
+        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ PHYS USE% VERSION
         let c: Vec<&str> = line.split_whitespace().collect();
-        if c.len() < 8 || !matches!(c[1], "ResourceQuota" | "ClusterQueue") {
+        if c.len() < 9 || !matches!(c[1], "ResourceQuota" | "ClusterQueue") {
             continue;
         }
         let key = format!("{}/{}", c[2], c[3]);
@@ -1333,10 +1362,15 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
         seen += 1;
         let pct = if w["use_pct"].is_null() { "-".to_string() } else { format!("{}%", w["use_pct"]) };
         let req = if w["requested"].is_null() { "-".to_string() } else { w["requested"].to_string() };
-        let want = [w["hard"].to_string(), w["used"].to_string(), req, pct];
-        let have = [c[4], c[5], c[6], c[7]];
+        let phys = match w["physical_gpus_held"].as_f64() {
+            None => "-".to_string(),
+            Some(g) if g.fract() == 0.0 => format!("{g}"),
+            Some(g) => format!("{g:.2}").trim_end_matches('0').to_string(),
+        };
+        let want = [w["hard"].to_string(), w["used"].to_string(), req, phys, pct];
+        let have = [c[4], c[5], c[6], c[7], c[8]];
         if have.iter().zip(&want).any(|(h, w)| *h != w.as_str()) {
-            diffs.push(format!("quotas table {key}: HARD USED REQ USE% {have:?}, API {want:?}"));
+            diffs.push(format!("quotas table {key}: HARD USED REQ PHYS USE% {have:?}, API {want:?}"));
         }
     }
     if seen != quotas.len() {

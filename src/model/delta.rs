@@ -65,6 +65,8 @@ pub struct PodSpec {
     pub app: String,
     pub empty_dir: bool,
     pub gpus: u16,
+    /// `gpus` are of the renamed shared resource `nvidia.com/gpu.shared`.
+    pub gpus_renamed: bool,
     pub mig: Vec<(String, u16)>,
     pub dra: Vec<DraClaimSpec>,
     /// GPU uuids bound to the pod, when known.

@@ -46,6 +46,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         app: "app".into(),
         empty_dir: false,
         gpus,
+        gpus_renamed: false,
         mig: vec![],
         dra: vec![],
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
@@ -1181,5 +1182,46 @@ fn a_node_that_starts_or_stops_sharing_recounts_its_pods() {
     f.apply(Delta::NodeUpsert(node("flip")));
     let n = f.node(id).unwrap();
     assert_eq!((n.gpus_allocated, n.shares_held), (2, 0));
+    check_invariants(&f);
+}
+
+#[test]
+fn a_gpu_quota_shows_the_physical_gpus_behind_its_replicas() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(shared_node("ts", 2, 4)));
+    f.apply(Delta::GpuUpsert(gpu("ts", 0, "TS-0")));
+    f.apply(Delta::GpuUpsert(gpu("ts", 1, "TS-1")));
+    for resource in ["requests.nvidia.com/gpu", "requests.nvidia.com/gpu.shared"] {
+        f.apply(Delta::QuotaUpsert(QuotaSpec {
+            tenant: "team-a".into(),
+            source: QuotaSourceSpec::ResourceQuota { namespace: "a".into(), name: "q".into() },
+            resource: resource.into(),
+            hard: Quantity::from_int(8, Format::DecimalSI),
+            used: Quantity::zero(),
+            version: "1".into(),
+            borrowing_limit: None,
+            lending_limit: None,
+        }));
+    }
+    // Three replicas of nvidia.com/gpu on the ×4 node, one whole GPU elsewhere, and one
+    // replica asked as the renamed resource.
+    for i in 0..3 {
+        f.apply(Delta::PodUpsert(pod("a", &format!("r{i}"), Some("ts"), Phase::Running, 1, &[])));
+    }
+    f.apply(Delta::PodUpsert(pod("a", "whole", Some("n1"), Phase::Running, 1, &["GPU-0"])));
+    let mut renamed = pod("a", "nb", Some("ts"), Phase::Running, 1, &[]);
+    renamed.gpus_renamed = true;
+    f.apply(Delta::PodUpsert(renamed));
+    let q = |res: &str| {
+        let id = f.quota_ids().find(|q| f.quota(*q).is_some_and(|q| f.str_of(q.resource) == res)).expect("quota");
+        let q = f.quota(id).expect("quota");
+        (f.quota_requested(q), f.quota_physical_milli(q))
+    };
+    assert_eq!(
+        q("requests.nvidia.com/gpu"),
+        (Some(4), Some(1000 + 3 * 250)),
+        "4 units: one GPU and 0.75 of shared ones"
+    );
+    assert_eq!(q("requests.nvidia.com/gpu.shared"), (Some(1), Some(250)));
     check_invariants(&f);
 }

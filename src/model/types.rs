@@ -266,8 +266,10 @@ pub struct Pod {
     pub owner: Owner,
     pub app: Sym,
     pub empty_dir: bool,
-    /// Whole GPUs requested (`nvidia.com/gpu`).
+    /// Whole GPUs requested (`nvidia.com/gpu`), or replicas on a shared node...
     pub gpus: u16,
+    /// ...of `nvidia.com/gpu.shared` (a device-plugin config that renames its replicas).
+    pub gpus_renamed: bool,
     /// MIG resources requested (`nvidia.com/mig-<profile>`): resource name, count.
     pub mig: Vec<(Sym, u16)>,
     pub dra: Vec<DraClaim>,

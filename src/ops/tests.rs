@@ -248,6 +248,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         app: name.into(),
         empty_dir: false,
         gpus,
+        gpus_renamed: false,
         mig: vec![],
         dra: vec![],
         bound_gpus: vec![],

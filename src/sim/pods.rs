@@ -61,6 +61,7 @@ impl Sim {
             app: a.name.clone(),
             empty_dir: a.empty_dir,
             gpus: if a.dra { 0 } else { a.gpus },
+            gpus_renamed: a.share.is_some_and(|(_, renamed)| renamed),
             mig: Vec::new(),
             dra: if a.dra {
                 vec![DraClaimSpec {

@@ -329,6 +329,7 @@ impl Sim {
                 app: "nvidia-device-plugin-daemonset".into(),
                 empty_dir: false,
                 gpus: 0,
+                gpus_renamed: false,
                 mig: vec![],
                 dra: vec![],
                 bound_gpus: vec![],

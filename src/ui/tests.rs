@@ -1659,6 +1659,7 @@ fn agentless_app() -> App {
         app: "app".into(),
         empty_dir: false,
         gpus,
+        gpus_renamed: false,
         mig: mig.iter().map(|(r, n)| (format!("nvidia.com/mig-{r}"), *n)).collect(),
         dra: vec![],
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),

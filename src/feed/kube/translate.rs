@@ -330,6 +330,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         Phase::parse(p.status.as_ref().and_then(|s| s.phase.as_deref()).unwrap_or("Pending"))
     };
     let mut gpus = 0u16;
+    let mut gpus_renamed = false;
     let mut mig: BTreeMap<String, u16> = BTreeMap::new();
     for c in &spec.containers {
         let Some(r) = c.resources.as_ref() else { continue };
@@ -341,6 +342,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
             // counts a pod's `gpus` as replicas.
             if k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE {
                 gpus = gpus.saturating_add(n);
+                gpus_renamed |= k == l::GPU_SHARED_RESOURCE;
             } else if k.starts_with(l::MIG_RESOURCE_PREFIX) {
                 let sum = mig.entry(k.clone()).or_default();
                 *sum = sum.saturating_add(n);
@@ -372,6 +374,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         app,
         empty_dir: spec.volumes.iter().flatten().any(|v| v.empty_dir.is_some()),
         gpus,
+        gpus_renamed,
         mig: mig.into_iter().collect(),
         dra,
         bound_gpus: Vec::new(),

@@ -83,6 +83,7 @@ impl Fleet {
             app: self.interner.intern(&spec.app),
             empty_dir: spec.empty_dir,
             gpus: spec.gpus,
+            gpus_renamed: spec.gpus_renamed,
             mig: spec.mig.iter().map(|(r, n)| (self.interner.intern(r), *n)).collect(),
             dra: spec
                 .dra

@@ -87,11 +87,33 @@ impl Fleet {
     /// are not counted (the quota controller does not count them either). `None` where the
     /// cockpit cannot know: a Kueue ClusterQueue (its admission is Kueue's, see its used), or
     /// a resource the cockpit does not track.
+    /// What the namespace's pods holding `resource` (`nvidia.com/gpu` or `.shared`, with or
+    /// without `requests.`) come to in physical GPUs, in thousandths: whole GPUs count 1000,
+    /// a replica of a GPU shared ×R 1000/R. `None` for another resource or a ClusterQueue.
+    pub fn quota_physical_milli(&self, q: &Quota) -> Option<u64> {
+        let QuotaSource::ResourceQuota { namespace, .. } = q.source else { return None };
+        let key = self.str_of(q.resource);
+        let renamed = match key.strip_prefix("requests.").unwrap_or(key) {
+            "nvidia.com/gpu" => false,
+            crate::model::sharing::GPU_SHARED_RESOURCE => true,
+            _ => return None,
+        };
+        let pods = self.idx.pods_in(namespace).filter_map(|p| self.pod(p));
+        let held = pods.filter(|p| p.node.is_some() && p.phase.holds_devices() && p.gpus_renamed == renamed);
+        Some(
+            held.map(|p| {
+                let replicas = p.node.and_then(|n| self.node(n)).map_or(1, |n| n.sharing.replicas.max(1));
+                u64::from(p.gpus) * 1000 / u64::from(replicas)
+            })
+            .sum(),
+        )
+    }
+
     pub fn quota_requested(&self, q: &Quota) -> Option<i64> {
         let QuotaSource::ResourceQuota { namespace, .. } = q.source else { return None };
         let key = self.str_of(q.resource);
         enum Counts<'a> {
-            Gpus,
+            Gpus { renamed: bool },
             Mig(Sym),
             Dra(&'a str),
         }
@@ -99,7 +121,8 @@ impl Fleet {
             Counts::Dra(class)
         } else {
             match key.strip_prefix("requests.") {
-                Some("nvidia.com/gpu") => Counts::Gpus,
+                Some("nvidia.com/gpu") => Counts::Gpus { renamed: false },
+                Some(crate::model::sharing::GPU_SHARED_RESOURCE) => Counts::Gpus { renamed: true },
                 Some(r) if r.starts_with("nvidia.com/mig-") => {
                     // A MIG resource no pod names was never interned: nobody asks for it.
                     match self.interner.get(r) {
@@ -113,7 +136,7 @@ impl Fleet {
         let pods = self.idx.pods_in(namespace).filter_map(|p| self.pod(p));
         let pods = pods.filter(|p| !p.phase.finished());
         let total = match what {
-            Counts::Gpus => pods.map(|p| i64::from(p.gpus)).sum(),
+            Counts::Gpus { renamed } => pods.filter(|p| p.gpus_renamed == renamed).map(|p| i64::from(p.gpus)).sum(),
             Counts::Mig(sym) => pods.flat_map(|p| &p.mig).filter(|(r, _)| *r == sym).map(|(_, n)| i64::from(*n)).sum(),
             Counts::Dra(class) => {
                 let mut seen = BTreeSet::new();
@@ -143,6 +166,7 @@ mod quota_scope_tests {
             app: "app".into(),
             empty_dir: false,
             gpus,
+            gpus_renamed: false,
             mig: mig.iter().map(|r| (r.to_string(), 1)).collect(),
             dra: dra
                 .iter()

@@ -181,6 +181,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
         app: "app".into(),
         empty_dir: false,
         gpus,
+        gpus_renamed: false,
         mig: vec![],
         dra: dra_class
             .map(|c| DraClaimSpec { claim: format!("{name}-gpu"), device_class: c.into(), count: 1, allocated: None })
@@ -249,12 +250,12 @@ fn quota_rows_count_their_own_namespace_and_resource() {
     };
     let q = ViewKind::Quotas;
     let ft = find("llm-finetune", "requests.nvidia.com/gpu");
-    assert_eq!((cell(&f, q, ft, 4), cell(&f, q, ft, 5), cell(&f, q, ft, 6)), ("60".into(), "60".into(), "34%".into()));
+    assert_eq!((cell(&f, q, ft, 4), cell(&f, q, ft, 5), cell(&f, q, ft, 7)), ("60".into(), "60".into(), "34%".into()));
     let rs = find("recsys", "requests.nvidia.com/gpu");
-    assert_eq!((cell(&f, q, rs, 5), cell(&f, q, rs, 6)), ("0".into(), "0%".into()));
+    assert_eq!((cell(&f, q, rs, 5), cell(&f, q, rs, 7)), ("0".into(), "0%".into()));
     assert_eq!(tables::cell(&f, q, rs, "USE%").1, "tenant.ok");
     let dra = find("recsys", "gpu.nvidia.com.deviceclass.resource.k8s.io/devices");
-    assert_eq!((cell(&f, q, dra, 5), cell(&f, q, dra, 6)), ("226".into(), "75%".into()));
+    assert_eq!((cell(&f, q, dra, 5), cell(&f, q, dra, 7)), ("226".into(), "75%".into()));
 
     let d = doc(&f, q);
     let row = |ns: &str, res: &str| -> Value {

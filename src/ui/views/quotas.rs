@@ -54,6 +54,17 @@ pub const COLUMNS: &[Column] = &[
         .right()
         .priority(2)
         .value(|f, r| on(f, r, |q| f.quota_requested(q).map_or(Value::Absent, Value::Num))),
+    // What the quota's GPUs are in physical GPUs: a replica of a GPU time-sliced ×4 is 0.25.
+    Column::new("PHYS", 5)
+        .right()
+        .priority(3)
+        .value(|f, r| on(f, r, |q| f.quota_physical_milli(q).map_or(Value::Absent, |m| Value::Num(m as i64))))
+        .cell(|f, r| {
+            draw(f, r, |q| match f.quota_physical_milli(q) {
+                Some(m) => text(gpus_text(m)),
+                None => muted("-"),
+            })
+        }),
     Column::new("USE%", 5)
         .right()
         .value(|f, r| {
@@ -106,6 +117,15 @@ fn source(f: &Fleet, s: &QuotaSource) -> String {
 }
 
 /// The quota's row of the JSON snapshot (docs/snapshot.md, `quotas`).
+/// Thousandths of a GPU as people read them: `6`, `6.25`.
+fn gpus_text(milli: u64) -> String {
+    if milli.is_multiple_of(1000) {
+        (milli / 1000).to_string()
+    } else {
+        format!("{:.2}", milli as f64 / 1000.0).trim_end_matches('0').to_string()
+    }
+}
+
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let q = quota(f, r)?;
     let col = |name| value_of(COLUMNS, name, f, r).to_json();
@@ -125,6 +145,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "used": quantity(q.used),
         "requested": col("REQ"),
         "use_pct": opt(quota_use_pct(q)),
+        "physical_gpus_held": opt(f.quota_physical_milli(q).map(|m| m as f64 / 1000.0)),
         "version": col("VERSION"),
         "borrowing_limit": opt(q.borrowing_limit.map(quantity)),
         "lending_limit": opt(q.lending_limit.map(quantity)),
