@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 mod common;
-use common::{control_plane, kubectl};
+use common::{control_plane, eventually, kubectl, obj};
 
 const NS: &str = "e2e-taint";
 
@@ -39,25 +39,6 @@ fn opts() -> ExecOptions {
         poll: Duration::from_millis(300),
         call_timeout: Duration::from_secs(10),
         ..ExecOptions::default()
-    }
-}
-
-fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
-    serde_json::from_value(v).expect("object json")
-}
-
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
-        }
     }
 }
 

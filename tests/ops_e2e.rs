@@ -34,7 +34,7 @@ use serde_json::{Value, json};
 use tokio::sync::{mpsc, watch};
 
 mod common;
-use common::{BIN, Tmux, control_plane, kubectl, session};
+use common::{BIN, Tmux, control_plane, eventually, kubectl, obj, session};
 #[path = "ops_e2e/crash.rs"]
 mod crash;
 #[path = "ops_e2e/etcd.rs"]
@@ -180,26 +180,6 @@ fn reslice_to(f: &Fleet, node: &str, config: &str) -> Plan {
         r.custom_config = None;
     }
     p
-}
-
-fn obj<T: serde::de::DeserializeOwned>(v: Value) -> T {
-    serde_json::from_value(v).expect("object json")
-}
-
-/// Polls `check` (a read of the API) until it returns `Some`.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = Instant::now() + timeout;
-    loop {
-        match check().await {
-            Ok(v) => return v,
-            Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
-            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
-        }
-    }
 }
 
 async fn unschedulable(c: &kube::Client, node: &str) -> bool {

@@ -284,29 +284,13 @@ pub fn kubectl(kubeconfig: &Path, args: &[&str]) -> String {
 pub fn install_fixture(kubeconfig: &Path, path: &str) {
     let file = repo().join("tests/fixtures").join(path.trim_start_matches("tests/fixtures/"));
     assert!(file.is_file(), "no fixture {}", file.display());
-    let run = |args: &[&str]| {
-        let o = Command::new("kubectl")
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| panic!("kubectl is needed by this test (.ci/run installs it): {e}"));
-        if !o.status.success() {
-            panic!(
-                "kubectl {args:?} for fixture {} failed ({}): {}{}",
-                file.display(),
-                o.status,
-                String::from_utf8_lossy(&o.stderr),
-                String::from_utf8_lossy(&o.stdout)
-            );
-        }
-        String::from_utf8_lossy(&o.stdout).into_owned()
-    };
     let f = file.to_string_lossy();
-    let applied =
-        run(&["apply", "--server-side", "--force-conflicts", "--field-manager=fabrik-tests", "-o", "name", "-f", &f]);
+    let applied = kubectl(
+        kubeconfig,
+        &["apply", "--server-side", "--force-conflicts", "--field-manager=fabrik-tests", "-o", "name", "-f", &f],
+    );
     for crd in applied.lines().filter(|l| l.starts_with("customresourcedefinition.apiextensions.k8s.io/")) {
-        run(&["wait", "--for=condition=Established", "--timeout=30s", crd]);
+        kubectl(kubeconfig, &["wait", "--for=condition=Established", "--timeout=30s", crd]);
     }
 }
 
@@ -325,4 +309,26 @@ pub fn kubeconfig_with_token(kubeconfig: &Path, token: &str, name: &str) -> Path
     let path = kubeconfig.with_file_name(format!("{name}.kubeconfig"));
     std::fs::write(&path, serde_json::to_string(&kc).expect("serialize")).expect("write the kubeconfig");
     path
+}
+
+/// A Kubernetes object from its JSON.
+pub fn obj<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> T {
+    serde_json::from_value(v).expect("object json")
+}
+
+/// Polls `check` (a read of the API) until it returns `Ok`; fails the test with the last
+/// `Err` after `timeout`.
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        match check().await {
+            Ok(v) => return v,
+            Err(e) if Instant::now() > deadline => panic!("{what}: not within {timeout:?}: {e}"),
+            Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+        }
+    }
 }

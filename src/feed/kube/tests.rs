@@ -614,3 +614,72 @@ fn dra_alpha_partitions_capacity_shares_and_taints_are_counted_once() {
     assert!(!g0.mig_enabled && g0.dra.is_some_and(|d| d.whole_fits));
     crate::model::tests::check_invariants(&f);
 }
+
+/// The fleet the listing of `kinds` (in that order) makes: the DRA alpha node, its pods and
+/// their claims, and a plain DRA pod holding a whole GPU.
+fn alpha_fleet(order: &[usize]) -> Fleet {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    let pods = || {
+        vec![
+            claim_pod("team-a", "mig-pod", "dn", "mig-claim"),
+            claim_pod("team-a", "share-a", "dn", "share-a"),
+            claim_pod("team-a", "share-b", "dn", "share-b"),
+            claim_pod("team-a", "whole", "dn", "whole"),
+        ]
+    };
+    let claims = || {
+        vec![
+            claim("team-a", "mig-claim", "mig.nvidia.com", "gpu-0-mig-3g40gb-9-4", json!(null)),
+            claim("team-a", "share-a", "gpu.nvidia.com", "gpu-1", json!({"memory": "20Gi"})),
+            claim("team-a", "share-b", "gpu.nvidia.com", "gpu-1", json!({"memory": "40Gi"})),
+            claim("team-a", "whole", "gpu.nvidia.com", "gpu-3", json!(null)),
+        ]
+    };
+    for k in order {
+        match k {
+            0 => feed(&mut t, &mut f, listed(Msg::Node, vec![node("dn", json!({"fabrik.io/dra": "true"}), 0, "True")])),
+            1 => feed(&mut t, &mut f, listed(Msg::Slice, vec![alpha_slice()])),
+            2 => feed(&mut t, &mut f, listed(Msg::Pod, pods())),
+            _ => feed(&mut t, &mut f, listed(Msg::Claim, claims())),
+        }
+    }
+    f
+}
+
+#[test]
+fn dra_counts_do_not_depend_on_the_order_the_kinds_are_listed_in() {
+    let mut orders: Vec<Vec<usize>> = Vec::new();
+    for a in 0..4 {
+        for b in 0..4 {
+            for c in 0..4 {
+                let Some(d) = 6usize.checked_sub(a + b + c) else { continue };
+                let v = vec![a, b, c, d];
+                let mut s = v.clone();
+                s.sort_unstable();
+                if s == [0, 1, 2, 3] {
+                    orders.push(v);
+                }
+            }
+        }
+    }
+    assert_eq!(orders.len(), 24);
+    let summary = |f: &Fleet| {
+        let n = f.node(f.node_by_name("dn").expect("node")).expect("node");
+        let t = f.tenant(f.tenant_by_name("team-a").expect("tenant")).expect("tenant");
+        (
+            f.node_allocated_gpus(n),
+            n.mig_allocated,
+            t.usage.allocated_gpus,
+            t.usage.allocated_mig,
+            t.usage.allocated_shares,
+            f.totals.gpus_allocated,
+        )
+    };
+    for o in &orders {
+        let f = alpha_fleet(o);
+        crate::model::tests::check_invariants(&f);
+        // GPU 0 (a partition), GPU 1 (two claims by capacity), GPU 3 (whole): 3 GPUs.
+        assert_eq!(summary(&f), (3, 1, 1, 1, 2, 3), "listed in the order {o:?}");
+    }
+}
