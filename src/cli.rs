@@ -431,7 +431,9 @@ pub struct AgentArgs {
     pub max_connections: u32,
     /// The kubelet's PodResources socket, for which pod each GPU was given (default with
     /// NVML: /var/lib/kubelet/pod-resources/kubelet.sock; with --fake: none). "" turns it off.
-    #[arg(long, value_name = "PATH")]
+    // clap's PathBuf parser refuses an empty value; "" is how the socket is turned off.
+    #[arg(long, value_name = "PATH",
+          value_parser = clap::builder::TypedValueParser::map(clap::builder::OsStringValueParser::new(), std::path::PathBuf::from))]
     pub pod_resources: Option<std::path::PathBuf>,
 }
 
@@ -548,6 +550,18 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_args(std::iter::once("fabrik").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn an_empty_pod_resources_path_turns_the_socket_off() {
+        // Found on a real GPU machine: clap's PathBuf parser refused `--pod-resources ""`,
+        // the documented way to run the agent without a kubelet.
+        let Ok(cli) = parse(&["agent", "--pod-resources", ""]) else { panic!("--pod-resources \"\" is accepted") };
+        let Some(Cmd::Agent(a)) = cli.command else { panic!("agent") };
+        assert_eq!(a.pod_resources.as_deref(), Some(std::path::Path::new("")));
+        let Ok(cli) = parse(&["agent", "--pod-resources", "/run/k.sock"]) else { panic!("a path") };
+        let Some(Cmd::Agent(a)) = cli.command else { panic!("agent") };
+        assert_eq!(a.pod_resources.as_deref(), Some(std::path::Path::new("/run/k.sock")));
     }
 
     #[test]
