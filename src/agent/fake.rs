@@ -70,6 +70,8 @@ impl Gpus for FakeGpus {
                     gpu_instance_id: None,
                     compute_instance_id: None,
                     pod: Some(self.pod(i)),
+                    // One process per GPU: it is what keeps the SMs busy.
+                    sm_util: Some(util.min(100) as u8),
                 });
             }
             let mut mig_instances = Vec::new();
@@ -105,6 +107,8 @@ impl Gpus for FakeGpus {
                             gpu_instance_id: Some(gi),
                             compute_instance_id: Some(0),
                             pod: Some(self.pod(10 + k as u32)),
+                            // MIG mode: no per-process samples (as NVML).
+                            sm_util: None,
                         });
                     }
                 }

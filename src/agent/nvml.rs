@@ -305,6 +305,7 @@ impl NvmlGpus {
                 gpu_instance_id,
                 compute_instance_id,
                 pod: procmap::pod_of_pid(&self.proc_root, p.pid).map(|pod| procmap::with_names(&self.host_root, pod)),
+                sm_util: None,
             });
         };
         for p in dev.running_compute_processes().unwrap_or_default() {
@@ -318,6 +319,21 @@ impl NvmlGpus {
                 for p in mig.running_compute_processes().unwrap_or_default() {
                     push(p, gi, ci);
                 }
+            }
+        }
+        // Per-process SM utilisation: the driver's buffered samples, the newest per pid.
+        // Not supported in MIG mode (GPM measures the instances there); any error: none.
+        if !mig_enabled && !out.is_empty() {
+            let mut newest: Vec<(u32, u64, u32)> = Vec::new();
+            for s in dev.process_utilization_stats(None).unwrap_or_default() {
+                match newest.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
+                    Some(n) if n.1 < s.timestamp => *n = (s.pid, s.timestamp, s.sm_util),
+                    Some(_) => {}
+                    None => newest.push((s.pid, s.timestamp, s.sm_util)),
+                }
+            }
+            for p in &mut out {
+                p.sm_util = newest.iter().find(|(pid, _, _)| *pid == p.pid).map(|n| n.2.min(100) as u8);
             }
         }
         out

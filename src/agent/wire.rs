@@ -104,6 +104,11 @@ pub struct GpuProcess {
     pub compute_instance_id: Option<u32>,
     /// The pod it belongs to, from /proc/PID/cgroup; `None` for host processes.
     pub pod: Option<PodRef>,
+    /// Share of the sampling period the SMs ran this process's kernels, percent (NVML
+    /// process utilisation): how busy each process sharing a GPU keeps it. `None` when the
+    /// driver has no sample for it (MIG mode, or not supported). Absent from older agents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sm_util: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -100,6 +100,7 @@ pub fn deltas(s: &NodeSample) -> Vec<Delta> {
                             }),
                             container: p.pod.as_ref().and_then(|r| r.container.clone()),
                             gpu_instance: p.gpu_instance_id,
+                            sm_util: p.sm_util,
                         })
                         .collect(),
                 ),

@@ -192,6 +192,8 @@ pub struct ProcSample {
     pub container: Option<String>,
     /// The MIG GPU instance it runs in.
     pub gpu_instance: Option<u32>,
+    /// Percent of the time the SMs ran its kernels, when the agent measured it.
+    pub sm_util: Option<u8>,
 }
 
 #[derive(Clone, Debug, PartialEq)]

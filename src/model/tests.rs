@@ -488,6 +488,7 @@ fn agent_sample(uuid: &str, at: Ts, util: u8, pods: &[&str]) -> Delta {
                     pod: Some(p.to_string()),
                     container: None,
                     gpu_instance: None,
+                    sm_util: None,
                 })
                 .collect(),
         ),

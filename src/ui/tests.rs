@@ -1471,6 +1471,7 @@ fn the_gpu_screen_shows_the_agents_processes_and_marks_pods_not_given_that_gpu()
         pod: pod.map(String::from),
         container: pod.map(|_| "main".to_string()),
         gpu_instance: None,
+        sm_util: None,
     };
     let at = rig.app.fleet.now;
     rig.app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {

@@ -150,19 +150,25 @@ where
     tokio::spawn(pump(api, cfg, kind, wrap, tx))
 }
 
-/// Forwards one watch's events (and its errors, tagged) until the translator goes away; a
-/// 404 ends it: the server does not serve that kind.
+/// Forwards one watch's events (and its errors, tagged) until the translator goes away. A
+/// 404 before the kind was ever listed ends it: the server does not serve that kind. After
+/// that, a 404 is retried like any failure: a restarting API server answers 404 for an API
+/// group (an alpha version, a CRD's) until it has installed it again.
 async fn pump<K>(api: Api<K>, cfg: watcher::Config, kind: Kind, wrap: fn(Event<K>) -> Msg, tx: mpsc::Sender<Msg>)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let mut stream = watcher::watcher(api, cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
+    let mut served = false;
     while let Some(item) = stream.next().await {
         let msg = match item {
-            Ok(e) => wrap(e),
+            Ok(e) => {
+                served = true;
+                wrap(e)
+            }
             Err(e) => {
                 let (code, reason) = error_code(&e);
-                let stop = code == Some(404);
+                let stop = code == Some(404) && !served;
                 if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
                     return;
                 }
@@ -210,13 +216,35 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::Events => Api::<KEvent>::all(c).list(&lp).await.is_ok(),
             Kind::Slices => Api::<ResourceSlice>::all(c).list(&lp).await.is_ok(),
             Kind::Claims => Api::<ResourceClaim>::all(c).list(&lp).await.is_ok(),
-            // Their watch reports itself; discovery decides whether they exist at all.
-            Kind::LocalQueues | Kind::ClusterQueues | Kind::TaintRules | Kind::Domains => false,
+            // Optional kinds: a quiet one (nothing changed while the server was away) sends
+            // no event when its watch resumes, so it is probed like the others.
+            Kind::LocalQueues => optional_reachable(&c, KUEUE, "LocalQueue", "localqueues").await,
+            Kind::ClusterQueues => optional_reachable(&c, KUEUE, "ClusterQueue", "clusterqueues").await,
+            Kind::TaintRules => optional_reachable(&c, TAINT_RULES, "DeviceTaintRule", "devicetaintrules").await,
+            Kind::Domains => optional_reachable(&c, DOMAINS, "ComputeDomain", "computedomains").await,
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
         }
     });
+}
+
+/// Whether one object of an optional kind can be listed, in any of its versions.
+async fn optional_reachable(
+    c: &kube::Client,
+    (group, versions): (&str, &[&str]),
+    kind_name: &str,
+    plural: &str,
+) -> bool {
+    let lp = kube::api::ListParams::default().limit(1);
+    for version in versions {
+        let gvk = kube::api::GroupVersionKind::gvk(group, version, kind_name);
+        let ar = kube::api::ApiResource::from_gvk_with_plural(&gvk, plural);
+        if Api::<DynamicObject>::all_with(c.clone(), &ar).list(&lp).await.is_ok() {
+            return true;
+        }
+    }
+    false
 }
 
 /// Kueue's CRDs: v1beta2 (storage since v0.16), else v1beta1.

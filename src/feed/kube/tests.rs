@@ -683,3 +683,18 @@ fn dra_counts_do_not_depend_on_the_order_the_kinds_are_listed_in() {
         assert_eq!(summary(&f), (3, 1, 1, 1, 2, 3), "listed in the order {o:?}");
     }
 }
+
+#[test]
+fn a_kind_that_answers_404_after_trouble_is_no_longer_shown_reconnecting() {
+    // A restarting API server: connection refused, then (before it installed an alpha API
+    // group again) 404. The header must not say "reconnecting" for good.
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, vec![Msg::Error { kind: Kind::TaintRules, code: None, reason: "connect".into() }]);
+    assert!(matches!(f.feeds.get("devicetaintrules"), Some(FeedState::Reconnecting { .. })));
+    feed(&mut t, &mut f, vec![Msg::Error { kind: Kind::TaintRules, code: Some(404), reason: "not found".into() }]);
+    assert_eq!(f.feeds.get("devicetaintrules"), None, "not served: not reconnecting either");
+    // It answers again: live.
+    feed(&mut t, &mut f, listed::<kube::api::DynamicObject>(Msg::TaintRule, vec![]));
+    assert_eq!(f.feeds.get("devicetaintrules"), Some(&FeedState::Live));
+}

@@ -260,6 +260,8 @@ impl Translator {
             }
             None => {
                 self.feed_errors.insert(kind, String::new());
+                // Not served (now): no longer reconnecting either; live again if it answers.
+                out.push(Delta::FeedRemove(kind.name().into()));
             }
         }
         // A kind the server does not have or will not show still counts as listed: the

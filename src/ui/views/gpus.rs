@@ -231,11 +231,22 @@ fn shares_cell(f: &Fleet, g: &Gpu, s: crate::model::Sharing) -> Cell {
     let unplaced = f.node(g.node).map_or(0, |n| n.shares_unplaced);
     let first = g.pods.first().and_then(|p| f.pod(*p)).map(|p| &*p.name);
     let more = if g.pods.len() > 1 { format!(" +{}", g.pods.len() - 1) } else { String::new() };
+    // How busy each holder keeps it (its processes' SM share), when the agent measures it.
+    let gid = f.gpu_by_uuid(f.str_of(g.uuid));
+    let busy: Vec<u8> =
+        g.pods.iter().filter_map(|p| f.pod(*p)).filter_map(|p| super::pods::share_util(f, gid?, p)).collect();
+    let busy = if busy.is_empty() {
+        String::new()
+    } else {
+        let mut b = busy.clone();
+        b.sort_unstable_by(|a, b| b.cmp(a));
+        format!(" ({})", b.iter().map(|u| format!("{u}%")).collect::<Vec<_>>().join(" "))
+    };
     match (held, first, unplaced) {
         (0, _, 0) => (format!("{} shares free", s.replicas), "gpu.free"),
         (0, _, k) => muted(format!("{} shares, placement unknown ({k} held on node)", s.replicas)),
-        (h, Some(p), _) => text(format!("{} shares: {h} held · {p}{more}", s.replicas)),
-        (h, None, _) => text(format!("{} shares: {h} held", s.replicas)),
+        (h, Some(p), _) => text(format!("{} shares: {h} held{busy} · {p}{more}", s.replicas)),
+        (h, None, _) => text(format!("{} shares: {h} held{busy}", s.replicas)),
     }
 }
 

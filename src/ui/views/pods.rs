@@ -160,12 +160,28 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
     pod_util_of(f, p).map(|(u, idle, _, _)| (u, idle))
 }
 
+/// How busy pod `p` keeps shared GPU `gid`: the SM utilisation of its processes there (the
+/// node agent's per-process samples), summed; `None` when none of them was measured.
+pub fn share_util(f: &Fleet, gid: crate::model::GpuId, p: &crate::model::Pod) -> Option<u8> {
+    let key = f.pod_display(p);
+    let procs = f.gpu_procs.get(&gid)?;
+    let mine = procs.iter().filter(|q| q.pod.as_deref() == Some(key.as_str()));
+    let utils: Vec<u8> = mine.filter_map(|q| q.sm_util).collect();
+    (!utils.is_empty()).then(|| utils.iter().map(|u| u32::from(*u)).sum::<u32>().min(100) as u8)
+}
+
 /// [`pod_util`] with over how many of how many devices the mean was measured.
 fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
     let mut utils = Vec::new();
     let mut idle = false;
-    for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
-        utils.push(g.last.util);
+    let shared = p.node.and_then(|n| f.node(n)).is_some_and(|n| n.sharing.shared());
+    for (gid, g) in p.bound_gpus.iter().filter_map(|g| Some((*g, f.gpu(*g)?))) {
+        if shared {
+            // A replica of a shared GPU: its own processes' share of the SMs, not the GPU's.
+            utils.push(share_util(f, gid, p));
+        } else {
+            utils.push(g.last.util);
+        }
         idle |= g.idle_allocated;
     }
     if let Some(node) = p.node.and_then(|n| f.node(n)) {
