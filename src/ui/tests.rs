@@ -2209,3 +2209,91 @@ fn a_time_sliced_mig_instance_says_so() {
     assert!(modes.contains(&"TS×4".to_string()), "the 1g.10gb rows: {modes:?}");
     assert!(modes.contains(&"mig".to_string()), "the 3g.40gb row is not shared: {modes:?}");
 }
+
+#[test]
+fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
+    use crate::model::*;
+    let mut f = Fleet::new(Thresholds::default());
+    f.apply(Delta::TenantUpsert(TenantSpec {
+        name: "team-a".into(),
+        namespaces: vec!["a".into()],
+        source: "label".into(),
+    }));
+    let labels = [
+        ("nvidia.com/gpu.count", "1"),
+        ("nvidia.com/gpu.replicas", "4"),
+        ("nvidia.com/gpu.sharing-strategy", "time-slicing"),
+    ];
+    f.apply(Delta::NodeUpsert(NodeSpec {
+        name: "ts".into(),
+        labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        ready: true,
+        cordoned: false,
+        cordoned_by: String::new(),
+        gpu_model: Some(crate::mig::GpuModel::H100_80GB),
+        capacity: vec![("nvidia.com/gpu".into(), 4)],
+        allocatable: vec![("nvidia.com/gpu".into(), 4)],
+        mig_config: "all-disabled".into(),
+        mig_state: MigConfigState::Success,
+        mig_state_since: None,
+        ready_since: None,
+        created: 0,
+    }));
+    f.apply(Delta::GpuUpsert(GpuSpec {
+        uuid: "GPU-ts".into(),
+        node: "ts".into(),
+        index: 0,
+        model: crate::mig::GpuModel::H100_80GB,
+        memory_mib: 81920,
+        mig_enabled: false,
+        instances: vec![],
+    }));
+    for name in ["busy", "light"] {
+        f.apply(Delta::PodUpsert(PodSpec {
+            namespace: "a".into(),
+            name: name.into(),
+            node: Some("ts".into()),
+            phase: Phase::Running,
+            created: 0,
+            owner: Owner::ReplicaSet,
+            app: name.into(),
+            empty_dir: false,
+            gpus: 1,
+            gpus_renamed: false,
+            mig: vec![],
+            dra: vec![],
+            bound_gpus: vec!["GPU-ts".into()],
+            bound_mig: vec![],
+            deletion: None,
+        }));
+    }
+    let proc = |pid: u32, pod: &str, sm: Option<u8>| ProcSample {
+        pid,
+        mem_mib: Some(1024),
+        pod: Some(pod.into()),
+        container: None,
+        gpu_instance: None,
+        sm_util: sm,
+    };
+    let at = f.now;
+    f.apply(Delta::Telemetry(vec![TelemetrySample {
+        processes: Some(vec![proc(1, "a/busy", Some(70)), proc(2, "a/busy", Some(10)), proc(3, "a/light", Some(12))]),
+        ..agent_sample("GPU-ts".into(), at)
+    }]));
+    let app = App::new(
+        f,
+        Ui::new("t".into()),
+        Theme::no_color(),
+        Keymap::builtin("default").expect("keymap"),
+        Box::new(crate::ui::Recorder::default()),
+    );
+    // Each pod: its own processes' SM share, not the GPU's 50 %.
+    let util = |name: &str| {
+        let f = &app.fleet;
+        let p = f.pod(f.pod_by_name("a", name).expect("pod")).expect("pod");
+        crate::ui::views::pods::pod_util(f, p).and_then(|(u, _)| u)
+    };
+    assert_eq!((util("busy"), util("light")), (Some(80), Some(12)));
+    let cell = gpu_cell(&app, "ts", 0, 0, 9);
+    assert!(cell.starts_with("4 shares: 2 held (80% 12%)"), "{cell}");
+}
