@@ -196,13 +196,13 @@ pub trait Target {
     async fn taint_rule_exists(&mut self, run: &mut Run<'_>, name: &str) -> Step<Result<bool, ReadFailure>>;
     /// Deletes the DeviceTaintRule `name`; `false` when it was gone already.
     async fn delete_taint_rule(&mut self, run: &mut Run<'_>, name: &str) -> Step<bool>;
-    /// Of `candidates` (`namespace/name`), the pods still using any of `devices` of `pool`:
-    /// not gone, and a claim of theirs still has the device allocated.
+    /// `namespace/name` of the pods using any of `devices` of `pool` now, as the cluster says:
+    /// a claim allocated the device and is reserved for the pod, which is not gone. Every such
+    /// pod, not only those the preview named (one may have got the GPU since).
     async fn device_pods(
         &mut self,
         run: &mut Run<'_>,
         pool: &str,
         devices: &[String],
-        candidates: &[String],
     ) -> Step<Result<Vec<String>, ReadFailure>>;
 }

@@ -424,10 +424,9 @@ impl Target for SimTarget {
         run: &mut Run<'_>,
         _pool: &str,
         _devices: &[String],
-        candidates: &[String],
     ) -> Step<Result<Vec<String>, ReadFailure>> {
         let PlanDetail::Taint(p) = &run.plan.detail else { return Ok(Ok(Vec::new())) };
-        let (uuid, candidates) = (p.uuid.clone(), candidates.to_vec());
-        Ok(Ok(self.with(move |s| s.pods_still_on(&uuid, &candidates)).await))
+        let uuid = p.uuid.clone();
+        Ok(Ok(self.with(move |s| s.pods_on_gpu(&uuid)).await))
     }
 }

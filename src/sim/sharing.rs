@@ -64,17 +64,17 @@ impl DeviceSharing {
     /// The sharing a node's labels and capacity describe (what GFD, the operator and the
     /// device plugin wrote); `None` when the node does not share its GPUs (`replicas=1`,
     /// strategy `none`, or no such labels). Renamed: it advertises `nvidia.com/gpu.shared`.
+    /// Read as the cockpit reads it ([`crate::model::Sharing::of_node`]), plus the config name.
     pub fn of_node(node_labels: &[(String, String)], capacity: &[(String, i64)]) -> Option<DeviceSharing> {
-        let label = |k: &str| node_labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
-        let replicas = label(labels::GPU_REPLICAS)?.parse::<u16>().ok().filter(|r| *r > 1)?;
-        let strategy = match label(labels::GPU_SHARING_STRATEGY)? {
-            "time-slicing" => SharingStrategy::TimeSlicing,
-            "mps" => SharingStrategy::Mps,
-            _ => return None,
+        let s = crate::model::Sharing::of_node(node_labels, capacity);
+        let strategy = match s.mode {
+            crate::model::ShareMode::TimeSlicing => SharingStrategy::TimeSlicing,
+            crate::model::ShareMode::Mps => SharingStrategy::Mps,
+            crate::model::ShareMode::Exclusive => return None,
         };
-        let renamed = capacity.iter().any(|(r, _)| r == labels::GPU_SHARED_RESOURCE);
+        let label = |k: &str| node_labels.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
         let config = label(labels::DEVICE_PLUGIN_CONFIG).unwrap_or_default().to_string();
-        Some(DeviceSharing { strategy, replicas, renamed, config })
+        Some(DeviceSharing { strategy, replicas: s.replicas, renamed: s.renamed, config })
     }
 }
 

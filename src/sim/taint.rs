@@ -54,14 +54,8 @@ impl Sim {
         existed
     }
 
-    /// Of `candidates`, the pods still there and bound to GPU `uuid`.
-    pub(super) fn pods_still_on(&self, uuid: &str, candidates: &[String]) -> Vec<String> {
-        let on = self.pods_on_gpu(uuid);
-        candidates.iter().filter(|c| on.contains(c)).cloned().collect()
-    }
-
     /// Keys of the pods bound to GPU `uuid` (whole, a share, or one of its MIG instances).
-    fn pods_on_gpu(&self, uuid: &str) -> Vec<String> {
+    pub(super) fn pods_on_gpu(&self, uuid: &str) -> Vec<String> {
         let Some(g) = self.nodes.iter().flat_map(|n| n.gpus.iter()).find(|g| g.spec.uuid == uuid) else {
             return Vec::new();
         };

@@ -79,10 +79,9 @@ fn operator_grants() -> BTreeSet<Grant> {
         ("", "resourcequotas", &["patch"], ""),
         ("kueue.x-k8s.io", "clusterqueues", &["patch"], ""),
         ("", "configmaps", &["get", "update"], "default-mig-parted-config"),
-        // A GPU taint: its DeviceTaintRules written, read back, deleted; a NoExecute one
-        // waits on the claims of the pods that used the GPU.
+        // A GPU taint: its DeviceTaintRules written, read back, deleted (a NoExecute one
+        // waits on the claims that hold the GPU, through the viewer's list).
         ("resource.k8s.io", "devicetaintrules", &["create", "get", "delete"], ""),
-        ("resource.k8s.io", "resourceclaims", &["get"], ""),
     ]));
     g
 }

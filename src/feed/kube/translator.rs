@@ -530,7 +530,8 @@ impl Translator {
         }
         let extras = s.and_then(super::dra::slice_extras);
         let at = s.and_then(|s| Some((s.spec.node_name.clone()?, s.spec.pool.name.clone())));
-        self.dra.slice(key, at.as_ref().map(|(n, p)| (n.as_str(), p.as_str())), extras);
+        let old_pool = pools.first().map(String::as_str);
+        self.dra.slice(key, old_pool, at.as_ref().map(|(n, p)| (n.as_str(), p.as_str())), extras);
         if let Some((node, pool, devices)) = s.and_then(translate::slice_devices) {
             for d in &devices {
                 self.devices.insert((pool.clone(), d.name().to_string()), d.uuid().to_string());

@@ -41,7 +41,7 @@ pub(crate) async fn taint_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &TaintP
     let started = t.clock_ms();
     let mut missed = 0u32;
     loop {
-        match t.device_pods(run, &pool, &devices, &p.pods).await? {
+        match t.device_pods(run, &pool, &devices).await? {
             Ok(pods) if pods.is_empty() => break,
             Ok(pods) => {
                 if t.clock_ms() > run.deadline_ms {

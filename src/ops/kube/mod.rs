@@ -195,9 +195,8 @@ impl Target for Kube {
         run: &mut Run<'_>,
         pool: &str,
         devices: &[String],
-        candidates: &[String],
     ) -> Step<Result<Vec<String>, ReadFailure>> {
-        self.pods_using(run, pool, devices, candidates).await
+        self.pods_using(run, pool, devices).await
     }
 }
 

@@ -1,10 +1,10 @@
 //! DeviceTaintRules (`resource.k8s.io/v1alpha3`, `DRADeviceTaints`) for a GPU taint, and the
-//! look at whether the pods that used the GPU still do (their claims' allocations).
+//! look at which pods use the GPU (the claims that hold its devices).
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::api::resource::v1::ResourceClaim;
 use k8s_openapi::api::resource::v1alpha3::{DeviceTaint, DeviceTaintRule, DeviceTaintRuleSpec, DeviceTaintSelector};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 
 use super::super::exec::{Run, Step, Stop};
 use super::super::retry;
@@ -106,55 +106,49 @@ impl Kube {
         }
     }
 
+    /// The pods the cluster says use any of `devices` of `pool`: every ResourceClaim whose
+    /// allocation names one of them, reserved for a pod that still exists (same uid).
     pub(super) async fn pods_using(
         &self,
         run: &mut Run<'_>,
         pool: &str,
         devices: &[String],
-        candidates: &[String],
     ) -> Step<Result<Vec<String>, ReadFailure>> {
-        let mut using = Vec::new();
-        for key in candidates {
-            let Some((ns, name)) = key.split_once('/') else { continue };
-            let pods: Api<Pod> = Api::namespaced(self.client.clone(), ns);
-            let what = format!("reading pod {key}");
-            let pod = match self.call(run, &what, retry::transient, || pods.get_opt(name)).await? {
-                Ok(Some(p)) => p,
-                Ok(None) => continue,
-                Err(e) => return Ok(Err(read_failure(&what, &e))),
-            };
-            let uid = pod.metadata.uid.clone().unwrap_or_default();
-            let statuses = pod.status.as_ref().and_then(|s| s.resource_claim_statuses.clone()).unwrap_or_default();
-            let claims: Vec<String> = pod
-                .spec
-                .iter()
-                .flat_map(|s| s.resource_claims.iter().flatten())
-                .filter_map(|rc| {
-                    rc.resource_claim_name.clone().or_else(|| {
-                        statuses.iter().find(|s| s.name == rc.name).and_then(|s| s.resource_claim_name.clone())
-                    })
-                })
-                .collect();
-            let api: Api<ResourceClaim> = Api::namespaced(self.client.clone(), ns);
-            let mut holds = false;
-            for c in claims {
-                let what = format!("reading ResourceClaim {ns}/{c}");
-                let claim = match self.call(run, &what, retry::transient, || api.get_opt(&c)).await? {
-                    Ok(c) => c,
-                    Err(e) => return Ok(Err(read_failure(&what, &e))),
-                };
-                let Some(status) = claim.and_then(|c| c.status) else { continue };
-                let reserved = status.reserved_for.iter().flatten().any(|r| r.uid == uid);
-                let on_device = status
-                    .allocation
-                    .and_then(|a| a.devices)
-                    .is_some_and(|d| d.results.iter().flatten().any(|r| r.pool == pool && devices.contains(&r.device)));
-                holds |= reserved && on_device;
+        let claims: Api<ResourceClaim> = Api::all(self.client.clone());
+        let what = "listing ResourceClaims".to_string();
+        // From the API server's watch cache: each look is cheap for it.
+        let lp = ListParams::default().match_any();
+        let list = match self.call(run, &what, retry::transient, || claims.list(&lp)).await? {
+            Ok(l) => l,
+            Err(e) => return Ok(Err(read_failure(&what, &e))),
+        };
+        let mut holders: Vec<(String, String, String)> = Vec::new();
+        for c in list.items {
+            let Some(status) = c.status else { continue };
+            let on_device = status
+                .allocation
+                .and_then(|a| a.devices)
+                .is_some_and(|d| d.results.iter().flatten().any(|r| r.pool == pool && devices.contains(&r.device)));
+            if !on_device {
+                continue;
             }
-            if holds {
-                using.push(key.clone());
+            let ns = c.metadata.namespace.clone().unwrap_or_default();
+            for r in status.reserved_for.iter().flatten().filter(|r| r.resource == "pods") {
+                holders.push((ns.clone(), r.name.clone(), r.uid.clone()));
             }
         }
+        let mut using = Vec::new();
+        for (ns, name, uid) in holders {
+            let pods: Api<Pod> = Api::namespaced(self.client.clone(), &ns);
+            let what = format!("reading pod {ns}/{name}");
+            match self.call(run, &what, retry::transient, || pods.get_opt(&name)).await? {
+                Ok(Some(p)) if p.metadata.uid.as_deref() == Some(uid.as_str()) => using.push(format!("{ns}/{name}")),
+                Ok(_) => {}
+                Err(e) => return Ok(Err(read_failure(&what, &e))),
+            }
+        }
+        using.sort();
+        using.dedup();
         Ok(Ok(using))
     }
 }

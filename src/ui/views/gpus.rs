@@ -226,19 +226,17 @@ fn shared(f: &Fleet, g: &Gpu) -> Option<crate::model::Sharing> {
 
 /// A shared GPU's replicas: `4 shares: 3 held · train-0 +2`, or, when the pods on the node
 /// hold replicas nobody placed on a GPU, that this one may be among them.
-fn shares_cell(f: &Fleet, g: &Gpu, s: crate::model::Sharing) -> Cell {
+fn shares_cell(f: &Fleet, gid: GpuId, g: &Gpu, s: crate::model::Sharing) -> Cell {
     let held = f.gpu_shares_held(g);
     let unplaced = f.node(g.node).map_or(0, |n| n.shares_unplaced);
     let first = g.pods.first().and_then(|p| f.pod(*p)).map(|p| &*p.name);
     let more = if g.pods.len() > 1 { format!(" +{}", g.pods.len() - 1) } else { String::new() };
     // How busy each holder keeps it (its processes' SM share), when the agent measures it.
-    let gid = f.gpu_by_uuid(f.str_of(g.uuid));
-    let busy: Vec<u8> =
-        g.pods.iter().filter_map(|p| f.pod(*p)).filter_map(|p| super::pods::share_util(f, gid?, p)).collect();
-    let busy = if busy.is_empty() {
+    let mut b: Vec<u8> =
+        g.pods.iter().filter_map(|p| f.pod(*p)).filter_map(|p| super::pods::share_util(f, gid, p)).collect();
+    let busy = if b.is_empty() {
         String::new()
     } else {
-        let mut b = busy.clone();
         b.sort_unstable_by(|a, b| b.cmp(a));
         format!(" ({})", b.iter().map(|u| format!("{u}%")).collect::<Vec<_>>().join(" "))
     };
@@ -267,8 +265,8 @@ fn pod(f: &Fleet, r: RowId) -> Cell {
         Some(Row::Gpu(_, gpu)) if gpu.dra.as_ref().is_some_and(|d| d.multi) => {
             gpu.dra.as_deref().map_or_else(blank, capacity_cell)
         }
-        Some(Row::Gpu(_, gpu)) if shared(f, gpu).is_some() => match shared(f, gpu) {
-            Some(s) => shares_cell(f, gpu, s),
+        Some(Row::Gpu(gid, gpu)) if shared(f, gpu).is_some() => match shared(f, gpu) {
+            Some(s) => shares_cell(f, gid, gpu, s),
             None => blank(),
         },
         Some(Row::Gpu(_, gpu)) => match gpu.pods.first().and_then(|p| f.pod(*p)) {

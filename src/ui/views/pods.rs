@@ -163,9 +163,10 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
 /// How busy pod `p` keeps shared GPU `gid`: the SM utilisation of its processes there (the
 /// node agent's per-process samples), summed; `None` when none of them was measured.
 pub fn share_util(f: &Fleet, gid: crate::model::GpuId, p: &crate::model::Pod) -> Option<u8> {
-    let key = f.pod_display(p);
+    let (ns, name) = (f.str_of(p.namespace), &*p.name);
     let procs = f.gpu_procs.get(&gid)?;
-    let mine = procs.iter().filter(|q| q.pod.as_deref() == Some(key.as_str()));
+    let is_mine = |k: &str| k.split_once('/').is_some_and(|(n, m)| n == ns && m == name);
+    let mine = procs.iter().filter(|q| q.pod.as_deref().is_some_and(is_mine));
     let utils: Vec<u8> = mine.filter_map(|q| q.sm_util).collect();
     (!utils.is_empty()).then(|| utils.iter().map(|u| u32::from(*u)).sum::<u32>().min(100) as u8)
 }

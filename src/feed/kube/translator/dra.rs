@@ -25,18 +25,24 @@ pub(super) struct DraJoins {
     rules: BTreeMap<String, TaintRule>,
     /// What was sent per GPU uuid.
     sent: HashMap<String, GpuDra>,
-    /// Slice key → its pool; (pool, device) of every MIG device (static or a partition).
-    slice_pool: HashMap<String, String>,
+    /// (pool, device) of every MIG device (static or a partition).
     mig: std::collections::HashSet<(String, String)>,
 }
 
 impl DraJoins {
-    /// Records a slice's extras (or forgets them); `pool`/`node` are the slice's.
-    pub(super) fn slice(&mut self, key: &str, at: Option<(&str, &str)>, extras: Option<SliceExtras>) {
-        if let (Some(old), Some(pool)) = (self.extras.remove(key), self.slice_pool.remove(key)) {
+    /// Records a slice's extras (or forgets them): `old_pool` is the pool it was in (the
+    /// translator's `slice_of`), `at` its node and pool now.
+    pub(super) fn slice(
+        &mut self,
+        key: &str,
+        old_pool: Option<&str>,
+        at: Option<(&str, &str)>,
+        extras: Option<SliceExtras>,
+    ) {
+        if let (Some(old), Some(pool)) = (self.extras.remove(key), old_pool) {
             for (name, d) in &old.devices {
                 if d.mig {
-                    self.mig.remove(&(pool.clone(), name.clone()));
+                    self.mig.remove(&(pool.to_string(), name.clone()));
                 }
             }
         }
@@ -47,7 +53,6 @@ impl DraJoins {
                     self.mig.insert((pool.to_string(), name.clone()));
                 }
             }
-            self.slice_pool.insert(key.to_string(), pool.to_string());
             self.extras.insert(key.to_string(), x);
         }
     }
