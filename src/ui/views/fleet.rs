@@ -48,7 +48,7 @@ pub const COLUMNS: &[Column] = &[
         },
     ),
     // Time-slicing / MPS: replicas held of those offered (`TS×4 5/32`); `-` when not shared.
-    Column::new("SHARE", 9)
+    Column::new("SHARE", 11)
         .min(5)
         .right()
         .priority(2)
