@@ -843,6 +843,45 @@ fn label_mig_node(f: &mut Fleet, name: &str, gpus: u8) {
     }
 }
 
+#[test]
+fn replicas_of_a_time_sliced_mig_instance_fill_instances_not_one_each() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(node("m1")));
+    label_mig_node(&mut f, "m1", 4);
+    // The device plugin time-slices each 1g.10gb instance ×4 (GFD's per-resource labels).
+    let mut spec = NodeSpec {
+        capacity: vec![("nvidia.com/mig-3g.40gb".into(), 4), ("nvidia.com/mig-1g.10gb".into(), 32)],
+        mig_config: "custom-3g.40gb-1g.10gbx2".into(),
+        ..node("m1")
+    };
+    spec.labels.push(("nvidia.com/mig-1g.10gb.replicas".into(), "4".into()));
+    spec.labels.push(("nvidia.com/mig-1g.10gb.sharing-strategy".into(), "time-slicing".into()));
+    f.apply(Delta::NodeUpsert(spec));
+    for k in 0..8 {
+        f.apply(Delta::PodUpsert(mig_pod("a", &format!("nb-{k}"), Some("m1"), Phase::Running, &[("1g.10gb", 1)])));
+    }
+    check_invariants(&f);
+    let m1 = f.node_by_name("m1").unwrap();
+    let n = f.node(m1).unwrap();
+    let r1g = f.interner.get("nvidia.com/mig-1g.10gb").unwrap();
+    assert_eq!(f.mig_replicas(n, r1g), 4);
+    assert_eq!(f.mig_instances_held(n, r1g, 8), 2, "8 replicas of ×4 fill two instances");
+    // Eight replicas fit on the two 1g instances of one GPU: one GPU at least, not four.
+    assert_eq!(f.node_allocated_gpus(n), 1);
+    let gpu0 = f.gpu_by_uuid("m1/gpu-0").unwrap();
+    assert_eq!(f.gpu_mig_maybe_held(gpu0), 2, "both 1g instances may be among them");
+    // The units stay units: eight of nvidia.com/mig-1g.10gb, as a quota and kubectl count them.
+    assert_eq!(f.totals.mig_allocated, 8);
+    // Without the replicas label the same pods hold eight instances: four GPUs' worth.
+    f.apply(Delta::NodeUpsert(NodeSpec {
+        capacity: vec![("nvidia.com/mig-3g.40gb".into(), 4), ("nvidia.com/mig-1g.10gb".into(), 8)],
+        mig_config: "custom-3g.40gb-1g.10gbx2".into(),
+        ..node("m1")
+    }));
+    assert_eq!(f.node_allocated_gpus(f.node(m1).unwrap()), 4);
+    check_invariants(&f);
+}
+
 /// A device-plugin pod asking for MIG resources: the API says how many, not which.
 fn mig_pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, mig: &[(&str, u16)]) -> PodSpec {
     PodSpec {

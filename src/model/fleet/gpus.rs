@@ -25,7 +25,7 @@ impl Fleet {
         n.mig_unbound
             .iter()
             .filter(|(r, _)| mig::profile_from_resource(g.model, self.str_of(*r)) == Some(inst.placement.profile))
-            .map(|(_, held)| *held)
+            .map(|(r, held)| self.mig_instances_held(n, *r, *held))
             .sum()
     }
 
@@ -34,7 +34,24 @@ impl Fleet {
     pub fn gpu_mig_maybe_held(&self, gid: GpuId) -> u32 {
         let Some(g) = self.gpu(gid) else { return 0 };
         let Some(n) = self.node(g.node) else { return 0 };
-        n.mig_unbound.iter().map(|&(r, held)| held.min(self.free_instances_of(g, r))).sum()
+        n.mig_unbound.iter().map(|&(r, held)| self.mig_instances_held(n, r, held).min(self.free_instances_of(g, r))).sum()
+    }
+
+    /// Replicas the device plugin hands out per MIG instance of `resource`
+    /// (`nvidia.com/mig-<profile>`) on `node`: its `<resource>.replicas` label (time-slicing
+    /// or MPS on top of MIG); 1 when the instances are not shared.
+    pub fn mig_replicas(&self, node: &Node, resource: Sym) -> u16 {
+        let key = format!("{}.replicas", self.str_of(resource));
+        node.label(&self.interner, &key)
+            .and_then(|r| r.trim().parse::<u16>().ok())
+            .filter(|r| (1..=crate::model::sharing::MAX_REPLICAS).contains(r))
+            .unwrap_or(1)
+    }
+
+    /// The fewest MIG instances `held` units of `resource` can be on: one each, or, where the
+    /// instances are shared ×R, `held / R` rounded up (never more instances than units).
+    pub fn mig_instances_held(&self, node: &Node, resource: Sym, held: u32) -> u32 {
+        held.div_ceil(u32::from(self.mig_replicas(node, resource)))
     }
 
     pub(super) fn upsert_gpu(&mut self, spec: GpuSpec) -> bool {

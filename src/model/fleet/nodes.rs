@@ -31,6 +31,8 @@ impl Fleet {
             mig.iter().partition(|g| g.instances.iter().any(|i| i.pod.is_some()));
         let mut more = 0u32;
         for &(resource, held) in &node.mig_unbound {
+            // Replicas of a shared instance: the instances they fill, not one each.
+            let held = self.mig_instances_held(node, resource, held);
             let free = |g: &Gpu| self.free_instances_of(g, resource);
             let rest = held.saturating_sub(used.iter().map(|g| free(g)).sum());
             let most = open.iter().map(|g| free(g)).max().unwrap_or(0);
@@ -112,6 +114,8 @@ impl Fleet {
                 } else if spec.ready {
                     n.not_ready_since = None;
                 }
+                // A MIG resource's replicas label changes how many instances its units fill.
+                let relabelled = n.labels != labels;
                 n.labels = labels;
                 n.ready = spec.ready;
                 n.cordoned = spec.cordoned;
@@ -128,6 +132,8 @@ impl Fleet {
                         self.unlink_pod(pid);
                         self.link_pod(pid);
                     }
+                    self.refresh_node_alloc(id);
+                } else if relabelled {
                     self.refresh_node_alloc(id);
                 }
                 id

@@ -183,8 +183,8 @@ pub fn mig_sharing(f: &Fleet, g: &Gpu, i: &crate::model::MigInstance) -> Option<
     let n = f.node(g.node)?;
     let resource =
         format!("nvidia.com/mig-{}", crate::mig::profile(g.model, i.placement.profile).name.replace('+', "."));
-    let replicas: u16 = n.label(&f.interner, &format!("{resource}.replicas"))?.trim().parse().ok()?;
-    if replicas <= 1 || replicas > crate::model::sharing::MAX_REPLICAS {
+    let replicas = f.mig_replicas(n, f.interner.get(&resource)?);
+    if replicas <= 1 {
         return None;
     }
     let strategy = match n.label(&f.interner, &format!("{resource}.sharing-strategy")) {
