@@ -34,7 +34,10 @@ impl Fleet {
     pub fn gpu_mig_maybe_held(&self, gid: GpuId) -> u32 {
         let Some(g) = self.gpu(gid) else { return 0 };
         let Some(n) = self.node(g.node) else { return 0 };
-        n.mig_unbound.iter().map(|&(r, held)| self.mig_instances_held(n, r, held).min(self.free_instances_of(g, r))).sum()
+        n.mig_unbound
+            .iter()
+            .map(|&(r, held)| self.mig_instances_held(n, r, held).min(self.free_instances_of(g, r)))
+            .sum()
     }
 
     /// Replicas the device plugin hands out per MIG instance of `resource`
