@@ -179,6 +179,21 @@ pub(crate) fn check_invariants(f: &Fleet) {
             assert!(f.pod(*p).unwrap().bound_gpus.contains(&gid));
         }
     }
+    // Idle shares: holders of a shared GPU, each counted with the replicas it holds there.
+    let mut idle_by_tenant: std::collections::HashMap<TenantId, u32> = Default::default();
+    for gid in f.gpu_ids() {
+        let g = f.gpu(gid).unwrap();
+        let idle = f.idle_shares(gid);
+        let shared = f.node(g.node).is_some_and(|n| n.sharing.shared()) && !g.mig_enabled;
+        assert!(shared || idle.is_empty(), "idle shares only on a shared GPU");
+        for &(pid, tid, k) in idle {
+            let p = f.pod(pid).unwrap();
+            assert!(g.pods.contains(&pid), "an idle share's pod holds the GPU");
+            assert_eq!((p.tenant, k), (tid, (p.gpus as u32 / (p.bound_gpus.len() as u32).max(1)).max(1)));
+            t.shares_idle += k;
+            *idle_by_tenant.entry(tid).or_default() += k;
+        }
+    }
     // Held MIG instances: bound ones, and those held without a known instance.
     t.mig_allocated += t.mig_unbound;
     let mut usage: std::collections::HashMap<TenantId, TenantUsage> = Default::default();
@@ -246,6 +261,7 @@ pub(crate) fn check_invariants(f: &Fleet) {
             "tenant {name} gpu usage"
         );
         assert_eq!(got.share_milli, want.share_milli, "tenant {name} share_milli");
+        assert_eq!(got.shares_idle, idle_by_tenant.remove(&tid).unwrap_or(0), "tenant {name} shares_idle");
         assert_eq!(
             (got.pods, got.pending_pods, got.busy, got.idle_allocated, got.measured),
             (want.pods, want.pending_pods, want.busy, want.idle_allocated, want.measured),
@@ -1263,5 +1279,99 @@ fn a_gpu_quota_shows_the_physical_gpus_behind_its_replicas() {
         "4 units: one GPU and 0.75 of shared ones"
     );
     assert_eq!(q("requests.nvidia.com/gpu.shared"), (Some(1), Some(250)));
+    check_invariants(&f);
+}
+
+/// A node agent's sample of shared GPU `uuid`: its utilisation, and each pod's process with
+/// its own SM utilisation.
+fn share_sample(uuid: &str, at: Ts, util: u8, procs: &[(&str, Option<u8>)]) -> Delta {
+    Delta::Telemetry(vec![TelemetrySample {
+        processes: Some(
+            procs
+                .iter()
+                .enumerate()
+                .map(|(k, (p, sm))| ProcSample {
+                    pid: 100 + k as u32,
+                    mem_mib: Some(1024),
+                    pod: Some(p.to_string()),
+                    container: None,
+                    gpu_instance: None,
+                    sm_util: *sm,
+                })
+                .collect(),
+        ),
+        ..telemetry(uuid, at, util)
+    }])
+}
+
+#[test]
+fn an_idle_share_is_counted_per_holder_not_per_gpu() {
+    let mut f = small_fleet();
+    f.apply(Delta::TenantUpsert(TenantSpec {
+        name: "team-b".into(),
+        namespaces: vec!["b".into()],
+        source: "label".into(),
+    }));
+    f.apply(Delta::NodeUpsert(shared_node("ts", 2, 4)));
+    f.apply(Delta::GpuUpsert(gpu("ts", 0, "TS-0")));
+    f.apply(Delta::GpuUpsert(gpu("ts", 1, "TS-1")));
+    for name in ["busy", "nap"] {
+        f.apply(Delta::PodUpsert(pod("a", name, Some("ts"), Phase::Running, 1, &["TS-0"])));
+    }
+    f.apply(Delta::PodUpsert(pod("b", "two", Some("ts"), Phase::Running, 2, &["TS-0"])));
+    let gid = f.gpu_by_uuid("TS-0").unwrap();
+    let team = |f: &Fleet, t: &str| f.tenant(f.tenant_by_name(t).unwrap()).unwrap().usage.shares_idle;
+    // The GPU is busy (one holder computes), so the GPU is not idle; `nap` and `two` run
+    // processes at 0-1 % SM, and `two` holds two replicas.
+    let procs = [("a/busy", Some(80)), ("a/nap", Some(0)), ("b/two", Some(1))];
+    f.apply(share_sample("TS-0", 1_000, 81, &procs));
+    assert_eq!(f.totals.shares_idle, 0, "low for less than the window");
+    check_invariants(&f);
+    f.apply(share_sample("TS-0", 62_000, 81, &procs));
+    assert_eq!(f.totals.shares_idle, 3, "nap's one replica and two's two");
+    assert_eq!((team(&f, "team-a"), team(&f, "team-b")), (1, 2));
+    assert_eq!(f.totals.idle_allocated, 0, "the GPU itself is busy");
+    let p = f.pod(f.pod_by_name("a", "busy").unwrap()).unwrap();
+    assert_eq!(f.share_util(gid, p), Some(80));
+    check_invariants(&f);
+    // `two` starts computing: its share is no longer idle, and the window starts again.
+    f.apply(share_sample("TS-0", 63_000, 90, &[("a/busy", Some(80)), ("a/nap", Some(0)), ("b/two", Some(10))]));
+    assert_eq!((f.totals.shares_idle, team(&f, "team-b")), (1, 0));
+    check_invariants(&f);
+    // A holder with no process there while the agent samples others holds an idle share.
+    f.apply(share_sample("TS-0", 64_000, 90, &[("a/busy", Some(80)), ("b/two", Some(10))]));
+    let nap = f.pod(f.pod_by_name("a", "nap").unwrap()).unwrap();
+    assert_eq!(f.share_util(gid, nap), Some(0));
+    assert_eq!(f.totals.shares_idle, 1, "still low since 1 s");
+    check_invariants(&f);
+    // It goes: so does its idle share.
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "nap".into() });
+    assert_eq!((f.totals.shares_idle, team(&f, "team-a")), (0, 0));
+    check_invariants(&f);
+    // The node stops sharing: no shares, so no idle ones.
+    f.apply(share_sample("TS-0", 65_000, 90, &[("a/busy", Some(0)), ("b/two", Some(0))]));
+    f.apply(share_sample("TS-0", 130_000, 90, &[("a/busy", Some(0)), ("b/two", Some(0))]));
+    assert_eq!(f.totals.shares_idle, 3);
+    check_invariants(&f);
+    f.apply(Delta::NodeUpsert(node("ts")));
+    assert_eq!(f.totals.shares_idle, 0);
+    check_invariants(&f);
+}
+
+#[test]
+fn a_holder_the_agent_names_again_is_counted_once() {
+    let mut f = small_fleet();
+    for name in ["p1", "p2"] {
+        f.apply(Delta::PodUpsert(pod("a", name, Some("n1"), Phase::Running, 1, &[])));
+    }
+    let team = f.tenant_by_name("team-a").unwrap();
+    let allocated = |f: &Fleet| f.tenant(team).unwrap().usage.allocated_gpus;
+    assert_eq!(allocated(&f), 2);
+    // The agent sees both on GPU-1 (a stale sample), then only p1: p1 stays a holder.
+    f.apply(agent_sample("GPU-1", 1_000, 50, &["a/p1", "a/p2"]));
+    check_invariants(&f);
+    f.apply(agent_sample("GPU-1", 2_000, 50, &["a/p1"]));
+    assert_eq!(allocated(&f), 2, "p1 relinked once, not twice");
+    assert_eq!(f.totals.pods, 2);
     check_invariants(&f);
 }

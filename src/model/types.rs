@@ -337,8 +337,11 @@ pub struct TenantUsage {
     pub allocated_gpus: u32,
     /// Replicas of shared GPUs (time-slicing, MPS) held by running pods...
     pub allocated_shares: u32,
-    /// ...and what they come to in GPUs, in thousandths (a replica of a GPU shared ×4 is 250).
+    /// ...and what they come to in GPUs, in thousandths (a replica of a GPU shared ×4 is 250)...
     pub share_milli: u32,
+    /// ...of which held by a pod whose own processes have kept under the idle threshold for
+    /// the window (idle-but-allocated, per share; only where a node agent places them).
+    pub shares_idle: u32,
     pub requested_mig: u32,
     pub allocated_mig: u32,
     /// Allocated devices (GPUs and MIG instances) at or above the busy threshold.

@@ -41,6 +41,9 @@ pub struct Totals {
     pub shares_held: u32,
     /// ...of which no one placed on a GPU (so `gpus_allocated` is a lower bound).
     pub shares_unplaced: u32,
+    /// Replicas held by a pod whose own processes have kept under the idle threshold for
+    /// the window (idle-but-allocated, per share).
+    pub shares_idle: u32,
 }
 
 /// What one device (a whole GPU or a MIG instance) contributes to the counters; kept so
@@ -94,6 +97,8 @@ pub(super) struct Counters {
     pub pod: FastMap<PodId, PodContrib>,
     /// Per node, what it counted (see `Fleet::node_allocated_gpus`).
     pub node_alloc: FastMap<NodeId, NodeAlloc>,
+    /// Per shared GPU, its idle shares: (holder, its tenant, replicas it holds there).
+    pub share_idle: FastMap<GpuId, Vec<(PodId, TenantId, u32)>>,
 }
 
 impl Counters {
@@ -133,6 +138,35 @@ impl Counters {
     pub fn drop_gpu(&mut self, gid: GpuId, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
         if let Some(c) = self.gpu.remove(&gid) {
             c.unapply(totals, tenants);
+        }
+        self.set_share_idle(gid, Vec::new(), totals, tenants);
+    }
+
+    /// Sets shared GPU `gid`'s idle shares to `new`, moving the counters by the difference.
+    pub fn set_share_idle(
+        &mut self,
+        gid: GpuId,
+        new: Vec<(PodId, TenantId, u32)>,
+        totals: &mut Totals,
+        tenants: &mut Slab<TenantId, Tenant>,
+    ) {
+        if self.share_idle.get(&gid).map_or(new.is_empty(), |old| *old == new) {
+            return;
+        }
+        for (_, t, k) in self.share_idle.remove(&gid).unwrap_or_default() {
+            totals.shares_idle -= k;
+            if let Some(t) = tenants.get_mut(t) {
+                t.usage.shares_idle -= k;
+            }
+        }
+        for &(_, t, k) in &new {
+            totals.shares_idle += k;
+            if let Some(t) = tenants.get_mut(t) {
+                t.usage.shares_idle += k;
+            }
+        }
+        if !new.is_empty() {
+            self.share_idle.insert(gid, new);
         }
     }
 

@@ -2,6 +2,7 @@
 //! faults, and each GPU's derived flags and contribution to the counters.
 
 use super::counters::DeviceContrib;
+use super::nodes::shares_on_each;
 use super::*;
 
 impl Fleet {
@@ -204,6 +205,7 @@ impl Fleet {
         }
         self.clear_instances(gid);
         self.gpu_procs.remove(&gid);
+        self.share_low.remove(&gid);
         self.gpu_peers.remove(&gid);
         self.holders.remove(&Held::Gpu(gid));
         self.idx.gpu_alias.retain(|_, g| *g != gid);
@@ -298,8 +300,23 @@ impl Fleet {
                 }
             })
             .collect();
+        // Each holder of a shared GPU whose own share has been low for the window.
+        let shared = !g.mig_enabled && self.node(g.node).is_some_and(|n| n.sharing.shared());
+        let share_idle: Vec<(PodId, TenantId, u32)> = self
+            .share_low
+            .get(&gid)
+            .filter(|_| shared)
+            .into_iter()
+            .flatten()
+            .filter(|(pid, since)| g.pods.contains(pid) && idle_for(Some(*since)))
+            .filter_map(|(pid, _)| {
+                let p = self.pod(*pid)?;
+                Some((*pid, p.tenant, shares_on_each(p)))
+            })
+            .collect();
         let (was_busy, was_measured) = (g.busy, g.measured);
         self.counters.set_gpu(gid, whole, &mut self.totals, &mut self.tenants);
+        self.counters.set_share_idle(gid, share_idle, &mut self.totals, &mut self.tenants);
         for (i, c) in inst.iter().enumerate() {
             self.counters.set_mig((gid, i as u8), *c, &mut self.totals, &mut self.tenants);
         }

@@ -88,6 +88,9 @@ pub struct Fleet {
     /// (DRA does); this is how the fleet learns it, so idle-but-allocated works there too.
     /// Used only for pods that ask for devices the cluster does not name for them.
     holders: FastMap<Held, Vec<(Sym, Box<str>)>>,
+    /// Per shared GPU, the holders whose own share has been under the idle threshold, and
+    /// since when (see [`Fleet::share_util`]).
+    share_low: FastMap<GpuId, Vec<(PodId, Ts)>>,
     /// Nodes whose MIG config is `pending`, watched for a stuck one.
     mig_pending: BTreeSet<NodeId>,
     frag: FastMap<GpuId, Fragmentation>,
@@ -130,6 +133,7 @@ impl Fleet {
             idx: Indexes::default(),
             counters: Counters::default(),
             holders: FastMap::default(),
+            share_low: FastMap::default(),
             mig_pending: BTreeSet::new(),
             frag: FastMap::default(),
             gpu_resources,

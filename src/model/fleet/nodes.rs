@@ -58,11 +58,7 @@ impl Fleet {
     /// Replicas of shared GPU `g` that pods are known to hold: a pod's replicas are spread
     /// over the GPUs it is known to hold.
     pub fn gpu_shares_held(&self, g: &Gpu) -> u32 {
-        g.pods
-            .iter()
-            .filter_map(|p| self.pod(*p))
-            .map(|p| (u32::from(p.gpus) / (p.bound_gpus.len() as u32).max(1)).max(1))
-            .sum()
+        g.pods.iter().filter_map(|p| self.pod(*p)).map(shares_on_each).sum()
     }
 
     /// Physical GPUs of a shared node with a replica held: those a pod is known to hold
@@ -131,6 +127,9 @@ impl Fleet {
                     for pid in self.idx.pods_by_node.get(&id).cloned().unwrap_or_default() {
                         self.unlink_pod(pid);
                         self.link_pod(pid);
+                    }
+                    for gid in self.node(id).map(|n| n.gpus.clone()).unwrap_or_default() {
+                        self.refresh_gpu(gid);
                     }
                     self.refresh_node_alloc(id);
                 } else if relabelled {
@@ -285,4 +284,10 @@ impl Fleet {
         };
         self.counters.set_node_alloc(node, new, &mut self.totals);
     }
+}
+
+/// Replicas pod `p` holds on each shared GPU it is known to hold: its replicas spread over
+/// them, at least one each.
+pub(super) fn shares_on_each(p: &Pod) -> u32 {
+    (u32::from(p.gpus) / (p.bound_gpus.len() as u32).max(1)).max(1)
 }

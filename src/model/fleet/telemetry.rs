@@ -84,7 +84,57 @@ impl Fleet {
             }
             Some(false) | None => g.low_since = None,
         }
+        self.track_share_idle(gid, s.at);
         self.refresh_gpu(gid);
+    }
+
+    /// How busy pod `p` keeps shared GPU `gid`: the SM utilisation of its processes there
+    /// (the node agent's per-process samples), summed. When none of its processes was
+    /// measured: the GPU's own utilisation if that is under the idle threshold (no holder
+    /// keeps it busier than it is), else 0 if the agent samples other processes there and
+    /// none is the pod's (it holds a share and runs nothing on it); else unknown.
+    pub fn share_util(&self, gid: GpuId, p: &Pod) -> Option<u8> {
+        let ns = self.str_of(p.namespace);
+        let procs = self.gpu_procs.get(&gid);
+        let is_mine = |k: &str| k.split_once('/').is_some_and(|(n, m)| n == ns && m == &*p.name);
+        let mine: Vec<&ProcSample> =
+            procs.into_iter().flatten().filter(|q| q.pod.as_deref().is_some_and(is_mine)).collect();
+        let utils: Vec<u32> = mine.iter().filter_map(|q| q.sm_util).map(u32::from).collect();
+        if !utils.is_empty() {
+            return Some(utils.iter().sum::<u32>().min(100) as u8);
+        }
+        let g = self.gpu(gid)?;
+        if let Some(u) = g.last.util.filter(|u| *u < self.thresholds.idle_util_pct) {
+            return Some(u);
+        }
+        let sampled = procs.is_some_and(|v| v.iter().any(|q| q.sm_util.is_some()));
+        (mine.is_empty() && sampled).then_some(0)
+    }
+
+    /// Notes, for each holder of shared GPU `gid`, since when its own share has been under
+    /// the idle threshold (forgotten as soon as it is not, or is not measured).
+    fn track_share_idle(&mut self, gid: GpuId, at: Ts) {
+        let old = self.share_low.remove(&gid).unwrap_or_default();
+        let Some(g) = self.gpu(gid) else { return };
+        if g.mig_enabled || !self.node(g.node).is_some_and(|n| n.sharing.shared()) {
+            return;
+        }
+        let thr = self.thresholds.idle_util_pct;
+        let low: Vec<(PodId, Ts)> = g
+            .pods
+            .iter()
+            .filter(|pid| self.pod(**pid).and_then(|p| self.share_util(gid, p)).is_some_and(|u| u < thr))
+            .map(|pid| (*pid, old.iter().find(|(q, _)| q == pid).map_or(at, |(_, since)| *since)))
+            .collect();
+        if !low.is_empty() {
+            self.share_low.insert(gid, low);
+        }
+    }
+
+    /// The holders of shared GPU `gid` whose share is idle-but-allocated: (pod, its tenant,
+    /// the replicas it holds there).
+    pub fn idle_shares(&self, gid: GpuId) -> &[(PodId, TenantId, u32)] {
+        self.counters.share_idle.get(&gid).map_or(&[], Vec::as_slice)
     }
 
     /// Records which pods (`namespace/name`) a node agent says hold a whole GPU or a MIG
@@ -109,8 +159,12 @@ impl Fleet {
             return;
         }
         let old = self.holders.remove(&what).unwrap_or_default();
-        let affected: Vec<PodId> =
+        let mut affected: Vec<PodId> =
             old.iter().chain(holders.iter()).filter_map(|(ns, name)| self.idx.pod(*ns, name)).collect();
+        // A pod in both the old and the new holders is relinked once (linked twice, it
+        // would be counted twice).
+        affected.sort_unstable();
+        affected.dedup();
         // Unlinked with the old holders gone: `unlink_pod` undoes what `link_pod` recorded
         // in the pod (`bound_gpus`, `bound_mig`), not what the map says now.
         for pid in &affected {
