@@ -112,7 +112,8 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "sharing",
                 Exact,
                 "shared nodes: strategy and replicas from the labels, none known held on this GPU (the API does not \
-                 place replicas), all the node's held replicas unplaced; null otherwise",
+                 place replicas), all the node's held replicas unplaced, idle shares unknown (no agent samples \
+                 processes); null otherwise",
             ),
             (
                 "dra",
@@ -167,6 +168,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("allocated_gpus", Exact, "whole GPUs + DRA devices held by running pods, not replicas of shared GPUs"),
             ("allocated_shares", Exact, "replicas of shared GPUs (nodes with gpu.replicas > 1) held by running pods"),
             ("allocated_share_gpus", Exact, "those replicas in GPUs: per pod, replicas × 1000 / gpu.replicas, / 1000"),
+            ("shares_idle", Unknown, "no node agent samples the processes on a shared GPU"),
             ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
             ("busy", Unknown, "no node agent"),
             ("busy_measured", Unknown, "no node agent: 0"),
@@ -733,7 +735,7 @@ fn truth(api: &Api) -> Truth {
                 g.insert(
                     "sharing",
                     json!({ "strategy": strategy, "replicas": replicas, "shares_held": 0,
-                        "shares_placement_unknown_on_node": held }),
+                        "shares_placement_unknown_on_node": held, "shares_idle": null }),
                 );
                 gpus.insert(format!("{name}/{i}"), g);
             }

@@ -102,6 +102,9 @@ pub fn open_with_proc_root(node: &str, proc_root: PathBuf) -> Result<NvmlGpus, B
 
 /// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
 /// names `--fake`); anything else is a real NVML failure worth showing as such.
+/// How far back the per-process utilisation samples are read (µs).
+const PROC_UTIL_PERIOD_US: u64 = 5_000_000;
+
 pub fn init_error(e: NvmlError) -> BackendError {
     match e {
         NvmlError::LibloadingError(inner) => BackendError::NoDriver(inner.to_string()),
@@ -321,19 +324,34 @@ impl NvmlGpus {
                 }
             }
         }
-        // Per-process SM utilisation: the driver's buffered samples, the newest per pid.
-        // Not supported in MIG mode (GPM measures the instances there); any error: none.
+        // Per-process SM utilisation: the driver's samples of the last few seconds, the
+        // newest per pid. NVML returns only processes with a non-zero sample in the period
+        // (NotFound when none has one), so a running process it leaves out kept the SMs at
+        // 0 % — how an idle share shows. Not supported in MIG mode (GPM measures the
+        // instances there); any other error: unknown.
         if !mig_enabled && !out.is_empty() {
-            let mut newest: Vec<(u32, u64, u32)> = Vec::new();
-            for s in dev.process_utilization_stats(None).unwrap_or_default() {
-                match newest.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
-                    Some(n) if n.1 < s.timestamp => *n = (s.pid, s.timestamp, s.sm_util),
-                    Some(_) => {}
-                    None => newest.push((s.pid, s.timestamp, s.sm_util)),
+            let since_us = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as u64)
+                .saturating_sub(PROC_UTIL_PERIOD_US);
+            let samples = match dev.process_utilization_stats(since_us) {
+                Ok(v) => Some(v),
+                Err(NvmlError::NotFound) => Some(Vec::new()),
+                Err(_) => None,
+            };
+            if let Some(samples) = samples {
+                let mut newest: Vec<(u32, u64, u32)> = Vec::new();
+                for s in samples {
+                    match newest.iter_mut().find(|(pid, _, _)| *pid == s.pid) {
+                        Some(n) if n.1 < s.timestamp => *n = (s.pid, s.timestamp, s.sm_util),
+                        Some(_) => {}
+                        None => newest.push((s.pid, s.timestamp, s.sm_util)),
+                    }
                 }
-            }
-            for p in &mut out {
-                p.sm_util = newest.iter().find(|(pid, _, _)| *pid == p.pid).map(|n| n.2.min(100) as u8);
+                for p in &mut out {
+                    let util = newest.iter().find(|(pid, _, _)| *pid == p.pid).map_or(0, |n| n.2);
+                    p.sm_util = Some(util.min(100) as u8);
+                }
             }
         }
         out

@@ -64,6 +64,8 @@ impl Sim {
             }
         };
         let mut instances = Vec::new();
+        let mut processes = Vec::new();
+        let agent_procs = node.share.is_some() && !g.spec.mig_enabled;
         let (util, mem) = if g.spec.mig_enabled {
             let mut weighted = 0u32;
             let mut mem_mib = 0u64;
@@ -93,6 +95,19 @@ impl Sim {
                 let (u, m) = level(behaviour(Some(h)), &mut rng);
                 util += u32::from(u);
                 mem += u32::from(m) / split.max(1) as u32;
+                // As a node agent sees a time-sliced / MPS GPU: each holder's process and
+                // its own share of the SMs (how an idle share shows).
+                if agent_procs && behaviour(Some(h)).is_some() {
+                    let mem_mib = u32::from(m) * g.spec.memory_mib / 100 / split.max(1) as u32;
+                    processes.push(ProcSample {
+                        pid: 30_000 + (gi as u32) * 64 + seen.len() as u32,
+                        mem_mib: Some(mem_mib),
+                        pod: Some(h.clone()),
+                        container: None,
+                        gpu_instance: None,
+                        sm_util: Some(u),
+                    });
+                }
             }
             (util.min(100) as u8, mem.min(98) as u8)
         } else {
@@ -114,7 +129,8 @@ impl Sim {
             node_gpu: None,
             allocated: None,
             peers: None,
-            processes: None,
+            // A shared node's agent reports its processes, none included.
+            processes: agent_procs.then_some(processes),
         }
     }
 }

@@ -151,7 +151,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
         // Replicas of time-sliced / MPS GPUs: held of offered.
         Span::styled(
-            if t.shares > 0 { format!("shares {}/{} ", t.shares_held, t.shares) } else { String::new() },
+            match (t.shares, t.shares_idle) {
+                (0, _) => String::new(),
+                (n, 0) => format!("shares {}/{n} ", t.shares_held),
+                (n, i) => format!("shares {}/{n} ({i} idle) ", t.shares_held),
+            },
             theme.style("gpu.mig.used"),
         ),
         Span::styled(" │ ", theme.style("ui.border")),

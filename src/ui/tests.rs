@@ -2296,4 +2296,23 @@ fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
     assert_eq!((util("busy"), util("light")), (Some(80), Some(12)));
     let cell = gpu_cell(&app, "ts", 0, 0, 9);
     assert!(cell.starts_with("4 shares: 2 held (80% 12%)"), "{cell}");
+    // `light` stops computing (its process stays): after the idle window its share is idle,
+    // while the GPU, kept busy by `busy`, is not.
+    let mut app = app;
+    let window = app.fleet.thresholds.idle_window_ms;
+    for t in [at + 1_000, at + 1_000 + window] {
+        app.fleet.apply(Delta::Telemetry(vec![TelemetrySample {
+            processes: Some(vec![proc(1, "a/busy", Some(70)), proc(3, "a/light", Some(0))]),
+            ..agent_sample("GPU-ts".into(), t)
+        }]));
+    }
+    let cell = gpu_cell(&app, "ts", 0, 0, 9);
+    assert!(cell.starts_with("4 shares: 2 held, 1 idle (70% 0%)"), "{cell}");
+    let idle = |name: &str| {
+        let f = &app.fleet;
+        let p = f.pod(f.pod_by_name("a", name).expect("pod")).expect("pod");
+        crate::ui::views::pods::pod_util(f, p).map(|(_, idle)| idle)
+    };
+    assert_eq!((idle("busy"), idle("light")), (Some(false), Some(true)));
+    assert_eq!(app.fleet.totals.shares_idle, 1);
 }

@@ -240,11 +240,15 @@ fn shares_cell(f: &Fleet, gid: GpuId, g: &Gpu, s: crate::model::Sharing) -> Cell
         b.sort_unstable_by(|a, b| b.cmp(a));
         format!(" ({})", b.iter().map(|u| format!("{u}%")).collect::<Vec<_>>().join(" "))
     };
+    // Held by a pod that keeps its share under the idle threshold for the window.
+    let idle: u32 = f.idle_shares(gid).iter().map(|(_, _, k)| k).sum();
+    let (held_idle, tok) =
+        if idle > 0 { (format!("{held} held, {idle} idle"), "gpu.idle") } else { (format!("{held} held"), "ui.text") };
     match (held, first, unplaced) {
         (0, _, 0) => (format!("{} shares free", s.replicas), "gpu.free"),
         (0, _, k) => muted(format!("{} shares, placement unknown ({k} held on node)", s.replicas)),
-        (h, Some(p), _) => text(format!("{} shares: {h} held{busy} · {p}{more}", s.replicas)),
-        (h, None, _) => text(format!("{} shares: {h} held{busy}", s.replicas)),
+        (_, Some(p), _) => (format!("{} shares: {held_idle}{busy} · {p}{more}", s.replicas), tok),
+        (_, None, _) => (format!("{} shares: {held_idle}{busy}", s.replicas), tok),
     }
 }
 
@@ -360,7 +364,7 @@ fn cell_json(c: Cell) -> serde_json::Value {
 
 /// The GPU's row of the JSON snapshot (docs/snapshot.md, `gpus`), its instances inside.
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
-    let Some(Row::Gpu(_, g)) = row(f, r) else { return None };
+    let Some(Row::Gpu(gid, g)) = row(f, r) else { return None };
     let col = |name| value_of(COLUMNS, name, f, r).to_json();
     let m = g.last_sample_at.is_some();
     let tenant_of = |p: Option<PodId>| opt(tenant(f, p));
@@ -405,6 +409,10 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
                 "strategy": s.mode.as_str(),
                 "replicas": s.replicas,
                 "shares_held": f.gpu_shares_held(g),
+                // Unknown (null) unless the node agent samples its processes.
+                "shares_idle": opt(f.gpu_procs.contains_key(&gid).then(|| {
+                    f.idle_shares(gid).iter().map(|(_, _, k)| k).sum::<u32>()
+                })),
                 "shares_placement_unknown_on_node": f.node(g.node).map_or(0, |n| n.shares_unplaced),
             }),
             None => serde_json::Value::Null,

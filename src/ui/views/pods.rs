@@ -160,15 +160,15 @@ pub fn pod_util(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool)> {
     pod_util_of(f, p).map(|(u, idle, _, _)| (u, idle))
 }
 
-/// How busy pod `p` keeps shared GPU `gid`: the SM utilisation of its processes there (the
-/// node agent's per-process samples), summed; `None` when none of them was measured.
+/// How busy pod `p` keeps shared GPU `gid` (see [`Fleet::share_util`]).
 pub fn share_util(f: &Fleet, gid: crate::model::GpuId, p: &crate::model::Pod) -> Option<u8> {
-    let (ns, name) = (f.str_of(p.namespace), &*p.name);
-    let procs = f.gpu_procs.get(&gid)?;
-    let is_mine = |k: &str| k.split_once('/').is_some_and(|(n, m)| n == ns && m == name);
-    let mine = procs.iter().filter(|q| q.pod.as_deref().is_some_and(is_mine));
-    let utils: Vec<u8> = mine.filter_map(|q| q.sm_util).collect();
-    (!utils.is_empty()).then(|| utils.iter().map(|u| u32::from(*u)).sum::<u32>().min(100) as u8)
+    f.share_util(gid, p)
+}
+
+/// Whether pod `p` holds an idle share of shared GPU `gid`.
+pub fn share_idle(f: &Fleet, gid: crate::model::GpuId, p: &crate::model::Pod) -> bool {
+    let same = |q: &Pod| q.namespace == p.namespace && q.name == p.name;
+    f.idle_shares(gid).iter().any(|(q, _, _)| f.pod(*q).is_some_and(same))
 }
 
 /// [`pod_util`] with over how many of how many devices the mean was measured.
@@ -180,6 +180,7 @@ fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
         if shared {
             // A replica of a shared GPU: its own processes' share of the SMs, not the GPU's.
             utils.push(share_util(f, gid, p));
+            idle |= share_idle(f, gid, p);
         } else {
             utils.push(g.last.util);
         }

@@ -121,6 +121,15 @@ fn status(f: &Fleet, r: RowId) -> Cell {
     })
 }
 
+/// Whether a node agent samples the processes on a shared GPU one of tenant `name`'s pods
+/// holds (so its idle shares are known).
+fn shares_sampled(f: &Fleet, name: crate::model::Sym) -> bool {
+    f.gpu_procs.keys().filter_map(|g| f.gpu(*g)).any(|g| {
+        f.node(g.node).is_some_and(|n| n.sharing.shared())
+            && g.pods.iter().filter_map(|p| f.pod(*p)).any(|p| f.tenant(p.tenant).is_some_and(|t| t.name == name))
+    })
+}
+
 /// The tenant's row of the JSON snapshot (docs/snapshot.md, `tenants`).
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let t = tenant(f, r)?;
@@ -141,6 +150,9 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "allocated_mig": col("MIG"),
         "allocated_shares": col("SHARES"),
         "allocated_share_gpus": f64::from(u.share_milli) / 1000.0,
+        // Held by pods whose processes a node agent samples under the threshold; unknown
+        // (null) unless an agent samples the processes on a GPU the tenant shares.
+        "shares_idle": opt(shares_sampled(f, t.name).then_some(u.shares_idle)),
         "busy": opt(known.then_some(u.busy)),
         "busy_measured": u.measured,
         "busy_pct": col("BUSY%"),
