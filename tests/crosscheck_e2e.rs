@@ -169,6 +169,11 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("allocated_shares", Exact, "replicas of shared GPUs (nodes with gpu.replicas > 1) held by running pods"),
             ("allocated_share_gpus", Exact, "those replicas in GPUs: per pod, replicas × 1000 / gpu.replicas, / 1000"),
             ("shares_idle", Unknown, "no node agent samples the processes on a shared GPU"),
+            (
+                "share_seconds",
+                Exact,
+                "per pod holding replicas on a shared node: replicas × (generated_at_ms - status.startTime) / 1000, summed",
+            ),
             ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
             ("busy", Unknown, "no node agent"),
             ("busy_measured", Unknown, "no node agent: 0"),
@@ -368,6 +373,8 @@ struct PodFacts {
     dra: Vec<(String, String, i64, Vec<String>)>,
     owner: String,
     created_ms: u64,
+    /// `status.startTime`.
+    started_ms: Option<u64>,
 }
 
 impl PodFacts {
@@ -483,6 +490,7 @@ fn truth(api: &Api) -> Truth {
             },
             owner: p["metadata"]["ownerReferences"][0]["kind"].as_str().unwrap_or("-").to_string(),
             created_ms: ts_ms(&p["metadata"]["creationTimestamp"]),
+            started_ms: p["status"]["startTime"].is_string().then(|| ts_ms(&p["status"]["startTime"])),
             ns: ns.clone(),
             ..Default::default()
         };
@@ -961,6 +969,13 @@ fn truth(api: &Api) -> Truth {
         r.insert("allocated_mig", json!(allocated_mig));
         r.insert("allocated_shares", json!(allocated_shares));
         r.insert("allocated_share_gpus", json!(share_milli as f64 / 1000.0));
+        // (replicas, startTime) per holder: summed against the snapshot's generated_at_ms.
+        let holders: Vec<(i64, u64)> = mine
+            .iter()
+            .filter(|p| p.holds() && replicas_of(p).is_some())
+            .map(|p| (p.gpus, p.started_ms.unwrap_or(u64::MAX)))
+            .collect();
+        r.insert("share_seconds", json!(holders));
         r.insert("over_quota", json!(quota.is_some_and(|q| requested > q)));
         tenants.insert(tn, r);
     }
@@ -968,6 +983,7 @@ fn truth(api: &Api) -> Truth {
         let mut r = BTreeMap::new();
         r.insert("namespaces", json!([]));
         r.insert("allocated_share_gpus", json!(0.0));
+        r.insert("share_seconds", json!([]));
         for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }
@@ -1090,6 +1106,14 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
                 _ => row[*field].clone(),
             };
             let mut expected = expected.clone();
+            if *field == "share_seconds" {
+                let per_pod = expected.as_array().cloned().unwrap_or_default();
+                let secs = |h: &Value| {
+                    let started = h[1].as_u64().unwrap_or(u64::MAX);
+                    h[0].as_u64().unwrap_or(0) * (gen_ms.saturating_sub(started) / 1000)
+                };
+                expected = json!(per_pod.iter().map(secs).sum::<u64>());
+            }
             if *field == "request"
                 && let Some(d) = expected["dra"].as_array_mut()
             {

@@ -61,6 +61,8 @@ pub struct PodSpec {
     pub node: Option<String>,
     pub phase: Phase,
     pub created: Ts,
+    /// `status.startTime`: when the kubelet started the pod (None until then).
+    pub started: Option<Ts>,
     pub owner: Owner,
     pub app: String,
     pub empty_dir: bool,

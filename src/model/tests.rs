@@ -42,6 +42,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         node: node.map(Into::into),
         phase,
         created: 0,
+        started: None,
         owner: Owner::ReplicaSet,
         app: "app".into(),
         empty_dir: false,
@@ -1374,4 +1375,25 @@ fn a_holder_the_agent_names_again_is_counted_once() {
     assert_eq!(allocated(&f), 2, "p1 relinked once, not twice");
     assert_eq!(f.totals.pods, 2);
     check_invariants(&f);
+}
+
+#[test]
+fn share_seconds_count_replicas_held_since_each_pod_started() {
+    let mut f = small_fleet();
+    f.apply(Delta::NodeUpsert(shared_node("ts", 2, 4)));
+    let started = |at: Ts, gpus: u16, name: &str, node: &str| PodSpec {
+        started: Some(at),
+        ..pod("a", name, Some(node), Phase::Running, gpus, &[])
+    };
+    f.apply(Delta::PodUpsert(started(10_000, 2, "two", "ts")));
+    f.apply(Delta::PodUpsert(started(70_500, 1, "one", "ts")));
+    // A whole GPU is no share; a pending pod holds nothing.
+    f.apply(Delta::PodUpsert(started(0, 1, "whole", "n1")));
+    f.apply(Delta::PodUpsert(pod("a", "wait", None, Phase::Pending, 1, &[])));
+    f.apply(Delta::Clock(130_000));
+    let team = f.tenant_by_name("team-a").unwrap();
+    // two: 2 × 120 s; one: 1 × 59 s (whole seconds).
+    assert_eq!(f.tenant_share_seconds(team), 2 * 120 + 59);
+    f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Succeeded, ..started(10_000, 2, "two", "ts") }));
+    assert_eq!(f.tenant_share_seconds(team), 59, "a finished pod holds nothing");
 }

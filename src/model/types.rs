@@ -263,6 +263,8 @@ pub struct Pod {
     pub node: Option<NodeId>,
     pub phase: Phase,
     pub created: Ts,
+    /// When the kubelet started it (`status.startTime`).
+    pub started: Option<Ts>,
     pub owner: Owner,
     pub app: Sym,
     pub empty_dir: bool,

@@ -244,6 +244,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         node: Some(node.into()),
         phase,
         created: 0,
+        started: None,
         owner,
         app: name.into(),
         empty_dir: false,

@@ -286,6 +286,7 @@ impl Sim {
         }
         if start_ticks == 0 {
             pod.spec.phase = Phase::Running;
+            pod.spec.started = Some(self.now);
         } else {
             pod.starting = Some(start_ticks);
         }

@@ -57,6 +57,7 @@ impl Sim {
             node: None,
             phase: Phase::Pending,
             created,
+            started: None,
             owner: a.owner,
             app: a.name.clone(),
             empty_dir: a.empty_dir,
@@ -198,6 +199,7 @@ impl Sim {
             }
             if start_ticks == 0 {
                 pod.spec.phase = Phase::Running;
+                pod.spec.started = Some(self.now);
             } else {
                 pod.starting = Some(start_ticks);
             }

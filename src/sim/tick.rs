@@ -64,6 +64,7 @@ impl Sim {
                 if *s <= 1 {
                     p.starting = None;
                     p.spec.phase = Phase::Running;
+                    p.spec.started = Some(self.now);
                     self.out.push(Delta::PodUpsert(p.spec.clone()));
                 } else {
                     *s -= 1;

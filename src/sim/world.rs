@@ -325,6 +325,7 @@ impl Sim {
                 node: Some(n.spec.name.clone()),
                 phase: Phase::Running,
                 created: n.spec.created,
+                started: Some(n.spec.created),
                 owner: Owner::DaemonSet,
                 app: "nvidia-device-plugin-daemonset".into(),
                 empty_dir: false,

@@ -79,6 +79,7 @@ impl Fleet {
             gpu_uuids,
             phase: spec.phase,
             created: spec.created,
+            started: spec.started,
             owner: spec.owner,
             app: self.interner.intern(&spec.app),
             empty_dir: spec.empty_dir,

@@ -162,6 +162,7 @@ mod quota_scope_tests {
             node: None,
             phase,
             created: 0,
+            started: None,
             owner: Owner::Job,
             app: "app".into(),
             empty_dir: false,

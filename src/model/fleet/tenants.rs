@@ -7,6 +7,19 @@ impl Fleet {
     pub fn tenant_gpu_quota(&self, t: &Tenant) -> Option<i64> {
         t.gpu_quota(&self.quotas, &self.gpu_resources)
     }
+    /// Share-seconds of tenant `tid`: for each of its pods holding replicas of a shared GPU
+    /// (time-slicing, MPS) now, the replicas × the whole seconds since the kubelet started
+    /// it (`status.startTime`), summed. Pods that are gone are not remembered, so this is
+    /// what the tenant's current holders have held, not its history.
+    pub fn tenant_share_seconds(&self, tid: TenantId) -> u64 {
+        let shared = |p: &Pod| p.node.and_then(|n| self.node(n)).is_some_and(|n| n.sharing.shared());
+        self.pods
+            .values()
+            .filter(|p| p.tenant == tid && p.gpus > 0 && p.phase.holds_devices() && shared(p))
+            .map(|p| u64::from(p.gpus) * (p.started.map_or(0, |s| self.now.saturating_sub(s) / 1000)))
+            .sum()
+    }
+
     pub fn is_gpu_resource(&self, resource: Sym) -> bool {
         self.gpu_resources.contains(&resource)
     }

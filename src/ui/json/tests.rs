@@ -177,6 +177,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
         node: None,
         phase,
         created: 0,
+        started: None,
         owner: Owner::Job,
         app: "app".into(),
         empty_dir: false,
