@@ -1131,6 +1131,10 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
         }
     }
     // What the API cannot place exactly, checked as bounds and sums.
+    // share_seconds is checked on something: some tenant holds a replica that has run a second.
+    if view == "tenants" && !got.values().any(|r| r["share_seconds"].as_u64().is_some_and(|s| s > 0)) {
+        diffs.push("tenants: no tenant has share_seconds > 0 (the fixture's shared replicas are not held)".into());
+    }
     match view {
         "fleet" => {
             for (node, (whole, held, mig_gpus)) in &t.label_mig {

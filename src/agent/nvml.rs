@@ -100,11 +100,11 @@ pub fn open_with_proc_root(node: &str, proc_root: PathBuf) -> Result<NvmlGpus, B
     })
 }
 
-/// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
-/// names `--fake`); anything else is a real NVML failure worth showing as such.
 /// How far back the per-process utilisation samples are read (µs).
 const PROC_UTIL_PERIOD_US: u64 = 5_000_000;
 
+/// `Nvml::init` errors: no library or no kernel driver means "no driver" (the message
+/// names `--fake`); anything else is a real NVML failure worth showing as such.
 pub fn init_error(e: NvmlError) -> BackendError {
     match e {
         NvmlError::LibloadingError(inner) => BackendError::NoDriver(inner.to_string()),

@@ -95,20 +95,27 @@ impl Fleet {
     /// none is the pod's (it holds a share and runs nothing on it); else unknown.
     pub fn share_util(&self, gid: GpuId, p: &Pod) -> Option<u8> {
         let ns = self.str_of(p.namespace);
-        let procs = self.gpu_procs.get(&gid);
         let is_mine = |k: &str| k.split_once('/').is_some_and(|(n, m)| n == ns && m == &*p.name);
-        let mine: Vec<&ProcSample> =
-            procs.into_iter().flatten().filter(|q| q.pod.as_deref().is_some_and(is_mine)).collect();
-        let utils: Vec<u32> = mine.iter().filter_map(|q| q.sm_util).map(u32::from).collect();
-        if !utils.is_empty() {
-            return Some(utils.iter().sum::<u32>().min(100) as u8);
+        // One pass, no allocation: this runs per holder on every sample and every frame.
+        let (mut mine, mut measured, mut sum, mut sampled) = (false, false, 0u32, false);
+        for q in self.gpu_procs.get(&gid).into_iter().flatten() {
+            sampled |= q.sm_util.is_some();
+            if q.pod.as_deref().is_some_and(is_mine) {
+                mine = true;
+                if let Some(u) = q.sm_util {
+                    measured = true;
+                    sum += u32::from(u);
+                }
+            }
+        }
+        if measured {
+            return Some(sum.min(100) as u8);
         }
         let g = self.gpu(gid)?;
         if let Some(u) = g.last.util.filter(|u| *u < self.thresholds.idle_util_pct) {
             return Some(u);
         }
-        let sampled = procs.is_some_and(|v| v.iter().any(|q| q.sm_util.is_some()));
-        (mine.is_empty() && sampled).then_some(0)
+        (!mine && sampled).then_some(0)
     }
 
     /// Notes, for each holder of shared GPU `gid`, since when its own share has been under

@@ -153,7 +153,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         // Held by pods whose processes a node agent samples under the threshold; unknown
         // (null) unless an agent samples the processes on a GPU the tenant shares.
         "shares_idle": opt(shares_sampled(f, t.name).then_some(u.shares_idle)),
-        "share_seconds": f.tenant_share_seconds(f.tenant_by_name(f.str_of(t.name))?),
+        "share_seconds": f.tenant_share_seconds(r.tenant()?),
         "busy": opt(known.then_some(u.busy)),
         "busy_measured": u.measured,
         "busy_pct": col("BUSY%"),
