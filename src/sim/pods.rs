@@ -199,7 +199,8 @@ impl Sim {
             }
             if start_ticks == 0 {
                 pod.spec.phase = Phase::Running;
-                pod.spec.started = Some(self.now);
+                // Pods there from the start have run since they were made.
+                pod.spec.started = Some(if instant { pod.spec.created } else { self.now });
             } else {
                 pod.starting = Some(start_ticks);
             }
