@@ -45,6 +45,12 @@ pub const SIM_MIG_MESSAGE: &str = "fabrik.io/sim-mig-message";
 pub const DRA_DRIVER: &str = "gpu.nvidia.com";
 pub const DRA_GPU_CLASS: &str = "gpu.nvidia.com";
 pub const DRA_MIG_CLASS: &str = "mig.nvidia.com";
+/// The NVIDIA driver's ComputeDomain side: its kubelet plugin publishes IMEX channels
+/// (`channel-<id>`) and daemons per node as this driver, and a workload joins a domain by a
+/// claim of the default channel class, made from the domain's channel template.
+pub const CD_DRIVER: &str = "compute-domain.nvidia.com";
+pub const CD_CHANNEL_CLASS: &str = "compute-domain-default-channel.nvidia.com";
+pub const CD_DAEMON_CLASS: &str = "compute-domain-daemon.nvidia.com";
 
 /// vCluster (protocols.md §8).
 pub const VCLUSTER_MANAGED_BY: &str = "vcluster.loft.sh/managed-by";

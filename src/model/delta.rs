@@ -71,6 +71,9 @@ pub struct PodSpec {
     pub gpus_renamed: bool,
     pub mig: Vec<(String, u16)>,
     pub dra: Vec<DraClaimSpec>,
+    /// The ResourceClaimTemplates its pod claims are made from (`spec.resourceClaims[]
+    /// .resourceClaimTemplateName`): how a pod joins a ComputeDomain (its channel template).
+    pub claim_templates: Vec<String>,
     /// GPU uuids bound to the pod, when known.
     pub bound_gpus: Vec<String>,
     /// MIG instance uuids bound to the pod, when known.

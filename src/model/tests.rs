@@ -50,6 +50,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         gpus_renamed: false,
         mig: vec![],
         dra: vec![],
+        claim_templates: Vec::new(),
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
         deletion: None,
@@ -1396,4 +1397,42 @@ fn share_seconds_count_replicas_held_since_each_pod_started() {
     assert_eq!(f.tenant_share_seconds(team), 2 * 120 + 59);
     f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Succeeded, ..started(10_000, 2, "two", "ts") }));
     assert_eq!(f.tenant_share_seconds(team), 59, "a finished pod holds nothing");
+}
+
+#[test]
+fn a_domains_workload_is_the_unfinished_pods_of_its_channel_template_in_its_namespace() {
+    let mut f = small_fleet();
+    f.apply(Delta::DomainUpsert(ComputeDomainSpec {
+        namespace: "a".into(),
+        name: "nvl".into(),
+        num_nodes: 2,
+        status: "Ready".into(),
+        nodes: vec![],
+        claim_template: "nvl-channel".into(),
+        created: 0,
+    }));
+    let member = |name: &str, templates: &[&str], phase: Phase| PodSpec {
+        claim_templates: templates.iter().map(|t| t.to_string()).collect(),
+        ..pod("a", name, Some("n1"), phase, 0, &[])
+    };
+    let names = |f: &Fleet| -> Vec<String> {
+        let d = f.domains.get("a/nvl").expect("the domain");
+        f.domain_pods(d).iter().map(|p| p.name.to_string()).collect()
+    };
+    f.apply(Delta::PodUpsert(member("w-1", &["nvl-channel"], Phase::Running)));
+    f.apply(Delta::PodUpsert(member("w-0", &["one-gpu", "nvl-channel"], Phase::Pending)));
+    f.apply(Delta::PodUpsert(member("x", &["one-gpu"], Phase::Running)));
+    // The same template name in another namespace is another template.
+    f.apply(Delta::PodUpsert(PodSpec { namespace: "a-dev".into(), ..member("y", &["nvl-channel"], Phase::Running) }));
+    assert_eq!(names(&f), ["w-0", "w-1"]);
+    check_invariants(&f);
+    // An update keeps one entry (and relinks never double it); finishing leaves the workload.
+    f.apply(Delta::PodUpsert(member("w-1", &["nvl-channel"], Phase::Running)));
+    f.apply(Delta::PodUpsert(member("w-0", &["one-gpu", "nvl-channel"], Phase::Succeeded)));
+    assert_eq!(names(&f), ["w-1"]);
+    f.apply(Delta::PodRemove { namespace: "a".into(), name: "w-1".into() });
+    assert!(names(&f).is_empty());
+    f.apply(Delta::PodUpsert(member("w-0", &["nvl-channel"], Phase::Running)));
+    assert_eq!(names(&f), ["w-0"]);
+    check_invariants(&f);
 }

@@ -275,6 +275,8 @@ pub struct Pod {
     /// MIG resources requested (`nvidia.com/mig-<profile>`): resource name, count.
     pub mig: Vec<(Sym, u16)>,
     pub dra: Vec<DraClaim>,
+    /// The ResourceClaimTemplates its claims are made from (a ComputeDomain's channel).
+    pub claim_templates: Box<[Sym]>,
     /// The node the pod names, even before that node is known to the fleet.
     pub node_name: Sym,
     /// GPU uuids the pod is bound to, when known (agent, DRA or simulator)...

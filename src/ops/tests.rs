@@ -252,6 +252,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         gpus_renamed: false,
         mig: vec![],
         dra: vec![],
+        claim_templates: Vec::new(),
         bound_gpus: vec![],
         bound_mig: vec![],
         deletion: None,

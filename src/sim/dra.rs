@@ -111,7 +111,13 @@ pub(super) enum AlphaAsk {
     Partition,
     /// [`SHARE_BYTES`] of the memory of the GPU shared by capacity.
     Capacity,
+    /// A worker of ComputeDomain `k`: [`WORKER_GPUS`] whole GPUs on one of its nodes whose
+    /// IMEX daemon is Ready, and a claim from the domain's channel template (no GPU).
+    Domain(usize),
 }
+
+/// The GPUs a ComputeDomain's worker holds on its node (GPUs 0 and 1, kept for it).
+pub(super) const WORKER_GPUS: usize = 2;
 
 /// Where the shapes are and what was sent about them.
 #[derive(Clone, Debug, Default)]
@@ -125,6 +131,8 @@ pub(super) struct DraAlpha {
     /// (node, GPU) with the driver's taint.
     pub tainted: Option<(usize, usize)>,
     pub domains: Vec<ComputeDomainSpec>,
+    /// Per domain, its nodes (indexes).
+    pub domain_nodes: Vec<Vec<usize>>,
     /// DeviceTaintRules fabrik wrote (a GPU taint operation): name → (GPU uuid, taint).
     pub rules: BTreeMap<String, (String, DeviceTaint)>,
     sent_part: Option<GpuSpec>,
@@ -136,6 +144,7 @@ impl DraAlpha {
     /// GPUs the ordinary scheduler and mig-manager must leave alone.
     pub(super) fn reserved(&self, node: usize, gpu: usize) -> bool {
         [self.part, self.shared, self.tainted].contains(&Some((node, gpu)))
+            || (gpu < WORKER_GPUS && self.domain_nodes.iter().flatten().any(|&n| n == node))
     }
 
     /// The GPU indexes on `node` that carry a shape.
@@ -200,7 +209,6 @@ impl Sim {
         if self.dra.shared.is_some() {
             self.workloads.push(workload("inference-prod", "embed-capacity", 3, AlphaAsk::Capacity));
         }
-        self.workload_of = self.workloads.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
         // The domains: nvl-train on the next 4 nodes, nvl-eval on the 2 after (fewer where the
         // fleet is small), each an NVLink clique.
         let created = SIM_EPOCH_MS - 2 * 3_600_000;
@@ -235,6 +243,53 @@ impl Sim {
                 claim_template: format!("{name}-channel"),
                 created,
             });
+            // Its workers, one per node (a StatefulSet, as a training job's would be).
+            let k = self.dra.domains.len() - 1;
+            self.dra.domain_nodes.push(members);
+            self.workloads.push(Workload {
+                owner: Owner::StatefulSet,
+                gpus: WORKER_GPUS as u16,
+                dra: false,
+                replicas: want as u32,
+                ..workload(namespace, &format!("{name}-worker"), 0, AlphaAsk::Domain(k))
+            });
+        }
+        self.workload_of = self.workloads.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
+    }
+
+    /// Places a worker of domain `k` on the first of its nodes whose IMEX daemon is Ready
+    /// and that has no worker yet; none fits: it waits, Pending.
+    fn place_worker(&mut self, key: &str, k: usize, instant: bool) {
+        let (Some(d), Some(members)) = (self.dra.domains.get(k), self.dra.domain_nodes.get(k)) else { return };
+        let ready = |name: &str| d.nodes.iter().any(|m| m.name == name && m.status == "Ready");
+        let Some(&ni) = members.iter().find(|&&ni| {
+            let n = &self.nodes[ni];
+            !n.dead
+                && !n.spec.cordoned
+                && ready(&n.spec.name)
+                && n.gpus.len() >= WORKER_GPUS
+                && n.gpus[..WORKER_GPUS].iter().all(|g| g.owner.is_none())
+        }) else {
+            return;
+        };
+        let node_name = self.nodes[ni].spec.name.clone();
+        let mut bound = Vec::new();
+        for g in &mut self.nodes[ni].gpus[..WORKER_GPUS] {
+            g.owner = Some(key.to_string());
+            bound.push(g.spec.uuid.clone());
+        }
+        let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
+        let Some(pod) = self.pods.get_mut(key) else { return };
+        pod.spec.node = Some(node_name);
+        pod.spec.bound_gpus = bound;
+        if start_ticks == 0 {
+            pod.spec.phase = Phase::Running;
+            pod.spec.started = Some(if instant { pod.spec.created } else { self.now });
+        } else {
+            pod.starting = Some(start_ticks);
+        }
+        if !instant {
+            self.out.push(Delta::PodUpsert(pod.spec.clone()));
         }
     }
 
@@ -244,6 +299,7 @@ impl Sim {
         let target = match ask {
             AlphaAsk::Partition => self.dra.part,
             AlphaAsk::Capacity => self.dra.shared,
+            AlphaAsk::Domain(k) => return self.place_worker(key, k, instant),
         };
         let Some((ni, gi)) = target else { return };
         let node = &self.nodes[ni];
@@ -274,6 +330,7 @@ impl Sim {
                 g.holders.push(key.to_string());
                 (format!("gpu-{}", g.spec.index), labels::DRA_GPU_CLASS, vec![g.spec.uuid.clone()], vec![])
             }
+            AlphaAsk::Domain(_) => return,
         };
         let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
         let Some(pod) = self.pods.get_mut(key) else { return };

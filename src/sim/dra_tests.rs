@@ -102,6 +102,23 @@ fn the_demo_sends_partitions_shares_taints_and_domains() {
         f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| f.str_of(p.app) == app && p.phase == Phase::Running).count()
     };
     assert_eq!((running("asr-dynmig"), running("embed-capacity")), (1, 3));
+    // Each domain's workers: one per node whose IMEX daemon is Ready, on GPUs kept for them;
+    // nvl-eval's second worker waits for its node (Pending, unplaced).
+    assert_eq!((running("nvl-train-worker"), running("nvl-eval-worker")), (4, 1));
+    for d in f.domains.values() {
+        let pods = f.domain_pods(d);
+        assert_eq!(pods.len(), d.num_nodes as usize, "{}", d.name);
+        for p in &pods {
+            let node = (p.node_name != Default::default()).then(|| f.str_of(p.node_name));
+            match node {
+                Some(n) => {
+                    assert!(d.nodes.iter().any(|m| m.name == n && m.status == "Ready"), "{} on {n}", p.name);
+                    assert_eq!((p.gpus, p.bound_gpus.len()), (2, 2));
+                }
+                None => assert_eq!((d.name.as_str(), p.phase), ("nvl-eval", Phase::Pending)),
+            }
+        }
+    }
 }
 
 #[test]

@@ -79,6 +79,12 @@ impl Sim {
             } else {
                 Vec::new()
             },
+            claim_templates: match a.alpha {
+                Some(super::dra::AlphaAsk::Domain(k)) => {
+                    self.dra.domains.get(k).map(|d| d.claim_template.clone()).into_iter().collect()
+                }
+                _ => Vec::new(),
+            },
             bound_gpus: Vec::new(),
             bound_mig: Vec::new(),
             deletion: None,

@@ -333,6 +333,7 @@ impl Sim {
                 gpus_renamed: false,
                 mig: vec![],
                 dra: vec![],
+                claim_templates: Vec::new(),
                 bound_gpus: vec![],
                 bound_mig: vec![],
                 deletion: None,

@@ -1664,6 +1664,7 @@ fn agentless_app() -> App {
         gpus_renamed: false,
         mig: mig.iter().map(|(r, n)| (format!("nvidia.com/mig-{r}"), *n)).collect(),
         dra: vec![],
+        claim_templates: Vec::new(),
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
         deletion: None,
@@ -2028,6 +2029,7 @@ fn compute_domain(
 /// daemon is not Ready); `lab/warmup`, whose controller has not written a status yet.
 /// Returns the app and the names of the nodes used.
 fn domains_app() -> (App, Vec<String>) {
+    use crate::model::{Owner, Phase, PodSpec};
     let (_, mut f) = demo_fleet(SEED, 48, 5, Thresholds::default());
     let names: Vec<String> =
         f.node_ids().filter_map(|n| f.node(n)).map(|n| f.str_of(n.name).to_string()).take(5).collect();
@@ -2048,6 +2050,34 @@ fn domains_app() -> (App, Vec<String>) {
         now,
     ));
     f.apply(compute_domain("lab", "warmup", 3, "", &[], now));
+    // train-a's workers, one per node, and train-b's: one waits on the node not Ready.
+    for (name, app, node, phase) in [
+        ("train-a-1", "train-a", n(1), Phase::Running),
+        ("train-a-0", "train-a", n(0), Phase::Running),
+        ("train-b-0", "train-b", n(2), Phase::Running),
+        ("train-b-1", "train-b", n(3), Phase::Pending),
+        ("done", "train-b", n(4), Phase::Succeeded),
+    ] {
+        f.apply(Delta::PodUpsert(PodSpec {
+            namespace: "imex".into(),
+            name: name.into(),
+            node: Some(node.into()),
+            phase,
+            created: now.saturating_sub(30_000),
+            started: None,
+            owner: Owner::StatefulSet,
+            app: app.into(),
+            empty_dir: false,
+            gpus: 0,
+            gpus_renamed: false,
+            mig: vec![],
+            dra: vec![],
+            claim_templates: vec![format!("{app}-channel")],
+            bound_gpus: vec![],
+            bound_mig: vec![],
+            deletion: None,
+        }));
+    }
     let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
     let mut app = App::new(f, Ui::new("domains test".into()), dark(), keymap, Box::new(Recorder(Arc::default())));
     app.resize(W, H);
@@ -2062,16 +2092,16 @@ fn the_domains_view_shows_ready_and_not_ready_domains_with_their_nodes() {
     let s = screen(&mut app);
     assert!(s.contains(" Domains [3/3]"), "{s}");
     let header = line_with(&s, "DOMAIN↑").unwrap_or_else(|| panic!("a header sorted by DOMAIN: {s}"));
-    for col in ["TENANT", "STATUS", "NODES", "CLIQUES", "CLAIM TEMPLATE", "NOT READY", "AGE"] {
+    for col in ["TENANT", "STATUS", "NODES", "PODS", "WORKLOADS", "CLIQUES", "CLAIM TEMPLATE", "NOT READY", "AGE"] {
         assert!(header.contains(col), "{col} at 140 columns: {header}");
     }
     let a = line_with(&s, "imex/train-a").unwrap_or_else(|| panic!("train-a: {s}"));
-    for want in ["team-imex", " Ready ", "2/2", "c1.0", "train-a-channel", " 60s"] {
+    for want in ["team-imex", " Ready ", "2/2", "  2 train-a ", "c1.0", "train-a-channel", " 60s"] {
         assert!(a.contains(want), "train-a lacks {want:?}: {a}");
     }
     assert!(!a.contains(&names[0]), "a Ready domain names no node: {a}");
     let b = line_with(&s, "imex/train-b").unwrap_or_else(|| panic!("train-b: {s}"));
-    for want in ["team-imex", "NotReady", "2/4", "c1.1,c1.2", names[3].as_str()] {
+    for want in ["team-imex", "NotReady", "2/4", "  2 train-b ", "c1.1,c1.2", names[3].as_str()] {
         assert!(b.contains(want), "train-b lacks {want:?}: {b}");
     }
     for ready in [&names[2], &names[4]] {
@@ -2083,8 +2113,14 @@ fn the_domains_view_shows_ready_and_not_ready_domains_with_their_nodes() {
     let d = ViewKind::Domains;
     assert_eq!(cell_of(&app, d, "imex/train-b", 1), "team-imex");
     assert_eq!(cell_of(&app, d, "lab/warmup", 1), "-", "no tenant owns namespace lab");
-    assert_eq!(cell_of(&app, d, "imex/train-b", 6), names[3]);
-    assert_eq!(cell_of(&app, d, "lab/warmup", 4), "-", "no cliques yet");
+    assert_eq!(cell_of(&app, d, "imex/train-b", 8), names[3]);
+    assert_eq!(cell_of(&app, d, "lab/warmup", 6), "-", "no cliques yet");
+    // Its workload: the pods of its channel template that have not finished.
+    assert_eq!(
+        (cell_of(&app, d, "imex/train-b", 4), cell_of(&app, d, "imex/train-b", 5)),
+        ("2".into(), "train-b".into())
+    );
+    assert_eq!((cell_of(&app, d, "lab/warmup", 4), cell_of(&app, d, "lab/warmup", 5)), ("0".into(), "-".into()));
     let id = |key: &str| crate::ui::views::domains::row_id(key);
     assert_eq!(tables::cell(&app.fleet, d, id("imex/train-a"), "STATUS").1, "status.ready");
     assert_eq!(tables::cell(&app.fleet, d, id("imex/train-b"), "STATUS").1, "status.notready");
@@ -2165,6 +2201,11 @@ fn a_domain_snapshot_row_is_typed() {
                 { "name": names[4], "status": "Ready", "clique": "c1.1" },
             ],
             "claim_template": "train-b-channel",
+            "pods": [
+                { "name": "train-b-0", "node": names[2], "phase": "Running" },
+                { "name": "train-b-1", "node": names[3], "phase": "Pending" },
+            ],
+            "workloads": ["train-b"],
             "created_ms": created,
             "age_s": 60,
         })
@@ -2264,6 +2305,7 @@ fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
             gpus_renamed: false,
             mig: vec![],
             dra: vec![],
+            claim_templates: Vec::new(),
             bound_gpus: vec!["GPU-ts".into()],
             bound_mig: vec![],
             deletion: None,

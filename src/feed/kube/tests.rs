@@ -698,3 +698,74 @@ fn a_kind_that_answers_404_after_trouble_is_no_longer_shown_reconnecting() {
     feed(&mut t, &mut f, listed::<kube::api::DynamicObject>(Msg::TaintRule, vec![]));
     assert_eq!(f.feeds.get("devicetaintrules"), Some(&FeedState::Live));
 }
+
+#[test]
+fn a_pod_joins_a_compute_domain_by_its_channel_template_and_the_channel_is_no_gpu() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    feed(&mut t, &mut f, listed(Msg::Node, vec![node("dn", json!({"fabrik.io/dra": "true"}), 0, "True")]));
+    feed(&mut t, &mut f, listed(Msg::Slice, vec![alpha_slice()]));
+    let domain: DynamicObject = obj(json!({
+        "apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomain",
+        "metadata": {"name": "nvl", "namespace": "ml", "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"numNodes": 1, "channel": {"resourceClaimTemplate": {"name": "nvl-channel"}}},
+        "status": {"status": "Ready", "nodes": [{"name": "dn", "status": "Ready", "cliqueID": "c.1"}]}
+    }));
+    feed(&mut t, &mut f, listed(Msg::Domain, vec![domain]));
+    // A worker with the domain's channel (made from its template) and a GPU of its own.
+    let mut p = pod("ml", "worker-0", Some("dn"), "Running", 0);
+    if let Some(spec) = p.spec.as_mut() {
+        spec.resource_claims = Some(vec![
+            obj(json!({"name": "channel", "resourceClaimTemplateName": "nvl-channel"})),
+            obj(json!({"name": "gpu", "resourceClaimName": "worker-0-gpu"})),
+        ]);
+        for c in &mut spec.containers {
+            c.resources = None;
+        }
+    }
+    if let Some(st) = p.status.as_mut() {
+        st.resource_claim_statuses =
+            Some(vec![obj(json!({"name": "channel", "resourceClaimName": "worker-0-channel-x7k2p"}))]);
+    }
+    // A pod of the same namespace with a claim from another template is no member.
+    let mut other = pod("ml", "other", Some("dn"), "Running", 0);
+    if let Some(spec) = other.spec.as_mut() {
+        spec.resource_claims = Some(vec![obj(json!({"name": "gpu", "resourceClaimTemplateName": "one-gpu"}))]);
+    }
+    feed(&mut t, &mut f, listed(Msg::Pod, vec![p, other]));
+    let channel: ResourceClaim = obj(json!({
+        "metadata": {"name": "worker-0-channel-x7k2p", "namespace": "ml"},
+        "spec": {"devices": {"requests": [{"name": "channel", "exactly": {
+            "deviceClassName": "compute-domain-default-channel.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}},
+        "status": {"allocation": {"devices": {"results": [{"request": "channel", "driver": "compute-domain.nvidia.com",
+            "pool": "dn", "device": "channel-0"}]}}}
+    }));
+    let gpu = claim("ml", "worker-0-gpu", "gpu.nvidia.com", "gpu-3", json!(null));
+    feed(&mut t, &mut f, listed(Msg::Claim, vec![channel, gpu]));
+    let pod = f.pod_by_name("ml", "worker-0").and_then(|p| f.pod(p)).expect("the worker");
+    // The channel is no GPU: one claim, one GPU, in the pod and in the totals.
+    let claims: Vec<&str> = pod.dra.iter().map(|c| &*c.claim).collect();
+    assert_eq!(claims, ["worker-0-gpu"]);
+    assert_eq!(pod.dra_count(), 1);
+    assert_eq!(f.totals.gpus_allocated, 1);
+    let d = f.domains.get("ml/nvl").expect("the domain");
+    let members: Vec<&str> = f.domain_pods(d).iter().map(|p| &*p.name).collect();
+    assert_eq!(members, ["worker-0"]);
+    // Not allocated yet, a channel claim is still no GPU (its class says so).
+    let pending: ResourceClaim = obj(json!({
+        "metadata": {"name": "worker-0-channel-x7k2p", "namespace": "ml"},
+        "spec": {"devices": {"requests": [{"name": "channel", "exactly": {
+            "deviceClassName": "compute-domain-default-channel.nvidia.com", "allocationMode": "ExactCount", "count": 1}}]}}
+    }));
+    feed(&mut t, &mut f, vec![Msg::Claim(Event::Apply(pending))]);
+    let pod = f.pod_by_name("ml", "worker-0").and_then(|p| f.pod(p)).expect("the worker");
+    assert_eq!(pod.dra_count(), 1);
+    // The worker finishes: the domain's workload is empty.
+    let mut done = self::pod("ml", "worker-0", Some("dn"), "Succeeded", 0);
+    if let Some(spec) = done.spec.as_mut() {
+        spec.resource_claims = Some(vec![obj(json!({"name": "channel", "resourceClaimTemplateName": "nvl-channel"}))]);
+    }
+    feed(&mut t, &mut f, vec![Msg::Pod(Event::Apply(done))]);
+    let d = f.domains.get("ml/nvl").expect("the domain");
+    assert!(f.domain_pods(d).is_empty());
+}

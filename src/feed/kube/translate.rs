@@ -378,6 +378,12 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         gpus_renamed,
         mig: mig.into_iter().collect(),
         dra,
+        claim_templates: spec
+            .resource_claims
+            .iter()
+            .flatten()
+            .filter_map(|rc| rc.resource_claim_template_name.clone())
+            .collect(),
         bound_gpus: Vec::new(),
         bound_mig: Vec::new(),
         deletion: crate::cluster::pod_deletion(p),
@@ -395,6 +401,11 @@ pub struct ClaimInfo {
     pub allocated: Vec<(String, String)>,
     /// ...and, for a device shared by capacity, what the claim consumes of it.
     pub consumed: Vec<Vec<(String, i64)>>,
+    /// The claim holds no GPU: it was allocated only devices of other drivers (an IMEX
+    /// channel of a ComputeDomain, a NIC), or, not allocated yet, asks for a ComputeDomain
+    /// class. Such a claim is no GPU request; an unallocated claim of a class fabrik does
+    /// not know still counts as one (the class's selector is not read).
+    pub not_gpu: bool,
 }
 
 pub fn claim_info(c: &ResourceClaim) -> ClaimInfo {
@@ -416,8 +427,11 @@ pub fn claim_info(c: &ResourceClaim) -> ClaimInfo {
             info.count = info.count.saturating_add(u16::try_from(first.count.unwrap_or(1)).unwrap_or(u16::MAX));
         }
     }
+    info.not_gpu = [l::CD_CHANNEL_CLASS, l::CD_DAEMON_CLASS].contains(&info.device_class.as_str());
     if let Some(alloc) = c.status.as_ref().and_then(|s| s.allocation.as_ref()).and_then(|a| a.devices.as_ref()) {
-        for r in alloc.results.iter().flatten() {
+        let results = alloc.results.as_deref().unwrap_or_default();
+        info.not_gpu = !results.is_empty() && results.iter().all(|r| r.driver != l::DRA_DRIVER);
+        for r in results {
             if r.driver == l::DRA_DRIVER {
                 info.allocated.push((r.pool.clone(), r.device.clone()));
                 let consumed = r.consumed_capacity.iter().flatten();

@@ -628,6 +628,8 @@ impl Translator {
             };
             bound.extend(uuids.into_iter().filter(|u| !bound_mig.contains(u)));
         }
+        // A claim on no GPU (a ComputeDomain's IMEX channel) is no GPU request.
+        spec.dra.retain(|c| !self.claims.get(&format!("{}/{}", spec.namespace, c.claim)).is_some_and(|i| i.not_gpu));
         spec.bound_gpus = bound;
         spec.bound_mig = bound_mig;
         out.push(Delta::PodUpsert(spec));

@@ -82,4 +82,24 @@ impl Fleet {
         let tid = self.idx.tenant_by_ns.get(&ns)?;
         self.tenant(*tid).map(|t| self.str_of(t.name))
     }
+
+    /// The workload of a ComputeDomain: the pods that joined it and have not finished, by
+    /// name. A pod joins by a claim made from the domain's channel ResourceClaimTemplate
+    /// (in the domain's namespace); the driver then runs the IMEX channel on its node.
+    pub fn domain_pods(&self, d: &ComputeDomainSpec) -> Vec<&Pod> {
+        let (Some(ns), Some(t)) = (self.interner.get(&d.namespace), self.interner.get(&d.claim_template)) else {
+            return Vec::new();
+        };
+        let mut pods: Vec<&Pod> = self
+            .idx
+            .template_pods
+            .get(&(ns, t))
+            .into_iter()
+            .flatten()
+            .filter_map(|pid| self.pod(*pid))
+            .filter(|p| !p.phase.finished())
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        pods
+    }
 }

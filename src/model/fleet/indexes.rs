@@ -18,6 +18,8 @@ pub(super) struct Indexes {
     pub pods_by_node: FastMap<NodeId, Vec<PodId>>,
     pub tenant_by_name: FastMap<Sym, TenantId>,
     pub tenant_by_ns: FastMap<Sym, TenantId>,
+    /// (namespace, ResourceClaimTemplate) → the pods with a claim made from it.
+    pub template_pods: FastMap<(Sym, Sym), Vec<PodId>>,
     /// Pods that name a node the fleet has not seen yet, by node name.
     pub waiting: FastMap<Sym, Vec<PodId>>,
 }

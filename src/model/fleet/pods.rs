@@ -96,6 +96,7 @@ impl Fleet {
                     allocated: c.allocated.as_deref().map(|a| self.interner.intern(a)),
                 })
                 .collect(),
+            claim_templates: spec.claim_templates.iter().map(|t| self.interner.intern(t)).collect(),
             bound_gpus: Vec::new(),
             bound_mig: mig_uuids.clone(),
             mig_uuids,
@@ -106,6 +107,13 @@ impl Fleet {
 
     /// Adds a pod's effects: node and tenant counters, device bindings.
     pub(super) fn link_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        if !p.claim_templates.is_empty() {
+            let (ns, templates) = (p.namespace, p.claim_templates.clone());
+            for t in templates {
+                self.idx.template_pods.entry((ns, t)).or_default().push(pid);
+            }
+        }
         let Some(p) = self.pod(pid) else { return };
         let node_name = p.node_name;
         let node = self.idx.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
@@ -267,6 +275,18 @@ impl Fleet {
 
     /// Removes a pod's effects, the exact inverse of `link_pod`.
     pub(super) fn unlink_pod(&mut self, pid: PodId) {
+        let Some(p) = self.pod(pid) else { return };
+        if !p.claim_templates.is_empty() {
+            let (ns, templates) = (p.namespace, p.claim_templates.clone());
+            for t in templates {
+                if let Some(v) = self.idx.template_pods.get_mut(&(ns, t)) {
+                    v.retain(|x| *x != pid);
+                    if v.is_empty() {
+                        self.idx.template_pods.remove(&(ns, t));
+                    }
+                }
+            }
+        }
         let Some(p) = self.pod(pid) else { return };
         if p.node.is_none() {
             let name = p.node_name;

@@ -178,6 +178,7 @@ mod quota_scope_tests {
                     allocated: None,
                 })
                 .collect(),
+            claim_templates: Vec::new(),
             bound_gpus: vec![],
             bound_mig: vec![],
             deletion: None,

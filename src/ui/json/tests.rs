@@ -188,6 +188,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
             .map(|c| DraClaimSpec { claim: format!("{name}-gpu"), device_class: c.into(), count: 1, allocated: None })
             .into_iter()
             .collect(),
+        claim_templates: Vec::new(),
         bound_gpus: vec![],
         bound_mig: vec![],
         deletion: None,

@@ -55,13 +55,21 @@ fn cliques(d: &ComputeDomainSpec) -> String {
     set.into_iter().collect::<Vec<_>>().join(",")
 }
 
+/// The workloads that joined it: its pods' apps (label `app`, `app.kubernetes.io/name` or
+/// `job-name`), a pod without one by its name; each once, in order.
+fn workloads<'a>(f: &'a Fleet, pods: &[&'a Pod]) -> Vec<&'a str> {
+    let set: BTreeSet<&str> =
+        pods.iter().map(|p| if p.app == Sym::default() { &*p.name } else { f.str_of(p.app) }).collect();
+    set.into_iter().collect()
+}
+
 /// The nodes whose IMEX daemon is not Ready, as the domain lists them.
 fn not_ready(d: &ComputeDomainSpec) -> String {
     d.nodes.iter().filter(|n| n.status != "Ready").map(|n| n.name.as_str()).collect::<Vec<_>>().join(",")
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("DOMAIN", 28).min(16).grow(2).filter().value(|f, r| on(f, r, |k, _| Value::text(k))),
+    Column::new("DOMAIN", 24).min(16).grow(2).filter().value(|f, r| on(f, r, |k, _| Value::text(k))),
     Column::new("TENANT", 13)
         .min(8)
         .grow(1)
@@ -95,11 +103,19 @@ pub const COLUMNS: &[Column] = &[
             })
         },
     ),
+    // The pods that joined it (a claim from its channel template) and have not finished.
+    Column::new("PODS", 4).right().priority(2).value(|f, r| on(f, r, |_, d| Value::Num(f.domain_pods(d).len() as i64))),
+    Column::new("WORKLOADS", 14)
+        .min(8)
+        .grow(1)
+        .priority(4)
+        .filter()
+        .value(|f, r| on(f, r, |_, d| words(workloads(f, &f.domain_pods(d)).join(",")))),
     Column::new("CLIQUES", 20).min(8).grow(1).priority(3).filter().value(|f, r| on(f, r, |_, d| words(cliques(d)))),
     Column::new("CLAIM TEMPLATE", 24).min(14).grow(1).priority(4).filter().value(|f, r| {
         on(f, r, |_, d| if d.claim_template.is_empty() { Value::Absent } else { Value::text(&d.claim_template) })
     }),
-    Column::new("NOT READY", 28)
+    Column::new("NOT READY", 24)
         .min(10)
         .grow(2)
         .priority(1)
@@ -127,6 +143,14 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
             json!({ "name": &n.name, "status": &n.status, "clique": clique })
         })
         .collect();
+    let pods = f.domain_pods(d);
+    let members: Vec<serde_json::Value> = pods
+        .iter()
+        .map(|p| {
+            let node = (p.node_name != Sym::default()).then(|| f.str_of(p.node_name));
+            json!({ "name": &*p.name, "node": node, "phase": p.phase.as_str() })
+        })
+        .collect();
     Some(json!({
         "domain": col("DOMAIN"),
         "namespace": &d.namespace,
@@ -137,6 +161,8 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "nodes_ready": d.nodes_ready(),
         "nodes": nodes,
         "claim_template": col("CLAIM TEMPLATE"),
+        "pods": members,
+        "workloads": workloads(f, &pods),
         "created_ms": col("AGE"),
         "age_s": age_s(f, d.created),
     }))
