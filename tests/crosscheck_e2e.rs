@@ -221,6 +221,17 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("nodes_ready", Exact, "status.nodes with status Ready"),
             ("nodes", Exact, "status.nodes: name, status, cliqueID"),
             ("claim_template", Exact, "spec.channel.resourceClaimTemplate.name"),
+            (
+                "pods",
+                Exact,
+                "pods of its namespace not Succeeded/Failed with a spec.resourceClaims[].resourceClaimTemplateName \
+                 equal to its channel template: name, spec.nodeName, phase (Terminating once deletionTimestamp is set)",
+            ),
+            (
+                "workloads",
+                Exact,
+                "those pods' label app (else app.kubernetes.io/name, else job-name, else the pod's name), each once",
+            ),
             ("created_ms", Exact, "creationTimestamp"),
             ("age_s", Exact, "generated_at_ms - created_ms"),
         ],
@@ -433,7 +444,8 @@ fn truth(api: &Api) -> Truth {
 
     t.dra = dra::truth(&api.slices, &api.claims, &api.taint_rules);
     let mut devices: BTreeMap<(String, String), Device> = BTreeMap::new();
-    for sl in &api.slices {
+    // GPUs are the NVIDIA GPU driver's devices; a ComputeDomain's channels are another's.
+    for sl in api.slices.iter().filter(|sl| sl["spec"]["driver"] == "gpu.nvidia.com") {
         let node = s(&sl["spec"]["nodeName"]);
         let pool = s(&sl["spec"]["pool"]["name"]);
         for d in sl["spec"]["devices"].as_array().into_iter().flatten() {
@@ -456,6 +468,7 @@ fn truth(api: &Api) -> Truth {
     let by_uuid: BTreeMap<String, Device> = devices.values().map(|d| (d.uuid.clone(), d.clone())).collect();
     // claim (ns/name) → (class, count, allocated uuids)
     let mut claims: BTreeMap<String, (String, i64, Vec<String>)> = BTreeMap::new();
+    let mut no_gpu_claims: BTreeSet<String> = BTreeSet::new();
     for c in &api.claims {
         let key = format!("{}/{}", s(&c["metadata"]["namespace"]), s(&c["metadata"]["name"]));
         let reqs = c["spec"]["devices"]["requests"].as_array().cloned().unwrap_or_default();
@@ -467,8 +480,16 @@ fn truth(api: &Api) -> Truth {
             .flatten()
             .filter_map(|r| devices.get(&(s(&r["pool"]), s(&r["device"]))).map(|d| d.uuid.clone()))
             .collect();
-        if got.is_empty() {
+        let results = c["status"]["allocation"]["devices"]["results"].as_array().map_or(0, Vec::len);
+        if results == 0 {
             t.unallocated_claims += 1;
+        }
+        // A claim on no GPU: allocated only other drivers' devices, or (not yet allocated) of
+        // a ComputeDomain class. It is left out of the pod's claims, as no GPU request.
+        let cd_class = class.starts_with("compute-domain-") && class.ends_with(".nvidia.com");
+        if (results > 0 && got.is_empty()) || (results == 0 && cd_class) {
+            no_gpu_claims.insert(key);
+            continue;
         }
         let n = if got.is_empty() { want } else { got.len() as i64 };
         claims.insert(key, (class, n, got));
@@ -515,6 +536,9 @@ fn truth(api: &Api) -> Truth {
                     .map(String::from)
             });
             let Some(name) = name else { continue };
+            if no_gpu_claims.contains(&format!("{ns}/{name}")) {
+                continue;
+            }
             let (class, n, got) = claims.get(&format!("{ns}/{name}")).cloned().unwrap_or_default();
             f.dra.push((name, class, n, got));
         }
@@ -992,7 +1016,7 @@ fn truth(api: &Api) -> Truth {
         tenants.insert(queue, r);
     }
     t.views.insert("tenants", tenants);
-    t.views.insert("domains", dra::domain_rows(&api.domains, &tenant_of_ns));
+    t.views.insert("domains", dra::domain_rows(&api.domains, &api.pods, &tenant_of_ns));
     t
 }
 
@@ -1529,6 +1553,14 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(extras.iter().any(|d| d["taints"].as_array().is_some_and(|t| t.iter().any(|t| t["rule"].is_string()))));
     let domains = &t0.views["domains"];
     assert!(domains.values().any(|d| d["status"] == "Ready") && domains.values().any(|d| d["status"] == "NotReady"));
+    // Their workers run: the real resourceclaim controller made their channel claims from the
+    // template and the real scheduler put each on a node of its domain.
+    for d in domains.values() {
+        let pods = d["pods"].as_array().cloned().unwrap_or_default();
+        assert_eq!(pods.len() as u64, d["num_nodes"].as_u64().unwrap_or(0), "a worker per node: {d:?}");
+        let nodes: Vec<&Value> = d["nodes"].as_array().into_iter().flatten().map(|n| &n["name"]).collect();
+        assert!(pods.iter().all(|p| p["phase"] == "Running" && nodes.contains(&&p["node"])), "{d:?}");
+    }
     let res: BTreeSet<String> =
         t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");

@@ -68,6 +68,10 @@ impl Domain {
     pub fn ready(&self) -> bool {
         self.members.len() == self.num_nodes as usize && self.members.iter().all(|m| m.2)
     }
+    /// The channel ResourceClaimTemplate workloads join it by.
+    pub fn template(&self) -> String {
+        format!("{}-channel", self.name)
+    }
 }
 
 fn dra_nodes(nodes: &[SimNode]) -> Vec<usize> {
@@ -317,7 +321,75 @@ pub fn domain_object(d: &Domain, namespace: &str) -> Value {
         "apiVersion": "resource.nvidia.com/v1beta1",
         "kind": "ComputeDomain",
         "metadata": { "name": d.name, "namespace": namespace, "labels": { labels::SIMULATED: "true" } },
-        "spec": { "numNodes": d.num_nodes, "channel": { "resourceClaimTemplate": { "name": format!("{}-channel", d.name) } } },
+        "spec": { "numNodes": d.num_nodes, "channel": { "resourceClaimTemplate": { "name": d.template() } } },
+    })
+}
+
+/// The DeviceClass of a domain's default IMEX channel, as the driver's Helm chart installs it.
+pub fn channel_class() -> Value {
+    let d = labels::CD_DRIVER;
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "DeviceClass",
+        "metadata": { "name": labels::CD_CHANNEL_CLASS, "labels": { labels::SIMULATED: "true" } },
+        "spec": { "selectors": [{ "cel": { "expression": format!(
+            "device.driver == '{d}' && device.attributes['{d}'].type == 'channel' && device.attributes['{d}'].id == 0") } }] },
+    })
+}
+
+/// The slice the driver's ComputeDomain kubelet plugin publishes on a node of a domain: its
+/// IMEX channel 0 and its daemon (pool: the node; device names as the plugin makes them).
+pub fn channel_slice(node: &str) -> Value {
+    let dev = |ty: &str| json!({ "name": format!("{ty}-0"), "attributes": { "type": s(ty), "id": { "int": 0 } } });
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceSlice",
+        "metadata": { "name": channel_slice_name(node), "labels": { labels::SIMULATED: "true" } },
+        "spec": { "driver": labels::CD_DRIVER, "nodeName": node,
+            "pool": { "name": node, "generation": 1, "resourceSliceCount": 1 },
+            "devices": [dev("channel"), dev("daemon")] },
+    })
+}
+
+pub fn channel_slice_name(node: &str) -> String {
+    format!("{node}-{}", labels::CD_DRIVER)
+}
+
+/// The channel ResourceClaimTemplate the driver's controller makes for domain `d` (its
+/// `spec.channel.resourceClaimTemplate.name`, labelled with the domain's uid and carrying it
+/// as the channel's opaque config).
+pub fn channel_template(d: &Domain, namespace: &str, uid: &str) -> Value {
+    json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": { "name": d.template(), "namespace": namespace,
+            "labels": { labels::SIMULATED: "true", "resource.nvidia.com/computeDomain": uid } },
+        "spec": { "spec": { "devices": {
+            "requests": [{ "name": "channel", "exactly": { "deviceClassName": labels::CD_CHANNEL_CLASS } }],
+            "config": [{ "requests": ["channel"], "opaque": { "driver": labels::CD_DRIVER, "parameters": {
+                "apiVersion": "resource.nvidia.com/v1beta1", "kind": "ComputeDomainChannelConfig", "domainID": uid } } }],
+        } } },
+    })
+}
+
+/// The domain's workload: a StatefulSet of `numNodes` workers, each with a claim from the
+/// channel template, kept to the domain's NVLink clique (`nvidia.com/gpu.clique`, as NVLink
+/// jobs select it). One channel 0 per node: the scheduler puts one worker on each node.
+/// (With the real driver a node joins a domain because such a pod landed there; here the
+/// domain's nodes are given, so the selector keeps the workers on them.)
+pub fn workers(d: &Domain, namespace: &str) -> Value {
+    let app = format!("{}-worker", d.name);
+    json!({
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": { "name": app, "namespace": namespace, "labels": { labels::SIMULATED: "true" } },
+        "spec": { "replicas": d.num_nodes, "podManagementPolicy": "Parallel",
+            "selector": { "matchLabels": { "app": app } },
+            "template": { "metadata": { "labels": { "app": app } }, "spec": {
+                "nodeSelector": { labels::GPU_CLIQUE: d.clique },
+                "resourceClaims": [{ "name": "channel", "resourceClaimTemplateName": d.template() }],
+                "containers": [{ "name": "worker", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+                    "resources": { "claims": [{ "name": "channel" }] } }] } } },
     })
 }
 

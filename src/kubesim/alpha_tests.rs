@@ -186,6 +186,45 @@ fn domains_report_their_nodes_as_the_controller_does() {
 }
 
 #[test]
+fn a_domains_workers_join_it_by_its_channel_template_and_find_channels_on_its_nodes() {
+    let d = &domains(&nodes())[0];
+    let o = domain_object(d, "recsys");
+    let t = channel_template(d, "recsys", "uid-1");
+    // The template the domain names, with the domain's uid as the channel's config.
+    assert_eq!(t["metadata"]["name"], o["spec"]["channel"]["resourceClaimTemplate"]["name"]);
+    let req = &t["spec"]["spec"]["devices"]["requests"][0];
+    assert_eq!(req["exactly"]["deviceClassName"], labels::CD_CHANNEL_CLASS);
+    assert_eq!(t["spec"]["spec"]["devices"]["config"][0]["opaque"]["parameters"]["domainID"], "uid-1");
+    // The workers use it, one per node of the domain.
+    let w = workers(d, "recsys");
+    assert_eq!(w["spec"]["replicas"], 4);
+    let pod = &w["spec"]["template"]["spec"];
+    assert_eq!(pod["resourceClaims"][0]["resourceClaimTemplateName"], t["metadata"]["name"]);
+    assert_eq!(pod["nodeSelector"][labels::GPU_CLIQUE], d.clique, "on the domain's clique");
+    assert_eq!(pod["containers"][0]["resources"]["claims"][0]["name"], pod["resourceClaims"][0]["name"]);
+    // The class selects what the slice offers: channel 0 of the driver.
+    let class = channel_class();
+    let expr = class["spec"]["selectors"][0]["cel"]["expression"].as_str().unwrap_or_default().to_string();
+    let slice = channel_slice(&d.members[0].0);
+    assert_eq!(slice["spec"]["driver"], labels::CD_DRIVER);
+    let channel = &slice["spec"]["devices"][0];
+    assert_eq!(
+        (channel["name"].as_str(), channel["attributes"]["type"]["string"].as_str()),
+        (Some("channel-0"), Some("channel"))
+    );
+    assert!(
+        expr.contains("type == 'channel'") && expr.contains("id == 0") && expr.contains(labels::CD_DRIVER),
+        "{expr}"
+    );
+    // Each is a valid object of its kind.
+    use k8s_openapi::api::{apps::v1::StatefulSet, resource::v1 as r};
+    assert!(serde_json::from_value::<r::ResourceClaimTemplate>(t).is_ok());
+    assert!(serde_json::from_value::<r::ResourceSlice>(slice).is_ok());
+    assert!(serde_json::from_value::<r::DeviceClass>(class).is_ok());
+    assert!(serde_json::from_value::<StatefulSet>(w).is_ok());
+}
+
+#[test]
 fn mig_manager_does_not_reslice_a_shaped_gpu() {
     let mut n = nodes()[3].clone();
     let before = n.clone();

@@ -229,6 +229,7 @@ pub fn truth(slices: &[Value], claims: &[Value], rules: &[Value]) -> DraTruth {
 /// The domains view's rows, keyed `namespace/name`.
 pub fn domain_rows(
     domains: &[Value],
+    pods: &[Value],
     tenant_of_ns: &BTreeMap<String, String>,
 ) -> BTreeMap<String, BTreeMap<&'static str, Value>> {
     let mut rows = BTreeMap::new();
@@ -256,6 +257,37 @@ pub fn domain_rows(
         r.insert("nodes_ready", json!(nodes.iter().filter(|n| n["status"] == "Ready").count()));
         r.insert("nodes", json!(nodes));
         r.insert("claim_template", if template.is_empty() { Value::Null } else { json!(template) });
+        // Its workload: the unfinished pods of its namespace with a claim from its template.
+        let mut members: Vec<(String, Value)> = Vec::new();
+        let mut workloads: BTreeSet<String> = BTreeSet::new();
+        for p in pods.iter().filter(|p| p["metadata"]["namespace"] == ns.as_str()) {
+            let joins = p["spec"]["resourceClaims"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| !template.is_empty() && c["resourceClaimTemplateName"] == template.as_str());
+            let phase = if p["metadata"]["deletionTimestamp"].is_string() {
+                "Terminating".to_string()
+            } else {
+                p["status"]["phase"].as_str().unwrap_or("Pending").to_string()
+            };
+            if !joins || phase == "Succeeded" || phase == "Failed" {
+                continue;
+            }
+            let name = s(&p["metadata"]["name"]);
+            let l = &p["metadata"]["labels"];
+            let app = [&l["app"], &l["app.kubernetes.io/name"], &l["job-name"]]
+                .into_iter()
+                .find_map(|v| v.as_str())
+                .filter(|v| !v.is_empty())
+                .map_or_else(|| name.clone(), str::to_string);
+            workloads.insert(app);
+            let node = p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty());
+            members.push((name.clone(), json!({ "name": name, "node": node, "phase": phase })));
+        }
+        members.sort_by(|a, b| a.0.cmp(&b.0));
+        r.insert("pods", json!(members.into_iter().map(|m| m.1).collect::<Vec<_>>()));
+        r.insert("workloads", json!(workloads));
         r.insert("created_ms", json!(super::ts_ms(&d["metadata"]["creationTimestamp"])));
         rows.insert(format!("{ns}/{name}"), r);
     }

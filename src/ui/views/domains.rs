@@ -105,17 +105,17 @@ pub const COLUMNS: &[Column] = &[
     ),
     // The pods that joined it (a claim from its channel template) and have not finished.
     Column::new("PODS", 4).right().priority(2).value(|f, r| on(f, r, |_, d| Value::Num(f.domain_pods(d).len() as i64))),
-    Column::new("WORKLOADS", 14)
+    Column::new("WORKLOADS", 17)
         .min(8)
         .grow(1)
         .priority(4)
         .filter()
         .value(|f, r| on(f, r, |_, d| words(workloads(f, &f.domain_pods(d)).join(",")))),
     Column::new("CLIQUES", 20).min(8).grow(1).priority(3).filter().value(|f, r| on(f, r, |_, d| words(cliques(d)))),
-    Column::new("CLAIM TEMPLATE", 24).min(14).grow(1).priority(4).filter().value(|f, r| {
+    Column::new("CLAIM TEMPLATE", 18).min(14).grow(1).priority(4).filter().value(|f, r| {
         on(f, r, |_, d| if d.claim_template.is_empty() { Value::Absent } else { Value::text(&d.claim_template) })
     }),
-    Column::new("NOT READY", 24)
+    Column::new("NOT READY", 18)
         .min(10)
         .grow(2)
         .priority(1)
