@@ -172,7 +172,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             (
                 "share_seconds",
                 Exact,
-                "per pod holding replicas on a shared node: replicas × (generated_at_ms - status.startTime) / 1000, summed",
+                "per pod holding replicas on a shared node: replicas × (generated_at_ms - status.startTime) ms, summed, / 1000",
             ),
             ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
             ("busy", Unknown, "no node agent"),
@@ -1131,12 +1131,7 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
             };
             let mut expected = expected.clone();
             if *field == "share_seconds" {
-                let per_pod = expected.as_array().cloned().unwrap_or_default();
-                let secs = |h: &Value| {
-                    let started = h[1].as_u64().unwrap_or(u64::MAX);
-                    h[0].as_u64().unwrap_or(0) * (gen_ms.saturating_sub(started) / 1000)
-                };
-                expected = json!(per_pod.iter().map(secs).sum::<u64>());
+                expected = json!(share_seconds(&expected, gen_ms));
             }
             if *field == "request"
                 && let Some(d) = expected["dra"].as_array_mut()
@@ -1346,9 +1341,22 @@ fn compare_table(table: &str, t: &Truth) -> Vec<String> {
     diffs
 }
 
-/// The tenants table: PODS, PEND, QUOTA, REQ, ALLOC, MIG per tenant; BUSY, IDLE and BUSY%
-/// are unknown without an agent and must not read as measurements (issue 12 item 3).
-fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
+/// A tenant's share-seconds at `at_ms` from its holders `[[replicas, startTime ms], ...]`:
+/// replicas × (at − start) summed over the pods, in whole seconds.
+fn share_seconds(holders: &Value, at_ms: u64) -> u64 {
+    let ms: u64 = holders
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|h| h[0].as_u64().unwrap_or(0) * at_ms.saturating_sub(h[1].as_u64().unwrap_or(u64::MAX)))
+        .sum();
+    ms / 1000
+}
+
+/// The tenants table: PODS, PEND, QUOTA, REQ, ALLOC, MIG, SHARES, SHARE-H per tenant
+/// (SHARE-H between what the API gives at the read before and after the snapshot); BUSY,
+/// IDLE and BUSY% are unknown without an agent and must not read as measurements.
+fn compare_tenant_table(table: &str, t: &Truth, before_ms: u64, after_ms: u64) -> Vec<String> {
     let mut diffs = Vec::new();
     let tenants = &t.views["tenants"];
     let mut seen = 0;
@@ -1371,6 +1379,21 @@ fn compare_tenant_table(table: &str, t: &Truth) -> Vec<String> {
             if cell(c) != v {
                 diffs.push(format!("tenants table {name} {c} {:?}, API {v}", cell(c)));
             }
+        }
+        // Share-hours: hours cut to one decimal, `-` for a tenant holding no replica.
+        let hours = |secs: u64| format!("{}.{}", secs / 3600, secs % 3600 * 10 / 3600);
+        let (lo, hi) = (share_seconds(&w["share_seconds"], before_ms), share_seconds(&w["share_seconds"], after_ms));
+        let got = cell("SHARE-H");
+        let ok = if w["allocated_shares"] == json!(0) && hi == 0 {
+            got == "-"
+        } else {
+            let tenths = |h: &str| {
+                h.split_once('.').and_then(|(a, b)| Some(a.parse::<u64>().ok()? * 10 + b.parse::<u64>().ok()?))
+            };
+            tenths(&got).is_some_and(|g| g >= lo * 10 / 3600 && g <= hi * 10 / 3600)
+        };
+        if !ok {
+            diffs.push(format!("tenants table {name} SHARE-H {got:?}, API {}..{}", hours(lo), hours(hi)));
         }
         // With nothing allocated, no busy and no idle device is an exact 0; a share of
         // nothing (BUSY%) is still no figure.
@@ -1594,7 +1617,7 @@ fn every_number_fabrik_prints_equals_the_api() {
             match view {
                 "fleet" => failures.extend(compare_table(&table, &before)),
                 "quotas" => failures.extend(compare_quota_table(&table, &before)),
-                "tenants" => failures.extend(compare_tenant_table(&table, &before)),
+                "tenants" => failures.extend(compare_tenant_table(&table, &before, before_ms, after_ms)),
                 _ => {}
             }
             compared = true;

@@ -223,6 +223,10 @@ pub(crate) fn check_invariants(f: &Fleet) {
                 u.allocated_gpus += dra_gpus;
                 u.allocated_shares += p.gpus as u32;
                 u.share_milli += p.gpus as u32 * 1000 / u32::from(sharing.replicas);
+                if let Some(s) = p.started {
+                    u.started_shares += p.gpus as u32;
+                    u.started_share_ms += u64::from(p.gpus) * s;
+                }
             } else {
                 u.allocated_gpus += p.gpus as u32 + dra_gpus;
             }
@@ -263,6 +267,11 @@ pub(crate) fn check_invariants(f: &Fleet) {
             "tenant {name} gpu usage"
         );
         assert_eq!(got.share_milli, want.share_milli, "tenant {name} share_milli");
+        assert_eq!(
+            (got.started_shares, got.started_share_ms),
+            (want.started_shares, want.started_share_ms),
+            "tenant {name} started shares"
+        );
         assert_eq!(got.shares_idle, idle_by_tenant.remove(&tid).unwrap_or(0), "tenant {name} shares_idle");
         assert_eq!(
             (got.pods, got.pending_pods, got.busy, got.idle_allocated, got.measured),

@@ -346,6 +346,10 @@ pub struct TenantUsage {
     /// ...of which held by a pod whose own processes have kept under the idle threshold for
     /// the window (idle-but-allocated, per share; only where a node agent places them).
     pub shares_idle: u32,
+    /// Replicas held by pods the kubelet has started, and the sum of replicas × start time
+    /// (ms) over them: share-seconds now = (started_shares × now − started_share_ms) / 1000.
+    pub started_shares: u32,
+    pub started_share_ms: u64,
     pub requested_mig: u32,
     pub allocated_mig: u32,
     /// Allocated devices (GPUs and MIG instances) at or above the busy threshold.

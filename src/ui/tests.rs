@@ -1719,7 +1719,7 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 9), "4", "the tenant's MIG instances");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "4", "the tenant's MIG instances");
     assert_eq!(pod_cell(&app, "asr-1", 6), "1g.10gb×2 held, instance unknown without an agent");
     assert_eq!(pod_cell(&app, "big", 6), "3g.40gb×1 held, instance unknown without an agent");
     // No GPU is said to be free while an instance of its profile may be the one held.
@@ -1741,9 +1741,9 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy — "), "no source measures any GPU: {header}");
     assert!(header.contains("idle-alloc — "), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "—", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "IDLE");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "—", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "—", "IDLE");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 13), "—", "BUSY%");
     for node in ["m1", "w1"] {
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 6), "—", "{node} UTIL");
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 10), "—", "{node} IDLE");
@@ -1759,8 +1759,8 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy 100% of 1 measured"), "{header}");
     assert!(header.contains("idle-alloc 0 of 1 measured"), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "1", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "100% of 1", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "1", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 13), "100% of 1", "BUSY%");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "90% of 1", "UTIL");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "40% of 1", "MEM");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 8), "300W of 1", "POWER");
@@ -2359,4 +2359,14 @@ fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
     };
     assert_eq!((idle("busy"), idle("light")), (Some(false), Some(true)));
     assert_eq!(app.fleet.totals.shares_idle, 1);
+}
+
+#[test]
+fn share_hours_are_cut_to_tenths_not_rounded_up() {
+    use crate::ui::views::tenants::share_hours;
+    assert_eq!(share_hours(0), "0.0");
+    assert_eq!(share_hours(359), "0.0");
+    assert_eq!(share_hours(360), "0.1");
+    assert_eq!(share_hours(12 * 3600 + 1_100), "12.3");
+    assert_eq!(share_hours(3599), "0.9");
 }

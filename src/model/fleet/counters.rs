@@ -73,6 +73,10 @@ pub(super) struct PodContrib {
     /// DRA devices shared by capacity (`allowMultipleAllocations`) the pod holds a share of:
     /// the GPU is counted once on its node, not once per claim.
     pub dra_shares: u32,
+    /// Of `alloc_shares`, those of a pod the kubelet has started, and replicas × its start
+    /// time (ms): a tenant's share-seconds at any moment follow from the two sums.
+    pub started_shares: u32,
+    pub started_share_ms: u64,
     pub counted: bool,
     pub pending: bool,
 }
@@ -230,6 +234,8 @@ impl PodContrib {
             u.allocated_gpus += self.alloc_gpus;
             u.allocated_shares += self.alloc_shares + self.dra_shares;
             u.share_milli += self.share_milli;
+            u.started_shares += self.started_shares;
+            u.started_share_ms += self.started_share_ms;
             u.requested_mig += self.req_mig;
             u.allocated_mig += self.alloc_mig;
             u.pods += self.counted as u32;
@@ -247,6 +253,8 @@ impl PodContrib {
             u.allocated_gpus -= self.alloc_gpus;
             u.allocated_shares -= self.alloc_shares + self.dra_shares;
             u.share_milli -= self.share_milli;
+            u.started_shares -= self.started_shares;
+            u.started_share_ms -= self.started_share_ms;
             u.requested_mig -= self.req_mig;
             u.allocated_mig -= self.alloc_mig;
             u.pods -= self.counted as u32;

@@ -153,6 +153,8 @@ impl Fleet {
             alloc_gpus: if holds { whole + dra_gpus.saturating_sub(dra_shares) } else { 0 },
             alloc_shares,
             dra_shares,
+            started_shares: if p.started.is_some() { alloc_shares } else { 0 },
+            started_share_ms: p.started.map_or(0, |s| u64::from(alloc_shares) * s),
             share_milli: alloc_shares * 1000 / u32::from(sharing.replicas.max(1)) + dra_milli,
             unplaced_shares: if p.bound_gpus.is_empty() { alloc_shares } else { 0 },
             req_mig: if unfinished { p.mig_count() + dra_mig } else { 0 },

@@ -8,16 +8,13 @@ impl Fleet {
         t.gpu_quota(&self.quotas, &self.gpu_resources)
     }
     /// Share-seconds of tenant `tid`: for each of its pods holding replicas of a shared GPU
-    /// (time-slicing, MPS) now, the replicas × the whole seconds since the kubelet started
-    /// it (`status.startTime`), summed. Pods that are gone are not remembered, so this is
-    /// what the tenant's current holders have held, not its history.
+    /// (time-slicing, MPS) now, the replicas × the time since the kubelet started it
+    /// (`status.startTime`), summed, in whole seconds. Pods that are gone are not remembered,
+    /// so this is what the tenant's current holders have held, not its history. O(1): from
+    /// the two sums the counters keep.
     pub fn tenant_share_seconds(&self, tid: TenantId) -> u64 {
-        let shared = |p: &Pod| p.node.and_then(|n| self.node(n)).is_some_and(|n| n.sharing.shared());
-        self.pods
-            .values()
-            .filter(|p| p.tenant == tid && p.gpus > 0 && p.phase.holds_devices() && shared(p))
-            .map(|p| u64::from(p.gpus) * (p.started.map_or(0, |s| self.now.saturating_sub(s) / 1000)))
-            .sum()
+        let Some(u) = self.tenant(tid).map(|t| &t.usage) else { return 0 };
+        (u64::from(u.started_shares) * self.now).saturating_sub(u.started_share_ms) / 1000
     }
 
     pub fn is_gpu_resource(&self, resource: Sym) -> bool {

@@ -63,6 +63,18 @@ pub const COLUMNS: &[Column] = &[
         .right()
         .priority(3)
         .value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_shares.into()))),
+    // Share-hours: replicas × hours its current holders have held them (sorted by seconds).
+    Column::new("SHARE-H", 7)
+        .right()
+        .priority(4)
+        .live()
+        .value(|f, r| on(f, r, |_| Value::Num(r.tenant().map_or(0, |id| f.tenant_share_seconds(id)) as i64)))
+        .cell(|f, r| {
+            draw(f, r, |t| match r.tenant().map_or(0, |id| f.tenant_share_seconds(id)) {
+                0 if t.usage.allocated_shares == 0 => muted("-"),
+                secs => (share_hours(secs), "ui.text"),
+            })
+        }),
     Column::new("MIG", 4).right().priority(3).value(|f, r| on(f, r, |t| Value::Num(t.usage.allocated_mig.into()))),
     Column::new("BUSY", 5).right().live().value(|f, r| {
         on(f, r, |t| if unmeasured(&t.usage) { Value::Unknown } else { Value::Num(t.usage.busy.into()) })
@@ -105,6 +117,11 @@ pub const COLUMNS: &[Column] = &[
         }),
     Column::new("STATUS", 10).filter().value(|f, r| Value::of_cell(status(f, r))).cell(status),
 ];
+
+/// Share-seconds as hours, cut (not rounded) to one decimal: `12.3`.
+pub fn share_hours(secs: u64) -> String {
+    format!("{}.{}", secs / 3600, secs % 3600 * 10 / 3600)
+}
 
 fn namespaces(f: &Fleet, r: RowId) -> Cell {
     draw(f, r, |t| text(t.namespaces.iter().map(|n| f.str_of(*n)).collect::<Vec<_>>().join(",")))
