@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 mod common;
 #[path = "crosscheck_e2e/dra.rs"]
 mod dra;
+#[path = "crosscheck_e2e/pending.rs"]
+mod pending;
 use common::{BIN, control_plane, kubectl};
 
 const NODES: &str = "16";
@@ -180,6 +182,11 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("busy_pct", Unknown, "no node agent"),
             ("idle_allocated", Unknown, "no node agent"),
             ("status", Exact, "over quota exactly when requested_gpus > gpu_quota_hard"),
+            (
+                "waiting",
+                Exact,
+                "its Pending pods (every pod, as pending_pods) counted by their waiting.why, most first",
+            ),
         ],
     ),
     (
@@ -254,6 +261,13 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("util_pct", Unknown, "no node agent"),
             ("idle", Unknown, "no node agent"),
             ("owner", Exact, "the controller kind (ReplicaSet, Job, ...), - for bare pods"),
+            (
+                "waiting",
+                Exact,
+                "Pending pods: bound → starting; else the latest core/v1 Event FailedScheduling for the pod (after \
+                 no Scheduled) read into its reasons before `preemption:`, what it lacks first; none → not \
+                 scheduled yet. null otherwise",
+            ),
             ("created_ms", Exact, "creationTimestamp"),
             ("age_s", Exact, "generated_at_ms - created_ms"),
         ],
@@ -287,6 +301,7 @@ struct Api {
     cluster_queues: Vec<Value>,
     taint_rules: Vec<Value>,
     domains: Vec<Value>,
+    events: Vec<Value>,
 }
 
 fn read_api(kubeconfig: &Path) -> Api {
@@ -295,7 +310,7 @@ fn read_api(kubeconfig: &Path) -> Api {
         &[
             "get",
             "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues,devicetaintrules,\
-             computedomains",
+             computedomains,events",
             "-A",
             "-o",
             "json",
@@ -312,6 +327,7 @@ fn read_api(kubeconfig: &Path) -> Api {
         cluster_queues: vec![],
         taint_rules: vec![],
         domains: vec![],
+        events: vec![],
     };
     for item in list["items"].as_array().into_iter().flatten() {
         let bucket = match item["kind"].as_str() {
@@ -324,6 +340,7 @@ fn read_api(kubeconfig: &Path) -> Api {
             Some("ClusterQueue") => &mut api.cluster_queues,
             Some("DeviceTaintRule") => &mut api.taint_rules,
             Some("ComputeDomain") => &mut api.domains,
+            Some("Event") => &mut api.events,
             _ => continue,
         };
         bucket.push(item.clone());
@@ -555,6 +572,7 @@ fn truth(api: &Api) -> Truth {
     }
 
     // ---------- pods ----------
+    let waiting = pending::waiting(&api.pods, &api.events);
     let mut rows = Rows::new();
     for p in &pods {
         let mig: serde_json::Map<String, Value> = p.mig.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
@@ -571,6 +589,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("phase", json!(p.phase));
         r.insert("request", json!({ "gpus": p.gpus, "mig": mig, "dra": dra }));
         r.insert("owner", json!(p.owner));
+        r.insert("waiting", waiting.get(&format!("{}/{}", p.ns, p.name)).cloned().unwrap_or(Value::Null));
         r.insert("created_ms", json!(p.created_ms));
         if !p.dra.is_empty() {
             let got: Vec<&String> = p.dra.iter().flat_map(|d| &d.3).collect();
@@ -987,6 +1006,15 @@ fn truth(api: &Api) -> Truth {
         r.insert("namespaces", json!(nss));
         r.insert("pods", json!(every.iter().filter(|p| !p.finished()).count()));
         r.insert("pending_pods", json!(every.iter().filter(|p| p.phase == "Pending").count()));
+        // Its pending pods by why they wait, the most first.
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for p in every.iter().filter(|p| p.phase == "Pending") {
+            let why = waiting.get(&format!("{}/{}", p.ns, p.name)).map_or_else(|| "?".to_string(), |w| s(&w["why"]));
+            *by.entry(why).or_default() += 1;
+        }
+        let mut by: Vec<(String, u64)> = by.into_iter().collect();
+        by.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        r.insert("waiting", json!(by.iter().map(|(w, n)| json!({ "why": w, "pods": n })).collect::<Vec<_>>()));
         r.insert("gpu_quota_hard", json!(quota));
         r.insert("requested_gpus", json!(requested));
         r.insert("allocated_gpus", json!(allocated));
@@ -1008,6 +1036,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("namespaces", json!([]));
         r.insert("allocated_share_gpus", json!(0.0));
         r.insert("share_seconds", json!([]));
+        r.insert("waiting", json!([]));
         for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }
@@ -1546,6 +1575,30 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(start.elapsed() < Duration::from_secs(240), "the workload did not settle in 240 s: {state}");
         std::thread::sleep(Duration::from_secs(2));
+    }
+
+    // On call: two GPU pods no node takes — one asks for more GPUs than any node has, one
+    // selects nodes that do not exist — and the scheduler says so (FailedScheduling).
+    let oncall = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "oncall", "labels": {"fabrik.io/tenant": "oncall"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "too-big", "namespace": "oncall"},
+         "spec": {"containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+             "resources": {"limits": {"nvidia.com/gpu": "64"}}}]}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nowhere", "namespace": "oncall", "labels": {"app": "probe"}},
+         "spec": {"nodeSelector": {"fabrik.io/pool": "nowhere"}, "containers": [{"name": "probe",
+             "image": "nvcr.io/nvidia/pytorch:25.01-py3", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+    ]});
+    kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &oncall.to_string());
+    let start = Instant::now();
+    loop {
+        let t = truth(&read_api(&kubeconfig));
+        let why = |pod: &str| s(&t.views["pods"].get(pod).map_or(Value::Null, |r| r["waiting"]["why"].clone()));
+        let (big, nowhere) = (why("oncall/too-big"), why("oncall/nowhere"));
+        if big == "not enough free nvidia.com/gpu" && nowhere == "not matching its node selector/affinity" {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(90), "no FailedScheduling read: {big:?}, {nowhere:?}");
+        std::thread::sleep(Duration::from_secs(1));
     }
 
     let t0 = truth(&read_api(&kubeconfig));

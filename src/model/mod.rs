@@ -6,6 +6,7 @@ pub mod dra;
 pub mod fleet;
 pub mod history;
 pub mod intern;
+pub mod pending;
 pub mod sharing;
 pub mod slab;
 pub mod types;
@@ -15,6 +16,7 @@ pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainN
 pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use intern::{Interner, Sym};
+pub use pending::Waiting;
 pub use sharing::{ShareMode, Sharing};
 pub use slab::{Slab, SlabId};
 pub use types::*;

@@ -1445,3 +1445,53 @@ fn a_domains_workload_is_the_unfinished_pods_of_its_channel_template_in_its_name
     assert_eq!(names(&f), ["w-0"]);
     check_invariants(&f);
 }
+
+#[test]
+fn a_pending_pod_says_why_from_the_schedulers_last_word_and_its_tenant_rolls_it_up() {
+    let mut f = small_fleet();
+    let failed = |name: &str, ts: Ts, msg: &str| {
+        Delta::Event(EventSpec {
+            ts,
+            severity: Severity::Warning,
+            reason: "FailedScheduling".into(),
+            object: format!("pod/a/{name}"),
+            message: msg.into(),
+        })
+    };
+    let gpus = "0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) were unschedulable.";
+    // The event may come before the pod.
+    f.apply(failed("big", 10, gpus));
+    f.apply(Delta::PodUpsert(pod("a", "big", None, Phase::Pending, 8, &[])));
+    f.apply(Delta::PodUpsert(pod("a", "new", None, Phase::Pending, 1, &[])));
+    f.apply(Delta::PodUpsert(pod("a", "bound", Some("n1"), Phase::Pending, 1, &[])));
+    f.apply(Delta::PodUpsert(pod("a", "run", Some("n1"), Phase::Running, 1, &[])));
+    let why = |f: &Fleet, name: &str| {
+        let p = f.pod_by_name("a", name).and_then(|p| f.pod(p)).expect(name);
+        f.waiting(p).map(|w| w.text())
+    };
+    assert_eq!(why(&f, "big").as_deref(), Some("no node of 3: 1 not enough free nvidia.com/gpu, 2 cordoned"));
+    assert_eq!(why(&f, "new").as_deref(), Some("not scheduled yet"));
+    assert_eq!(why(&f, "bound").as_deref(), Some("starting"));
+    assert_eq!(why(&f, "run"), None);
+    // An older message does not replace a newer one.
+    f.apply(failed("big", 5, "0/3 nodes are available: 3 Too many pods."));
+    assert!(why(&f, "big").is_some_and(|w| w.contains("nvidia.com/gpu")));
+    let team = f.tenant_by_name("team-a").expect("team-a");
+    let pend = f.tenant(team).map(|t| t.usage.pending_pods);
+    let by = f.tenant_waiting(team);
+    assert_eq!(
+        by,
+        [("not enough free nvidia.com/gpu".to_string(), 1), ("not scheduled yet".into(), 1), ("starting".into(), 1)]
+    );
+    assert_eq!(Some(by.iter().map(|(_, n)| n).sum::<u32>()), pend, "the rollup adds up to PEND");
+    // Scheduled: the scheduler's complaint is over.
+    f.apply(Delta::Event(EventSpec {
+        ts: 20,
+        severity: Severity::Info,
+        reason: "Scheduled".into(),
+        object: "pod/a/big".into(),
+        message: "Successfully assigned a/big to n1".into(),
+    }));
+    assert_eq!(why(&f, "big").as_deref(), Some("not scheduled yet"));
+    check_invariants(&f);
+}

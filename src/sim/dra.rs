@@ -270,8 +270,27 @@ impl Sim {
                 && n.gpus.len() >= WORKER_GPUS
                 && n.gpus[..WORKER_GPUS].iter().all(|g| g.owner.is_none())
         }) else {
+            // The scheduler finds no node of the domain's clique with a free channel.
+            let n = self.nodes.len();
+            let others = n - members.len();
+            let message = format!(
+                "0/{n} nodes are available: {} cannot allocate all claims, {others} node(s) didn't match Pod's node \
+                 affinity/selector. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+                members.len()
+            );
+            if self.sched_said.get(key) != Some(&message) {
+                self.out.push(Delta::Event(EventSpec {
+                    ts: self.now,
+                    severity: Severity::Warning,
+                    reason: "FailedScheduling".into(),
+                    object: format!("pod/{key}"),
+                    message: message.clone(),
+                }));
+                self.sched_said.insert(key.to_string(), message);
+            }
             return;
         };
+        self.sched_said.remove(key);
         let node_name = self.nodes[ni].spec.name.clone();
         let mut bound = Vec::new();
         for g in &mut self.nodes[ni].gpus[..WORKER_GPUS] {

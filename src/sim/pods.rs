@@ -118,10 +118,20 @@ impl Sim {
             let want_mig = pod.mig_profile.clone();
             let want_share = self.workloads.get(pod.workload).and_then(|w| w.share);
             let mut placed = None;
+            // What ruled each node out, as the scheduler counts it.
+            let (mut down, mut cordoned) = (0u32, 0u32);
             for step in 0..n {
                 let ni = (self.sched_cursor + step) % n;
                 let node = &self.nodes[ni];
-                if node.dead || node.spec.cordoned || node.mig_apply.is_some() {
+                if node.dead {
+                    down += 1;
+                    continue;
+                }
+                if node.spec.cordoned {
+                    cordoned += 1;
+                    continue;
+                }
+                if node.mig_apply.is_some() {
                     continue;
                 }
                 let model = node.spec.gpu_model.unwrap_or(GpuModel::H100_80GB);
@@ -168,7 +178,55 @@ impl Sim {
                     }
                 }
             }
-            let Some((ni, gis, mig_slot)) = placed else { continue };
+            let Some((ni, gis, mig_slot)) = placed else {
+                // The scheduler's word on it, as kube-scheduler words it.
+                let resource = match (&want_mig, want_share) {
+                    (Some(size), _) => format!("nvidia.com/mig-{size}"),
+                    (None, Some((_, true))) => "nvidia.com/gpu.shared".to_string(),
+                    _ if pod.spec.dra.is_empty() => "nvidia.com/gpu".to_string(),
+                    _ => String::new(),
+                };
+                let short = n as u32 - down - cordoned;
+                let mut parts = Vec::new();
+                if short > 0 {
+                    parts.push(if resource.is_empty() {
+                        format!("{short} cannot allocate all claims")
+                    } else {
+                        format!("{short} Insufficient {resource}")
+                    });
+                }
+                if cordoned > 0 {
+                    parts.push(format!("{cordoned} node(s) were unschedulable"));
+                }
+                if down > 0 {
+                    parts.push(format!("{down} node(s) had untolerated taint {{node.kubernetes.io/unreachable: }}"));
+                }
+                let message = format!(
+                    "0/{n} nodes are available: {}. preemption: 0/{n} nodes are available: {n} Preemption is not \
+                     helpful for scheduling.",
+                    parts.join(", ")
+                );
+                if self.sched_said.get(&key) != Some(&message) {
+                    self.out.push(Delta::Event(EventSpec {
+                        ts: self.now,
+                        severity: Severity::Warning,
+                        reason: "FailedScheduling".into(),
+                        object: format!("pod/{key}"),
+                        message: message.clone(),
+                    }));
+                    self.sched_said.insert(key.clone(), message);
+                }
+                continue;
+            };
+            if self.sched_said.remove(&key).is_some() {
+                self.out.push(Delta::Event(EventSpec {
+                    ts: self.now,
+                    severity: Severity::Info,
+                    reason: "Scheduled".into(),
+                    object: format!("pod/{key}"),
+                    message: format!("Successfully assigned {key} to {}", self.nodes[ni].spec.name),
+                }));
+            }
             self.sched_cursor = ni;
             let node_name = self.nodes[ni].spec.name.clone();
             let mut bound: Vec<(usize, String)> = Vec::new();
@@ -237,6 +295,7 @@ impl Sim {
 
     pub(super) fn delete_pod(&mut self, key: &str) {
         self.release(key);
+        self.sched_said.remove(key);
         if let Some(p) = self.pods.remove(key) {
             if p.spec.owner == Owner::StatefulSet
                 && let Some(&a) = self.workload_of.get(&p.spec.app)

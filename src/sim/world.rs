@@ -143,6 +143,9 @@ pub struct Sim {
     pub(super) sched_cursor: usize,
     pub(super) pod_seq: u64,
     pub(super) sts_hint: std::collections::HashMap<usize, u32>,
+    /// The last FailedScheduling message sent per pending pod (an event only when it changes,
+    /// as the scheduler's are aggregated).
+    pub(super) sched_said: std::collections::HashMap<String, String>,
     pub(super) workload_of: std::collections::HashMap<String, usize>,
     pub(super) dra: super::dra::DraAlpha,
 }
@@ -180,6 +183,7 @@ impl Sim {
             sched_cursor: 0,
             pod_seq: 0,
             sts_hint: Default::default(),
+            sched_said: Default::default(),
             workload_of: Default::default(),
             dra: Default::default(),
         };

@@ -1720,8 +1720,8 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
     assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "4", "the tenant's MIG instances");
-    assert_eq!(pod_cell(&app, "asr-1", 6), "1g.10gb×2 held, instance unknown without an agent");
-    assert_eq!(pod_cell(&app, "big", 6), "3g.40gb×1 held, instance unknown without an agent");
+    assert_eq!(pod_cell(&app, "asr-1", 7), "1g.10gb×2 held, instance unknown without an agent");
+    assert_eq!(pod_cell(&app, "big", 7), "3g.40gb×1 held, instance unknown without an agent");
     // No GPU is said to be free while an instance of its profile may be the one held.
     assert_eq!(gpu_cell(&app, "m1", 0, 0, 9), "0/3 in use, 3 unknown");
     let rows: Vec<String> = (1..=3).map(|i| gpu_cell(&app, "m1", 0, i, 9)).collect();
@@ -1748,8 +1748,8 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 6), "—", "{node} UTIL");
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 10), "—", "{node} IDLE");
     }
-    assert_eq!(pod_cell(&app, "asr-0", 7), "—", "a pod holding an instance nobody measures");
-    assert_eq!(pod_cell(&app, "train-0", 7), "—");
+    assert_eq!(pod_cell(&app, "asr-0", 8), "—", "a pod holding an instance nobody measures");
+    assert_eq!(pod_cell(&app, "train-0", 8), "—");
     // A source measures one of w1's GPUs: figures over that one, and they say so.
     let at = app.fleet.now;
     app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
@@ -1764,7 +1764,7 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "90% of 1", "UTIL");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "40% of 1", "MEM");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 8), "300W of 1", "POWER");
-    assert_eq!(pod_cell(&app, "train-0", 7), "90%");
+    assert_eq!(pod_cell(&app, "train-0", 8), "90%");
 }
 
 #[test]
@@ -2369,4 +2369,69 @@ fn share_hours_are_cut_to_tenths_not_rounded_up() {
     assert_eq!(share_hours(360), "0.1");
     assert_eq!(share_hours(12 * 3600 + 1_100), "12.3");
     assert_eq!(share_hours(3599), "0.9");
+}
+
+#[test]
+fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
+    use crate::model::{EventSpec, Owner, Phase, PodSpec, Severity};
+    let (mut app, _) = domains_app();
+    let now = app.fleet.now;
+    let stuck = PodSpec {
+        namespace: "imex".into(),
+        name: "train-c-0".into(),
+        node: None,
+        phase: Phase::Pending,
+        created: now,
+        started: None,
+        owner: Owner::Job,
+        app: "train-c".into(),
+        empty_dir: false,
+        gpus: 8,
+        gpus_renamed: false,
+        mig: vec![],
+        dra: vec![],
+        claim_templates: vec![],
+        bound_gpus: vec![],
+        bound_mig: vec![],
+        deletion: None,
+    };
+    app.apply(vec![
+        Delta::PodUpsert(stuck),
+        Delta::Event(EventSpec {
+            ts: now,
+            severity: Severity::Warning,
+            reason: "FailedScheduling".into(),
+            object: "pod/imex/train-c-0".into(),
+            message: "0/48 nodes are available: 40 Insufficient nvidia.com/gpu, 8 node(s) didn't match Pod's node \
+                      affinity/selector. no new claims to deallocate, preemption: 0/48 nodes are available: 48 \
+                      Preemption is not helpful for scheduling."
+                .into(),
+        }),
+    ]);
+    app.prepare();
+    let waiting = tables::columns(ViewKind::Pods).iter().position(|c| c.name == "WAITING").expect("WAITING");
+    let id = app.fleet.pod_by_name("imex", "train-c-0").expect("the pod");
+    let cell = tables::columns(ViewKind::Pods)[waiting].cell_of(&app.fleet, RowId::Pod(id));
+    assert_eq!(
+        cell,
+        (
+            "no node of 48: 40 not enough free nvidia.com/gpu, 8 not matching its node selector/affinity".into(),
+            "status.pending"
+        )
+    );
+    // Enter on the tenant: its pods, and why the pending ones wait.
+    send(&mut app, ":tenants team-imex<Enter><Enter>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Pods));
+    assert_eq!(
+        message(&app),
+        "pods of tenant team-imex — 2 pending: 1 not enough free nvidia.com/gpu, 1 starting; Esc clears the filter"
+    );
+    // Enter on the pod that has no node says why instead.
+    send(&mut app, "<Esc>/train-c<Enter><Enter>");
+    let s = screen(&mut app);
+    assert!(
+        message(&app).starts_with("not scheduled on a node yet: no node of 48: 40 not enough"),
+        "{}\n{s}",
+        message(&app)
+    );
 }

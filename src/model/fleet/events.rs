@@ -2,6 +2,7 @@
 //! progress, and how the feeds stand.
 
 use super::*;
+use crate::model::pending::{Waiting, read_failed_scheduling};
 
 /// How the fleet's feeds stand, all together: what the header says about its sources.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,11 +65,78 @@ impl Fleet {
         let reason = capped(e.reason, EVENT_REASON_MAX).into_boxed_str();
         let object = capped(e.object, EVENT_OBJECT_MAX);
         let message = capped(e.message, EVENT_MESSAGE_MAX);
+        self.note_scheduling(&reason, &object, &message, e.ts);
         if self.events.len() >= EVENT_CAPACITY {
             self.events.pop_front();
         }
         self.events.push_back(Event { ts: e.ts, severity: e.severity, reason, object, message });
         self.events_gen += 1;
+    }
+
+    /// Keeps the scheduler's last word on a pod: FailedScheduling until it is Scheduled.
+    fn note_scheduling(&mut self, reason: &str, object: &str, message: &str, ts: Ts) {
+        let Some(key) = object.strip_prefix("pod/") else { return };
+        match reason {
+            "FailedScheduling" => {
+                if self.sched_failed.get(key).is_some_and(|(at, _)| *at > ts) {
+                    return;
+                }
+                // Bounded: notes on pods the fleet does not have go first.
+                if self.sched_failed.len() >= SCHED_NOTES_MAX {
+                    let idx = &self.idx;
+                    let interner = &self.interner;
+                    self.sched_failed.retain(|k, _| {
+                        let (ns, name) = k.split_once('/').unwrap_or((k, ""));
+                        interner.get(ns).is_some_and(|ns| idx.has_pod(ns, name))
+                    });
+                    if self.sched_failed.len() >= SCHED_NOTES_MAX {
+                        return;
+                    }
+                }
+                self.sched_failed.insert(key.to_string(), (ts, message.to_string()));
+            }
+            "Scheduled" => {
+                self.sched_failed.remove(key);
+            }
+            _ => {}
+        }
+    }
+
+    /// Why pod `p` is pending (`None` unless it is): starting on its node, the scheduler's
+    /// last FailedScheduling read into reasons, or not scheduled yet.
+    pub fn waiting(&self, p: &Pod) -> Option<Waiting> {
+        if p.phase != Phase::Pending {
+            return None;
+        }
+        if p.node_name != Sym::default() {
+            return Some(Waiting::Starting);
+        }
+        let key = format!("{}/{}", self.str_of(p.namespace), p.name);
+        Some(match self.sched_failed.get(&key) {
+            Some((_, m)) => read_failed_scheduling(m),
+            None => Waiting::Queued,
+        })
+    }
+
+    /// A tenant's pending pods (all of them, as its PEND counts) by why they wait, the most
+    /// first, e.g.
+    /// `[("not enough free nvidia.com/gpu", 12), ("not scheduled yet", 1)]`.
+    pub fn tenant_waiting(&self, tid: TenantId) -> Vec<(String, u32)> {
+        let mut by: Vec<(String, u32)> = Vec::new();
+        let Some(t) = self.tenant(tid) else { return by };
+        for &ns in &t.namespaces {
+            for pid in self.idx.pods_in(ns) {
+                let Some(p) = self.pod(pid).filter(|p| p.tenant == tid) else { continue };
+                let Some(w) = self.waiting(p) else { continue };
+                let c = w.category();
+                match by.iter_mut().find(|(k, _)| *k == c) {
+                    Some(e) => e.1 += 1,
+                    None => by.push((c, 1)),
+                }
+            }
+        }
+        by.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        by
     }
 
     pub(super) fn apply_op(&mut self, p: OpProgress) {

@@ -40,6 +40,8 @@ pub const EVENT_CAPACITY: usize = 5000;
 pub const EVENT_REASON_MAX: usize = 128;
 pub const EVENT_OBJECT_MAX: usize = 512;
 pub const EVENT_MESSAGE_MAX: usize = 4096;
+/// At most this many pods' last FailedScheduling message are kept (pending pods are far fewer).
+pub const SCHED_NOTES_MAX: usize = 100_000;
 /// How many operations (running and finished) the fleet remembers.
 pub const OP_CAPACITY: usize = 200;
 
@@ -91,6 +93,9 @@ pub struct Fleet {
     /// Per shared GPU, the holders whose own share has been under the idle threshold, and
     /// since when (see [`Fleet::share_util`]).
     share_low: FastMap<GpuId, Vec<(PodId, Ts)>>,
+    /// The scheduler's last FailedScheduling message per pod (`namespace/name`), and when;
+    /// dropped when the pod is scheduled or goes.
+    sched_failed: FastMap<String, (Ts, String)>,
     /// Nodes whose MIG config is `pending`, watched for a stuck one.
     mig_pending: BTreeSet<NodeId>,
     frag: FastMap<GpuId, Fragmentation>,
@@ -134,6 +139,7 @@ impl Fleet {
             counters: Counters::default(),
             holders: FastMap::default(),
             share_low: FastMap::default(),
+            sched_failed: FastMap::default(),
             mig_pending: BTreeSet::new(),
             frag: FastMap::default(),
             gpu_resources,

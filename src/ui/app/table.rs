@@ -205,14 +205,27 @@ impl App {
                             let t = self.ui.table_mut(ViewKind::Pods);
                             t.filter = name.clone();
                             t.selected = 0;
-                            self.ui.info(format!("pods of tenant {name}; Esc clears the filter"));
+                            // Why its pending pods wait, rolled up (each pod's WAITING says more).
+                            let by = id.tenant().map(|t| self.fleet.tenant_waiting(t)).unwrap_or_default();
+                            let pending = match by.iter().map(|(_, n)| n).sum::<u32>() {
+                                0 => String::new(),
+                                n => {
+                                    let why: Vec<String> = by.iter().map(|(w, k)| format!("{k} {w}")).collect();
+                                    format!(" — {n} pending: {}", why.join(", "))
+                                }
+                            };
+                            self.ui.info(format!("pods of tenant {name}{pending}; Esc clears the filter"));
                         }
                     }
                     ViewKind::Pods => {
                         if let Some(n) = id.pod().and_then(|p| self.fleet.pod(p)).and_then(|p| p.node) {
                             self.push(Screen::Node(n));
                         } else {
-                            self.ui.warn("this pod is not scheduled on a node yet");
+                            let why = id.pod().and_then(|p| self.fleet.pod(p)).and_then(|p| self.fleet.waiting(p));
+                            match why {
+                                Some(w) => self.ui.warn(format!("not scheduled on a node yet: {}", w.text())),
+                                None => self.ui.warn("this pod is not scheduled on a node yet"),
+                            }
                         }
                     }
                     ViewKind::Quotas => self.start_op(Command::EditQuota),

@@ -55,6 +55,20 @@ pub const COLUMNS: &[Column] = &[
             (p.phase.as_str().into(), tok)
         })
     }),
+    // Why a pending pod waits: the scheduler's reasons in words, starting, or queued.
+    Column::new("WAITING", 22)
+        .min(10)
+        .grow(2)
+        .priority(2)
+        .filter()
+        .value(|f, r| on(f, r, |p| f.waiting(p).map_or(Value::Absent, |w| Value::Text(w.text().into()))))
+        .cell(|f, r| {
+            draw(f, r, |p| match f.waiting(p) {
+                None => muted("-"),
+                Some(w @ (Waiting::Starting | Waiting::Queued)) => muted(w.text()),
+                Some(w) => (w.text(), "status.pending"),
+            })
+        }),
     Column::new("REQUEST", 13)
         .priority(4)
         .filter()
@@ -236,6 +250,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "util_pct": col("UTIL"),
         "idle": opt(util.and_then(|(u, idle)| u.map(|_| idle))),
         "owner": col("OWNER"),
+        "waiting": f.waiting(p).map(|w| json!({ "why": w.category(), "text": w.text() })),
         "created_ms": col("AGE"),
         "age_s": age_s(f, p.created),
     }))

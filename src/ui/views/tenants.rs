@@ -176,5 +176,6 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "busy_pct": col("BUSY%"),
         "idle_allocated": opt(known.then_some(u.idle_allocated)),
         "status": status(f, r).0,
+        "waiting": f.tenant_waiting(r.tenant()?).into_iter().map(|(why, n)| json!({ "why": why, "pods": n })).collect::<Vec<_>>(),
     }))
 }

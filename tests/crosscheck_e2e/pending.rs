@@ -1,0 +1,120 @@
+//! The truth for why pods are pending, from the API's pods and core/v1 Events alone: a pod
+//! bound to a node is starting; else the scheduler's latest FailedScheduling event for it
+//! (none: not scheduled yet), its reasons (the first sentence after `nodes are available:`) in the words the
+//! README promises. Written apart from fabrik's parser.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::{s, ts_ms};
+
+/// When an Event last happened: lastTimestamp, else eventTime (events.k8s.io), else its
+/// creation.
+fn when(e: &Value) -> u64 {
+    for k in ["lastTimestamp", "eventTime"] {
+        if e[k].is_string() {
+            return ts_ms(&e[k]);
+        }
+    }
+    ts_ms(&e["metadata"]["creationTimestamp"])
+}
+
+/// The reason's words (README, Pods view: WAITING).
+fn said(reason: &str) -> String {
+    if let Some(r) = reason.strip_prefix("Insufficient ") {
+        return format!("not enough free {r}");
+    }
+    if let Some(t) = reason.strip_prefix("node(s) had untolerated taint {") {
+        return format!("tainted {}", t.split(':').next().unwrap_or(t));
+    }
+    match reason {
+        "node(s) didn't match Pod's node affinity/selector" => "not matching its node selector/affinity".into(),
+        "node(s) were unschedulable" => "cordoned".into(),
+        "cannot allocate all claims" => "no devices for its DRA claims".into(),
+        other => other.into(),
+    }
+}
+
+/// `(why, text)` for a FailedScheduling message of the usual shape.
+fn read(message: &str) -> (String, String) {
+    let Some((head, list)) = message.split_once(" nodes are available: ") else {
+        return (message.chars().take(60).collect(), message.to_string());
+    };
+    // The list ends with its sentence; post-filter plugins (DRA, preemption) follow it.
+    let list = list.split(". ").next().unwrap_or(list);
+    let total = head.split('/').nth(1).unwrap_or("?").trim().to_string();
+    let mut lacking: Vec<(i64, String)> = Vec::new();
+    let mut ruled_out: Vec<(i64, String)> = Vec::new();
+    // Parts start with a count: `3 Insufficient x, 5 node(s) had untolerated taint {a: b}`.
+    let mut parts: Vec<String> = Vec::new();
+    for piece in list.trim_end_matches('.').split(", ") {
+        match (piece.split(' ').next().and_then(|n| n.parse::<i64>().ok()), parts.last_mut()) {
+            (None, Some(last)) => {
+                last.push_str(", ");
+                last.push_str(piece);
+            }
+            _ => parts.push(piece.to_string()),
+        }
+    }
+    for p in parts {
+        let (n, reason) = p.split_once(' ').unwrap_or(("0", &p));
+        let n: i64 = n.parse().unwrap_or(0);
+        let words = said(reason.trim_end_matches('.'));
+        let list = if words.starts_with("not enough free ") || words == "no devices for its DRA claims" {
+            &mut lacking
+        } else {
+            &mut ruled_out
+        };
+        match list.iter_mut().find(|(_, w)| *w == words) {
+            Some(e) => e.0 += n,
+            None => list.push((n, words)),
+        }
+    }
+    lacking.sort_by_key(|(n, _)| -n);
+    ruled_out.sort_by_key(|(n, _)| -n);
+    let all: Vec<(i64, String)> = lacking.into_iter().chain(ruled_out).collect();
+    let why = all.first().map_or_else(|| "no node fits".to_string(), |(_, w)| w.clone());
+    let text =
+        format!("no node of {total}: {}", all.iter().map(|(n, w)| format!("{n} {w}")).collect::<Vec<_>>().join(", "));
+    (why, text)
+}
+
+/// Per pending pod (`namespace/name`): `{why, text}`.
+pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
+    // The latest FailedScheduling per pod; a later Scheduled ends it.
+    let mut last: BTreeMap<String, (u64, &str, String)> = BTreeMap::new();
+    for e in events {
+        let o = &e["involvedObject"];
+        if o["kind"] != "Pod" {
+            continue;
+        }
+        let reason = e["reason"].as_str().unwrap_or("");
+        if reason != "FailedScheduling" && reason != "Scheduled" {
+            continue;
+        }
+        let key = format!("{}/{}", s(&o["namespace"]), s(&o["name"]));
+        let at = when(e);
+        if last.get(&key).is_none_or(|(t, _, _)| at >= *t) {
+            last.insert(key, (at, reason, s(&e["message"])));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for p in pods {
+        let phase = p["status"]["phase"].as_str().unwrap_or("Pending");
+        if phase != "Pending" || p["metadata"]["deletionTimestamp"].is_string() {
+            continue;
+        }
+        let key = format!("{}/{}", s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]));
+        let (why, text) = if p["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
+            ("starting".to_string(), "starting".to_string())
+        } else {
+            match last.get(&key) {
+                Some((_, "FailedScheduling", m)) => read(m),
+                _ => ("not scheduled yet".to_string(), "not scheduled yet".to_string()),
+            }
+        };
+        out.insert(key, json!({ "why": why, "text": text }));
+    }
+    out
+}
