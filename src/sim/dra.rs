@@ -278,38 +278,20 @@ impl Sim {
                  affinity/selector. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
                 members.len()
             );
-            if self.sched_said.get(key) != Some(&message) {
-                self.out.push(Delta::Event(EventSpec {
-                    ts: self.now,
-                    severity: Severity::Warning,
-                    reason: "FailedScheduling".into(),
-                    object: format!("pod/{key}"),
-                    message: message.clone(),
-                }));
-                self.sched_said.insert(key.to_string(), message);
-            }
+            self.failed_scheduling(key, message);
             return;
         };
-        self.sched_said.remove(key);
+        self.scheduled(key, ni);
         let node_name = self.nodes[ni].spec.name.clone();
         let mut bound = Vec::new();
         for g in &mut self.nodes[ni].gpus[..WORKER_GPUS] {
             g.owner = Some(key.to_string());
             bound.push(g.spec.uuid.clone());
         }
-        let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
         let Some(pod) = self.pods.get_mut(key) else { return };
         pod.spec.node = Some(node_name);
         pod.spec.bound_gpus = bound;
-        if start_ticks == 0 {
-            pod.spec.phase = Phase::Running;
-            pod.spec.started = Some(if instant { pod.spec.created } else { self.now });
-        } else {
-            pod.starting = Some(start_ticks);
-        }
-        if !instant {
-            self.out.push(Delta::PodUpsert(pod.spec.clone()));
-        }
+        self.start_bound(key, instant);
     }
 
     /// Binds a pending pod of an [`AlphaAsk`] workload, as the scheduler allocates its claim;
@@ -351,7 +333,6 @@ impl Sim {
             }
             AlphaAsk::Domain(_) => return,
         };
-        let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
         let Some(pod) = self.pods.get_mut(key) else { return };
         pod.spec.node = Some(node_name.clone());
         pod.spec.bound_gpus = bound_gpus;
@@ -360,16 +341,7 @@ impl Sim {
             c.device_class = class.to_string();
             c.allocated = Some(format!("{}/{node_name}/{device}", labels::DRA_DRIVER));
         }
-        if start_ticks == 0 {
-            pod.spec.phase = Phase::Running;
-            // Pods there from the start have run since they were made.
-            pod.spec.started = Some(if instant { pod.spec.created } else { self.now });
-        } else {
-            pod.starting = Some(start_ticks);
-        }
-        if !instant {
-            self.out.push(Delta::PodUpsert(pod.spec.clone()));
-        }
+        self.start_bound(key, instant);
     }
 
     /// Sends what changed about the shapes: the partitionable GPU (its partition is a MIG

@@ -206,27 +206,10 @@ impl Sim {
                      helpful for scheduling.",
                     parts.join(", ")
                 );
-                if self.sched_said.get(&key) != Some(&message) {
-                    self.out.push(Delta::Event(EventSpec {
-                        ts: self.now,
-                        severity: Severity::Warning,
-                        reason: "FailedScheduling".into(),
-                        object: format!("pod/{key}"),
-                        message: message.clone(),
-                    }));
-                    self.sched_said.insert(key.clone(), message);
-                }
+                self.failed_scheduling(&key, message);
                 continue;
             };
-            if self.sched_said.remove(&key).is_some() {
-                self.out.push(Delta::Event(EventSpec {
-                    ts: self.now,
-                    severity: Severity::Info,
-                    reason: "Scheduled".into(),
-                    object: format!("pod/{key}"),
-                    message: format!("Successfully assigned {key} to {}", self.nodes[ni].spec.name),
-                }));
-            }
+            self.scheduled(&key, ni);
             self.sched_cursor = ni;
             let node_name = self.nodes[ni].spec.name.clone();
             let mut bound: Vec<(usize, String)> = Vec::new();
@@ -248,7 +231,6 @@ impl Sim {
                 self.nodes[ni].gpus[gi].inst_owner[ii] = Some(key.clone());
                 mig_uuid = Some(self.nodes[ni].gpus[gi].spec.instances[ii].uuid.clone());
             }
-            let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
             let Some(pod) = self.pods.get_mut(&key) else { continue };
             pod.spec.node = Some(node_name.clone());
             pod.spec.bound_gpus = bound.iter().map(|(_, u)| u.clone()).collect();
@@ -261,17 +243,7 @@ impl Sim {
             for c in pod.spec.dra.iter_mut() {
                 c.allocated = bound.first().map(|(gi, _)| format!("gpu.nvidia.com/{node_name}/gpu-{gi}"));
             }
-            if start_ticks == 0 {
-                pod.spec.phase = Phase::Running;
-                // Pods there from the start have run since they were made.
-                pod.spec.started = Some(if instant { pod.spec.created } else { self.now });
-            } else {
-                pod.starting = Some(start_ticks);
-            }
-            if !instant {
-                let spec = pod.spec.clone();
-                self.out.push(Delta::PodUpsert(spec));
-            }
+            self.start_bound(&key, instant);
         }
     }
 
@@ -290,6 +262,52 @@ impl Sim {
                     *o = None;
                 }
             }
+        }
+    }
+
+    /// The scheduler's word on a pod it cannot place: an Event when the words change (the
+    /// scheduler's repeat as one aggregated Event).
+    pub(super) fn failed_scheduling(&mut self, key: &str, message: String) {
+        if self.sched_said.get(key) == Some(&message) {
+            return;
+        }
+        self.out.push(Delta::Event(EventSpec {
+            ts: self.now,
+            severity: Severity::Warning,
+            reason: "FailedScheduling".into(),
+            object: format!("pod/{key}"),
+            message: message.clone(),
+        }));
+        self.sched_said.insert(key.to_string(), message);
+    }
+
+    /// A pod the scheduler had complained about is placed on node `ni` at last.
+    pub(super) fn scheduled(&mut self, key: &str, ni: usize) {
+        if self.sched_said.remove(key).is_some() {
+            self.out.push(Delta::Event(EventSpec {
+                ts: self.now,
+                severity: Severity::Info,
+                reason: "Scheduled".into(),
+                object: format!("pod/{key}"),
+                message: format!("Successfully assigned {key} to {}", self.nodes[ni].spec.name),
+            }));
+        }
+    }
+
+    /// A pod just bound: running at once (`instant`, the initial fill: it has run since it
+    /// was made) or after a few ticks of starting; sent unless instant.
+    pub(super) fn start_bound(&mut self, key: &str, instant: bool) {
+        let start_ticks = if instant { 0 } else { self.rng.range(2, 6) as u32 };
+        let now = self.now;
+        let Some(pod) = self.pods.get_mut(key) else { return };
+        if start_ticks == 0 {
+            pod.spec.phase = Phase::Running;
+            pod.spec.started = Some(if instant { pod.spec.created } else { now });
+        } else {
+            pod.starting = Some(start_ticks);
+        }
+        if !instant {
+            self.out.push(Delta::PodUpsert(pod.spec.clone()));
         }
     }
 
