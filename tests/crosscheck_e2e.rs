@@ -187,6 +187,12 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "its Pending pods (every pod, as pending_pods) counted by their waiting.why, most first",
             ),
+            (
+                "refused_by_quota",
+                Exact,
+                "controllers in its namespaces whose latest FailedCreate/SuccessfulCreate Event is a FailedCreate \
+                 with `exceeded quota:` (a refusal of the same second stands): object, quota, requested/used/limited",
+            ),
         ],
     ),
     (
@@ -573,6 +579,7 @@ fn truth(api: &Api) -> Truth {
 
     // ---------- pods ----------
     let waiting = pending::waiting(&api.pods, &api.events);
+    let refusals = pending::refused_by_quota(&api.events);
     let mut rows = Rows::new();
     for p in &pods {
         let mig: serde_json::Map<String, Value> = p.mig.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
@@ -1015,6 +1022,9 @@ fn truth(api: &Api) -> Truth {
         let mut by: Vec<(String, u64)> = by.into_iter().collect();
         by.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         r.insert("waiting", json!(by.iter().map(|(w, n)| json!({ "why": w, "pods": n })).collect::<Vec<_>>()));
+        let mut refused: Vec<Value> = nss.iter().flat_map(|ns| refusals.get(ns).cloned().unwrap_or_default()).collect();
+        refused.sort_by_key(|r| s(&r["object"]));
+        r.insert("refused_by_quota", json!(refused));
         r.insert("gpu_quota_hard", json!(quota));
         r.insert("requested_gpus", json!(requested));
         r.insert("allocated_gpus", json!(allocated));
@@ -1037,6 +1047,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("allocated_share_gpus", json!(0.0));
         r.insert("share_seconds", json!([]));
         r.insert("waiting", json!([]));
+        r.insert("refused_by_quota", json!([]));
         for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }
@@ -1589,15 +1600,51 @@ fn every_number_fabrik_prints_equals_the_api() {
              "image": "nvcr.io/nvidia/pytorch:25.01-py3", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
     ]});
     kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &oncall.to_string());
+    // A Deployment asking three GPUs of a quota of one: the ReplicaSet's other two pods are
+    // refused at admission (FailedCreate) and never exist.
+    let quota_ns = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "oncall-q", "labels": {"fabrik.io/tenant": "oncall"}}},
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota", "namespace": "oncall-q"},
+         "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}},
+    ]});
+    kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &quota_ns.to_string());
+    // The quota's status first: the quota controller writes what is used before admission
+    // counts against it.
+    let start = Instant::now();
+    while kubectl(
+        &kubeconfig,
+        &["get", "resourcequota", "gpu-quota", "-n", "oncall-q", "-o", "jsonpath={.status.hard}"],
+    )
+    .trim()
+    .is_empty()
+    {
+        assert!(start.elapsed() < Duration::from_secs(60), "the quota controller did not write gpu-quota's status");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let web = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "oncall-q"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}}, "template": {"metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nvcr.io/nvidia/tritonserver:25.01-py3",
+                "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}});
+    kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &web.to_string());
     let start = Instant::now();
     loop {
         let t = truth(&read_api(&kubeconfig));
         let why = |pod: &str| s(&t.views["pods"].get(pod).map_or(Value::Null, |r| r["waiting"]["why"].clone()));
         let (big, nowhere) = (why("oncall/too-big"), why("oncall/nowhere"));
-        if big == "not enough free nvidia.com/gpu" && nowhere == "not matching its node selector/affinity" {
+        let refused = t.views["tenants"].get("oncall").map_or(Value::Null, |r| r["refused_by_quota"].clone());
+        let web_pods = t.views["pods"].keys().filter(|k| k.starts_with("oncall-q/web-")).count();
+        if big == "not enough free nvidia.com/gpu"
+            && nowhere == "not matching its node selector/affinity"
+            && refused.as_array().is_some_and(|r| r.len() == 1)
+            && web_pods == 1
+            && t.starting == 0
+        {
             break;
         }
-        assert!(start.elapsed() < Duration::from_secs(90), "no FailedScheduling read: {big:?}, {nowhere:?}");
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "no FailedScheduling or quota refusal read: {big:?}, {nowhere:?}, {refused}, {web_pods} web pods"
+        );
         std::thread::sleep(Duration::from_secs(1));
     }
 

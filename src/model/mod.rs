@@ -16,7 +16,7 @@ pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainN
 pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use intern::{Interner, Sym};
-pub use pending::Waiting;
+pub use pending::{QuotaRefusal, Waiting};
 pub use sharing::{ShareMode, Sharing};
 pub use slab::{Slab, SlabId};
 pub use types::*;

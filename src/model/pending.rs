@@ -51,6 +51,35 @@ impl Waiting {
     }
 }
 
+/// A controller's pod refused by a ResourceQuota (its FailedCreate): the pod never exists,
+/// so no pod says why the workload is short.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QuotaRefusal {
+    pub quota: String,
+    /// `refused by quota gpu-quota: requested requests.nvidia.com/gpu=1, used …, limited …`.
+    pub text: String,
+}
+
+/// Reads the admission error a controller's FailedCreate carries: `pods "x" is forbidden:
+/// exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1, used: …=4, limited:
+/// …=4`. `None` for any other failure.
+pub fn read_quota_refusal(message: &str) -> Option<QuotaRefusal> {
+    let (_, rest) = message.split_once("exceeded quota: ")?;
+    let (quota, rest) = rest.split_once(", ").unwrap_or((rest, ""));
+    let quota = quota.trim().to_string();
+    let part = |key: &str| rest.split(", ").find_map(|p| p.strip_prefix(key)).map(str::trim).filter(|v| !v.is_empty());
+    let said: Vec<String> = [("requested", "requested: "), ("used", "used: "), ("limited", "limited: ")]
+        .into_iter()
+        .filter_map(|(w, k)| part(k).map(|v| format!("{w} {v}")))
+        .collect();
+    let text = if said.is_empty() {
+        format!("refused by quota {quota}")
+    } else {
+        format!("refused by quota {quota}: {}", said.join(", "))
+    };
+    Some(QuotaRefusal { quota, text })
+}
+
 /// Reads a FailedScheduling message (see the module).
 pub fn read_failed_scheduling(message: &str) -> Waiting {
     let Some((lead, rest)) = message.split_once(" nodes are available: ") else {
@@ -181,6 +210,23 @@ mod tests {
             "no node of 8: 3 not enough free nvidia.com/gpu, 4 tainted node.kubernetes.io/unschedulable, \
              1 not matching its node selector/affinity"
         );
+    }
+
+    #[test]
+    fn a_quota_refusal_names_its_quota_and_what_it_limits() {
+        let m = "Error creating: pods \"web-7d9f-x2\" is forbidden: exceeded quota: gpu-quota, requested: \
+                 requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=1, limited: requests.nvidia.com/gpu=1";
+        assert_eq!(
+            read_quota_refusal(m),
+            Some(QuotaRefusal {
+                quota: "gpu-quota".into(),
+                text: "refused by quota gpu-quota: requested requests.nvidia.com/gpu=1, used \
+                       requests.nvidia.com/gpu=1, limited requests.nvidia.com/gpu=1"
+                    .into()
+            })
+        );
+        assert_eq!(read_quota_refusal("exceeded quota: q").map(|r| r.text), Some("refused by quota q".into()));
+        assert_eq!(read_quota_refusal("Error creating: pods \"x\" is forbidden: no PriorityClass"), None);
     }
 
     #[test]

@@ -1495,3 +1495,36 @@ fn a_pending_pod_says_why_from_the_schedulers_last_word_and_its_tenant_rolls_it_
     assert_eq!(why(&f, "big").as_deref(), Some("not scheduled yet"));
     check_invariants(&f);
 }
+
+#[test]
+fn a_controller_refused_by_a_quota_is_its_tenants_until_it_creates_again() {
+    let mut f = small_fleet();
+    let ev = |reason: &str, object: &str, ts: Ts, msg: &str| {
+        Delta::Event(EventSpec {
+            ts,
+            severity: Severity::Warning,
+            reason: reason.into(),
+            object: object.into(),
+            message: msg.into(),
+        })
+    };
+    let refused = "Error creating: pods \"web-x\" is forbidden: exceeded quota: gpu-quota, requested: \
+                   requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=2, limited: requests.nvidia.com/gpu=2";
+    let team = f.tenant_by_name("team-a").expect("team-a");
+    let objects = |f: &Fleet| -> Vec<String> {
+        f.tenant_quota_refusals(team).iter().map(|(o, q)| format!("{o} {}", q.quota)).collect()
+    };
+    // Created some and was refused others in the same second: short.
+    f.apply(ev("SuccessfulCreate", "replicaset/a/web", 1_000, "Created pod: web-y"));
+    f.apply(ev("FailedCreate", "replicaset/a/web", 1_000, refused));
+    f.apply(ev("SuccessfulCreate", "replicaset/a/web", 1_000, "Created pod: web-z"));
+    // Another failure (not a quota) and another namespace's tenant are not this.
+    f.apply(ev("FailedCreate", "job/a-dev/train", 1_000, "Error creating: pods is forbidden: no PriorityClass"));
+    f.apply(ev("FailedCreate", "replicaset/other/web", 1_000, refused));
+    assert_eq!(objects(&f), ["replicaset/a/web gpu-quota"]);
+    // An older word does not undo it; a later creation does.
+    f.apply(ev("SuccessfulCreate", "replicaset/a/web", 500, "Created pod: web-old"));
+    assert_eq!(objects(&f).len(), 1);
+    f.apply(ev("SuccessfulCreate", "replicaset/a/web", 2_000, "Created pod: web-w"));
+    assert!(objects(&f).is_empty());
+}

@@ -2408,6 +2408,16 @@ fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
                 .into(),
         }),
     ]);
+    // A Deployment's ReplicaSet a quota refuses: its pods never exist.
+    app.apply(vec![Delta::Event(EventSpec {
+        ts: now,
+        severity: Severity::Warning,
+        reason: "FailedCreate".into(),
+        object: "replicaset/imex/web-7d9f".into(),
+        message: "Error creating: pods \"web-7d9f-x\" is forbidden: exceeded quota: gpu-quota, requested: \
+                  requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8"
+            .into(),
+    })]);
     app.prepare();
     let waiting = tables::columns(ViewKind::Pods).iter().position(|c| c.name == "WAITING").expect("WAITING");
     let id = app.fleet.pod_by_name("imex", "train-c-0").expect("the pod");
@@ -2424,7 +2434,9 @@ fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Pods));
     assert_eq!(
         message(&app),
-        "pods of tenant team-imex — 2 pending: 1 not enough free nvidia.com/gpu, 1 starting; Esc clears the filter"
+        "pods of tenant team-imex — 2 pending: 1 not enough free nvidia.com/gpu, 1 starting; replicaset/imex/web-7d9f: \
+         refused by quota gpu-quota: requested requests.nvidia.com/gpu=1, used requests.nvidia.com/gpu=8, limited \
+         requests.nvidia.com/gpu=8; Esc clears the filter"
     );
     // Enter on the pod that has no node says why instead.
     send(&mut app, "<Esc>/train-c<Enter><Enter>");

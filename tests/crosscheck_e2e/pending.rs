@@ -118,3 +118,51 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
     }
     out
 }
+
+/// Per namespace: its controllers whose latest pod creation a ResourceQuota refused — the
+/// latest of their FailedCreate / SuccessfulCreate Events (a refusal of the same second as
+/// a creation stands) is a FailedCreate saying `exceeded quota: Q, requested: …, used: …,
+/// limited: …` — as `{object: kind/ns/name, quota, text}`, by object.
+pub fn refused_by_quota(events: &[Value]) -> BTreeMap<String, Vec<Value>> {
+    let mut last: BTreeMap<String, (u64, bool, String)> = BTreeMap::new();
+    for e in events {
+        let reason = e["reason"].as_str().unwrap_or("");
+        let failed = match reason {
+            "FailedCreate" => true,
+            "SuccessfulCreate" => false,
+            _ => continue,
+        };
+        let o = &e["involvedObject"];
+        let object = format!("{}/{}/{}", s(&o["kind"]).to_lowercase(), s(&o["namespace"]), s(&o["name"]));
+        let at = when(e);
+        let newer = match last.get(&object) {
+            None => true,
+            Some((t, was_failed, _)) => at > *t || (at == *t && failed && !was_failed),
+        };
+        if newer {
+            last.insert(object, (at, failed, s(&e["message"])));
+        }
+    }
+    let mut out: BTreeMap<String, Vec<Value>> = BTreeMap::new();
+    for (object, (_, failed, message)) in last {
+        let Some(rest) = message.split("exceeded quota: ").nth(1).filter(|_| failed) else { continue };
+        let mut fields = rest.split(", ");
+        let quota = fields.next().unwrap_or("").to_string();
+        let mut said = Vec::new();
+        for f in fields {
+            for (key, word) in [("requested: ", "requested"), ("used: ", "used"), ("limited: ", "limited")] {
+                if let Some(v) = f.strip_prefix(key) {
+                    said.push(format!("{word} {v}"));
+                }
+            }
+        }
+        let text = if said.is_empty() {
+            format!("refused by quota {quota}")
+        } else {
+            format!("refused by quota {quota}: {}", said.join(", "))
+        };
+        let ns = object.split('/').nth(1).unwrap_or("").to_string();
+        out.entry(ns).or_default().push(json!({ "object": object, "quota": quota, "text": text }));
+    }
+    out
+}

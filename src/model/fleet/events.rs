@@ -2,7 +2,7 @@
 //! progress, and how the feeds stand.
 
 use super::*;
-use crate::model::pending::{Waiting, read_failed_scheduling};
+use crate::model::pending::{QuotaRefusal, Waiting, read_failed_scheduling, read_quota_refusal};
 
 /// How the fleet's feeds stand, all together: what the header says about its sources.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,8 +73,51 @@ impl Fleet {
         self.events_gen += 1;
     }
 
+    /// Keeps a controller's quota refusal: FailedCreate (exceeded quota) until it creates
+    /// a pod again (SuccessfulCreate) later. Events carry whole seconds: a controller that
+    /// created some pods and was refused others in one sync is short, so a refusal of the
+    /// same second stands.
+    fn note_creating(&mut self, reason: &str, object: &str, message: &str, ts: Ts) {
+        let at = self.quota_refused.get(object).map(|(at, _)| *at);
+        if at.is_some_and(|at| at > ts || (at == ts && reason == "SuccessfulCreate")) {
+            return;
+        }
+        match reason {
+            "FailedCreate" => {
+                let Some(r) = read_quota_refusal(message) else { return };
+                if self.quota_refused.len() >= SCHED_NOTES_MAX && !self.quota_refused.contains_key(object) {
+                    return;
+                }
+                self.quota_refused.insert(object.to_string(), (ts, r));
+            }
+            "SuccessfulCreate" => {
+                self.quota_refused.remove(object);
+            }
+            _ => {}
+        }
+    }
+
+    /// The controllers of tenant `tid`'s namespaces whose pods a ResourceQuota refuses
+    /// (`replicaset/ns/name`, the refusal), in name order.
+    pub fn tenant_quota_refusals(&self, tid: TenantId) -> Vec<(&str, &QuotaRefusal)> {
+        let mut out: Vec<(&str, &QuotaRefusal)> = self
+            .quota_refused
+            .iter()
+            .filter(|(o, _)| {
+                let ns = o.split('/').nth(1).and_then(|ns| self.interner.get(ns));
+                ns.and_then(|ns| self.idx.tenant_by_ns.get(&ns)) == Some(&tid)
+            })
+            .map(|(o, (_, r))| (o.as_str(), r))
+            .collect();
+        out.sort_by(|a, b| a.0.cmp(b.0));
+        out
+    }
+
     /// Keeps the scheduler's last word on a pod: FailedScheduling until it is Scheduled.
     fn note_scheduling(&mut self, reason: &str, object: &str, message: &str, ts: Ts) {
+        if matches!(reason, "FailedCreate" | "SuccessfulCreate") {
+            return self.note_creating(reason, object, message, ts);
+        }
         let Some(key) = object.strip_prefix("pod/") else { return };
         match reason {
             "FailedScheduling" => {

@@ -96,6 +96,9 @@ pub struct Fleet {
     /// The scheduler's last FailedScheduling message per pod (`namespace/name`), and when;
     /// dropped when the pod is scheduled or goes.
     sched_failed: FastMap<String, (Ts, String)>,
+    /// Per controller (`replicaset/ns/name`, …), its last FailedCreate that a ResourceQuota
+    /// refused, and when; dropped at its next SuccessfulCreate.
+    quota_refused: FastMap<String, (Ts, crate::model::QuotaRefusal)>,
     /// Nodes whose MIG config is `pending`, watched for a stuck one.
     mig_pending: BTreeSet<NodeId>,
     frag: FastMap<GpuId, Fragmentation>,
@@ -140,6 +143,7 @@ impl Fleet {
             holders: FastMap::default(),
             share_low: FastMap::default(),
             sched_failed: FastMap::default(),
+            quota_refused: FastMap::default(),
             mig_pending: BTreeSet::new(),
             frag: FastMap::default(),
             gpu_resources,

@@ -214,7 +214,19 @@ impl App {
                                     format!(" — {n} pending: {}", why.join(", "))
                                 }
                             };
-                            self.ui.info(format!("pods of tenant {name}{pending}; Esc clears the filter"));
+                            // Pods a quota refused never exist: their controllers say so.
+                            let refused = id.tenant().map(|t| self.fleet.tenant_quota_refusals(t)).unwrap_or_default();
+                            let refused = match refused.as_slice() {
+                                [] => String::new(),
+                                [(o, q)] => format!("; {o}: {}", q.text),
+                                more => {
+                                    let mut quotas: Vec<&str> = more.iter().map(|(_, q)| q.quota.as_str()).collect();
+                                    quotas.sort_unstable();
+                                    quotas.dedup();
+                                    format!("; {} controllers refused by quota {}", more.len(), quotas.join(", "))
+                                }
+                            };
+                            self.ui.info(format!("pods of tenant {name}{pending}{refused}; Esc clears the filter"));
                         }
                     }
                     ViewKind::Pods => {

@@ -177,5 +177,10 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "idle_allocated": opt(known.then_some(u.idle_allocated)),
         "status": status(f, r).0,
         "waiting": f.tenant_waiting(r.tenant()?).into_iter().map(|(why, n)| json!({ "why": why, "pods": n })).collect::<Vec<_>>(),
+        "refused_by_quota": f
+            .tenant_quota_refusals(r.tenant()?)
+            .into_iter()
+            .map(|(o, q)| json!({ "object": o, "quota": &q.quota, "text": &q.text }))
+            .collect::<Vec<_>>(),
     }))
 }
