@@ -713,15 +713,9 @@ fn a_pod_joins_a_compute_domain_by_its_channel_template_and_the_channel_is_no_gp
     }));
     feed(&mut t, &mut f, listed(Msg::Domain, vec![domain]));
     // A worker with the domain's channel (made from its template) and a GPU of its own.
-    let mut p = pod("ml", "worker-0", Some("dn"), "Running", 0);
-    if let Some(spec) = p.spec.as_mut() {
-        spec.resource_claims = Some(vec![
-            obj(json!({"name": "channel", "resourceClaimTemplateName": "nvl-channel"})),
-            obj(json!({"name": "gpu", "resourceClaimName": "worker-0-gpu"})),
-        ]);
-        for c in &mut spec.containers {
-            c.resources = None;
-        }
+    let mut p = claim_pod("ml", "worker-0", "dn", "worker-0-gpu");
+    if let Some(claims) = p.spec.as_mut().and_then(|s| s.resource_claims.as_mut()) {
+        claims.insert(0, obj(json!({"name": "channel", "resourceClaimTemplateName": "nvl-channel"})));
     }
     if let Some(st) = p.status.as_mut() {
         st.resource_claim_statuses =

@@ -118,31 +118,39 @@ impl Fleet {
         if matches!(reason, "FailedCreate" | "SuccessfulCreate") {
             return self.note_creating(reason, object, message, ts);
         }
-        let Some(key) = object.strip_prefix("pod/") else { return };
+        let Some((ns, name)) = object.strip_prefix("pod/").and_then(|k| k.split_once('/')) else { return };
         match reason {
             "FailedScheduling" => {
-                if self.sched_failed.get(key).is_some_and(|(at, _)| *at > ts) {
+                let known = self.interner.get(ns).and_then(|ns| self.sched_failed.get(&ns)?.get(name));
+                if known.is_some_and(|(at, _)| *at > ts) {
                     return;
                 }
                 // Bounded: notes on pods the fleet does not have go first.
-                if self.sched_failed.len() >= SCHED_NOTES_MAX {
+                if known.is_none() && self.sched_notes() >= SCHED_NOTES_MAX {
                     let idx = &self.idx;
-                    let interner = &self.interner;
-                    self.sched_failed.retain(|k, _| {
-                        let (ns, name) = k.split_once('/').unwrap_or((k, ""));
-                        interner.get(ns).is_some_and(|ns| idx.has_pod(ns, name))
-                    });
-                    if self.sched_failed.len() >= SCHED_NOTES_MAX {
+                    for (ns, m) in self.sched_failed.iter_mut() {
+                        m.retain(|name, _| idx.has_pod(*ns, name));
+                    }
+                    if self.sched_notes() >= SCHED_NOTES_MAX {
                         return;
                     }
                 }
-                self.sched_failed.insert(key.to_string(), (ts, message.to_string()));
+                // Namespaces are few: interning one costs nothing that lasts.
+                let ns = self.interner.intern(ns);
+                let w = read_failed_scheduling(message);
+                self.sched_failed.entry(ns).or_default().insert(name.into(), (ts, w));
             }
             "Scheduled" => {
-                self.sched_failed.remove(key);
+                if let Some(m) = self.interner.get(ns).and_then(|ns| self.sched_failed.get_mut(&ns)) {
+                    m.remove(name);
+                }
             }
             _ => {}
         }
+    }
+
+    fn sched_notes(&self) -> usize {
+        self.sched_failed.values().map(|m| m.len()).sum()
     }
 
     /// Why pod `p` is pending (`None` unless it is): starting on its node, the scheduler's
@@ -154,9 +162,8 @@ impl Fleet {
         if p.node_name != Sym::default() {
             return Some(Waiting::Starting);
         }
-        let key = format!("{}/{}", self.str_of(p.namespace), p.name);
-        Some(match self.sched_failed.get(&key) {
-            Some((_, m)) => read_failed_scheduling(m),
+        Some(match self.sched_failed.get(&p.namespace).and_then(|m| m.get(&p.name)) {
+            Some((_, w)) => w.clone(),
             None => Waiting::Queued,
         })
     }

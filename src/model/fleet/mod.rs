@@ -93,9 +93,9 @@ pub struct Fleet {
     /// Per shared GPU, the holders whose own share has been under the idle threshold, and
     /// since when (see [`Fleet::share_util`]).
     share_low: FastMap<GpuId, Vec<(PodId, Ts)>>,
-    /// The scheduler's last FailedScheduling message per pod (`namespace/name`), and when;
-    /// dropped when the pod is scheduled or goes.
-    sched_failed: FastMap<String, (Ts, String)>,
+    /// The scheduler's last FailedScheduling per pod (namespace → name), read once as it
+    /// arrives, and when; dropped when the pod is scheduled or goes.
+    sched_failed: FastMap<Sym, FastMap<Box<str>, (Ts, crate::model::Waiting)>>,
     /// Per controller (`replicaset/ns/name`, …), its last FailedCreate that a ResourceQuota
     /// refused, and when; dropped at its next SuccessfulCreate.
     quota_refused: FastMap<String, (Ts, crate::model::QuotaRefusal)>,

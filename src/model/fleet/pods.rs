@@ -349,8 +349,8 @@ impl Fleet {
     pub(super) fn remove_pod(&mut self, pid: PodId) {
         self.unlink_pod(pid);
         if let Some(p) = self.pods.remove(pid) {
-            if !self.sched_failed.is_empty() {
-                self.sched_failed.remove(&format!("{}/{}", self.str_of(p.namespace), p.name));
+            if let Some(m) = self.sched_failed.get_mut(&p.namespace) {
+                m.remove(&p.name);
             }
             if let Some(m) = self.idx.pod_by_name.get_mut(&p.namespace) {
                 m.remove(&p.name);
