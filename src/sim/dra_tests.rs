@@ -109,6 +109,7 @@ fn the_demo_sends_partitions_shares_taints_and_domains() {
         let pods = f.domain_pods(d);
         assert_eq!(pods.len(), d.num_nodes as usize, "{}", d.name);
         for p in &pods {
+            assert!(p.created >= d.created, "{} is older than its domain", p.name);
             let node = (p.node_name != Default::default()).then(|| f.str_of(p.node_name));
             match node {
                 Some(n) => {

@@ -41,7 +41,13 @@ impl Sim {
             ),
             _ => format!("{}-{}-{}", a.name, self.rng.hex(5), self.rng.hex(5)),
         };
-        let created = if old { self.now - self.rng.range(600, 5 * 86_400) * 1000 } else { self.now };
+        let mut created = if old { self.now - self.rng.range(600, 5 * 86_400) * 1000 } else { self.now };
+        // A domain's worker is not older than its domain.
+        if let Some(super::dra::AlphaAsk::Domain(k)) = a.alpha
+            && let Some(d) = self.dra.domains.get(k)
+        {
+            created = created.max(d.created);
+        }
         let behaviour = if self.rng.chance(a.idle_share) {
             Behaviour::Idle
         } else if self.rng.chance(0.2) {
