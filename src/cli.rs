@@ -4,10 +4,15 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+/// `fabrik --version`: the package version and the git revision the binary was built from
+/// (`-dirty` when its sources differed from that commit; `unknown` outside a git checkout,
+/// unless `FABRIK_GIT_REV` was set for the build). See build.rs.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (git ", env!("FABRIK_GIT_REV"), ")");
+
 #[derive(Parser, Debug)]
 #[command(
     name = "fabrik",
-    version,
+    version = VERSION,
     about = "A terminal cockpit for GPU clusters on Kubernetes",
     propagate_version = true
 )]
@@ -135,6 +140,8 @@ impl Cli {
             Cmd::Mig(_) => ("mig", &[]),
             Cmd::Agent(_) => ("agent", &[]),
             Cmd::Bench { .. } => ("bench", &[]),
+            Cmd::Completions { .. } => ("completions", &[]),
+            Cmd::Man { .. } => ("man", &[]),
         };
         match given.iter().find(|id| !takes.contains(id)) {
             Some(id) => Err(format!(
@@ -220,6 +227,19 @@ pub enum Cmd {
         frames: usize,
         #[arg(long, default_value_t = 20)]
         ticks: usize,
+    },
+    /// Print a shell completion script: `source <(fabrik completions bash)`; zsh:
+    /// `fabrik completions zsh > "${fpath[1]}/_fabrik"`; fish:
+    /// `fabrik completions fish > ~/.config/fish/completions/fabrik.fish`.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the man page (roff): `fabrik man | man -l -`. With --out DIR, write fabrik.1 and
+    /// a page per subcommand (fabrik-demo.1, …) there, for a man directory.
+    Man {
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Regenerate the README screenshots from the demo at a fixed seed.
     Screenshots {

@@ -71,6 +71,25 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(fabrik::kubesim::run(args.options(), kubeconfig, context))
         }
         Some(Cmd::Agent(args)) => run_agent(args),
+        Some(Cmd::Completions { shell }) => {
+            let mut out = Vec::new();
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut cmd, "fabrik", &mut out);
+            print_all(&out)
+        }
+        Some(Cmd::Man { out: None }) => {
+            let mut out = Vec::new();
+            clap_mangen::Man::new(<Cli as clap::CommandFactory>::command()).render(&mut out)?;
+            print_all(&out)
+        }
+        Some(Cmd::Man { out: Some(dir) }) => {
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| color_eyre::eyre::eyre!("cannot make the man directory {}: {e}", dir.display()))?;
+            clap_mangen::generate_to(<Cli as clap::CommandFactory>::command(), &dir)
+                .map_err(|e| color_eyre::eyre::eyre!("cannot write the man pages to {}: {e}", dir.display()))?;
+            println!("man pages written to {}", dir.display());
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Cmd::Audit(args)) => run_audit(&args),
         Some(Cmd::Bench { nodes, frames, ticks }) => {
             fabrik::bench::run(nodes as usize, frames, ticks);
@@ -109,6 +128,16 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
                 }
             }
         }
+    }
+}
+
+/// Writes `bytes` to stdout; a reader that went away (`fabrik man | head`) is not an error.
+fn print_all(bytes: &[u8]) -> color_eyre::Result<ExitCode> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(bytes).and_then(|()| stdout.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(ExitCode::SUCCESS),
     }
 }
 

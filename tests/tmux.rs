@@ -204,6 +204,93 @@ fn one_shot_subcommands_exit_codes_and_output() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `git` in the source tree, for what the binary should say it was built from.
+fn git(args: &[&str]) -> String {
+    let o = Command::new("git")
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap_or_else(|e| panic!("git {args:?}: {e}"));
+    assert!(o.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+#[test]
+fn version_names_the_commit_and_completions_and_man_pages_cover_every_subcommand() {
+    // --version: the package version and this checkout's commit (asked of git here, not of
+    // the build script), `-dirty` only when the tree has uncommitted changes.
+    let o = fabrik(&["--version"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let head = git(&["rev-parse", "--short=12", "HEAD"]);
+    let clean = format!("fabrik {} (git {head})", env!("CARGO_PKG_VERSION"));
+    let dirty = format!("fabrik {} (git {head}-dirty)", env!("CARGO_PKG_VERSION"));
+    let changed = !git(&["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let line = out.trim();
+    assert!(line == clean || (changed && line == dirty), "--version said {line:?}; HEAD is {head}");
+
+    // The subcommands, as `fabrik --help` lists them.
+    let (help, _) = text(&fabrik(&["--help"]));
+    let subcommands: Vec<&str> = help
+        .split("Commands:")
+        .nth(1)
+        .and_then(|s| s.split("Options:").next())
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|w| *w != "help")
+        .collect();
+    assert!(subcommands.contains(&"snapshot") && subcommands.contains(&"man"), "{help}");
+
+    // bash: the script parses (bash -n) and completes every subcommand.
+    let o = fabrik(&["completions", "bash"]);
+    let (bash, err) = text(&o);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    let mut check = Command::new("bash")
+        .arg("-n")
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("bash");
+    std::io::Write::write_all(check.stdin.as_mut().expect("stdin"), bash.as_bytes()).expect("write");
+    let checked = check.wait_with_output().expect("bash -n");
+    assert!(checked.status.success(), "bash -n: {}", String::from_utf8_lossy(&checked.stderr));
+    for sub in &subcommands {
+        assert!(bash.contains(&format!("fabrik,{sub})")), "bash completion lacks {sub}");
+    }
+    // zsh and fish: the shells' own headers, every subcommand offered.
+    let (zsh, _) = text(&fabrik(&["completions", "zsh"]));
+    assert!(zsh.starts_with("#compdef fabrik"), "{}", &zsh[..zsh.len().min(200)]);
+    let (fish, _) = text(&fabrik(&["completions", "fish"]));
+    for sub in &subcommands {
+        assert!(zsh.contains(&format!("'{sub}:")), "zsh completion lacks {sub}");
+        assert!(fish.contains(&format!("-a \"{sub}\"")), "fish completion lacks {sub}");
+    }
+    // An unknown shell: clap names the ones there are, and nothing is printed.
+    let o = fabrik(&["completions", "tcsh"]);
+    let (out, err) = text(&o);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(out.is_empty() && err.contains("possible values") && err.contains("bash"), "{err}");
+
+    // man: a page of section 1 naming the version, with every subcommand in it; --out
+    // writes a page per subcommand.
+    let (page, _) = text(&fabrik(&["man"]));
+    assert!(page.contains(&format!(".TH fabrik 1  \"{line}\"")), "{}", &page[..page.len().min(300)]);
+    let listed = page.split(".SH SUBCOMMANDS").nth(1).unwrap_or_default();
+    for sub in &subcommands {
+        assert!(listed.contains(&format!("fabrik\\-{sub}(1)")), "man page lacks {sub}:\n{listed}");
+    }
+    let dir = std::env::temp_dir().join(format!("fabrik-man-test-{}", std::process::id()));
+    let o = fabrik(&["man", "--out", dir.to_str().expect("utf-8 temp dir")]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o).1);
+    for sub in &subcommands {
+        let p = dir.join(format!("fabrik-{sub}.1"));
+        let body = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        assert!(body.contains(&format!(".TH fabrik-{sub} 1")), "{}: {body}", p.display());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn broken_theme_and_keymap_files_warn_and_the_cockpit_starts_with_the_defaults() {
     let t = Tmux::start();
