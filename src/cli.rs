@@ -357,6 +357,17 @@ pub struct SnapshotArgs {
     /// On a cluster: give up when the initial listing takes longer than this.
     #[arg(long, default_value_t = 60)]
     pub timeout_secs: u64,
+    /// Write an incident bundle instead of one view: every view, the alerts, the topology
+    /// and the audit lines, as one Markdown file (`-`: standard output). An existing file is
+    /// never overwritten.
+    #[arg(long, value_name = "FILE.md")]
+    pub bundle: Option<PathBuf>,
+    /// The bundle covers this node: its GPUs, pods, tenants, events, operations.
+    #[arg(long, value_name = "NODE", requires = "bundle", conflicts_with = "tenant")]
+    pub node: Option<String>,
+    /// The bundle covers this tenant: its quotas, pods, the nodes they run on, its events.
+    #[arg(long, value_name = "TENANT", requires = "bundle")]
+    pub tenant: Option<String>,
     #[command(flatten)]
     pub sim: DemoFactoryArgs,
     #[command(flatten)]

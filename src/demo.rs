@@ -121,9 +121,75 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
         dra_alpha: true,
     };
     let (_, fleet) = crate::testing::demo_fleet_with(cfg, args.ticks, Thresholds::default());
+    if let Some(file) = &args.bundle {
+        return Ok(write_bundle(&fleet, &args, file, "demo"));
+    }
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a message.
     let _ = stdout.write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `fabrik snapshot --bundle FILE`: the bundle of `args`' scope from this fleet, written to a
+/// new file (never over an existing one) or to standard output for `-`. On bad input (an
+/// unknown node or tenant, an existing file) it says what was wrong and writes nothing.
+pub fn write_bundle(
+    fleet: &crate::model::Fleet,
+    args: &SnapshotArgs,
+    file: &std::path::Path,
+    context: &str,
+) -> ExitCode {
+    use crate::ops::audit;
+    use crate::ui::bundle::{Scope, bundle};
+    let scope = match (&args.node, &args.tenant) {
+        (Some(n), _) => Scope::Node(n.clone()),
+        (_, Some(t)) => Scope::Tenant(t.clone()),
+        _ => Scope::Fleet,
+    };
+    let records = match crate::config::Paths::discover().data_dir {
+        None => Ok(Vec::new()),
+        Some(dir) => {
+            let path = dir.join(audit::FILE_NAME);
+            match audit::read(&path) {
+                Ok((r, _)) => Ok(r),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                Err(e) => Err(format!("{}: {e}", path.display())),
+            }
+        }
+    };
+    let text = match bundle(fleet, &scope, context, crate::cli::VERSION, records.as_deref().map_err(String::as_str)) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("fabrik snapshot --bundle: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if file.as_os_str() == "-" {
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        return ExitCode::SUCCESS;
+    }
+    let written = std::fs::OpenOptions::new().write(true).create_new(true).open(file).and_then(|mut out| {
+        out.write_all(text.as_bytes())?;
+        out.sync_all()
+    });
+    match written {
+        Ok(()) => {
+            println!("bundle written to {} ({} bytes)", file.display(), text.len());
+            ExitCode::SUCCESS
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            eprintln!(
+                "fabrik snapshot --bundle: {} exists; a bundle never overwrites a file: remove it or name another",
+                file.display()
+            );
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            // A half-written bundle is worse than none.
+            let _ = std::fs::remove_file(file);
+            eprintln!("fabrik snapshot --bundle: cannot write {}: {e}", file.display());
+            ExitCode::from(1)
+        }
+    }
 }

@@ -170,6 +170,9 @@ pub async fn snapshot(
             return Ok(ExitCode::from(1));
         }
     };
+    if let Some(file) = &args.bundle {
+        return Ok(crate::demo::write_bundle(&fleet, args, file, &conn.context));
+    }
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)

@@ -26,6 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
+#[path = "crosscheck_e2e/bundle.rs"]
+mod bundle;
 mod common;
 #[path = "crosscheck_e2e/dra.rs"]
 mod dra;
@@ -1725,5 +1727,33 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(compared, "{view}: the cluster never held still for one snapshot in 8 attempts");
     }
+
+    // The incident bundle (issue 16), scoped to the node with the most GPU pods and to the
+    // on-call tenant (pending pods, a quota refusal): each section holds what the API says
+    // is on that node or that tenant's.
+    let mut on_node: BTreeMap<String, usize> = BTreeMap::new();
+    for p in t0.views["pods"].values() {
+        if let Some(n) = p.get("node").and_then(Value::as_str) {
+            *on_node.entry(n.to_string()).or_default() += 1;
+        }
+    }
+    let node = on_node.iter().max_by_key(|(n, k)| (**k, std::cmp::Reverse((*n).clone()))).map(|(n, _)| n.clone());
+    let node = node.expect("a node with GPU pods");
+    let mut compared = false;
+    for attempt in 0..8 {
+        let before = truth(&read_api(&kubeconfig));
+        let by_node = fabrik(&kubeconfig, &["snapshot", "--bundle", "-", "--node", &node]);
+        let by_tenant = fabrik(&kubeconfig, &["snapshot", "--bundle", "-", "--tenant", "oncall"]);
+        if before != truth(&read_api(&kubeconfig)) {
+            eprintln!("bundle: the cluster changed during the snapshot (attempt {attempt}); again");
+            std::thread::sleep(Duration::from_secs(2));
+            continue;
+        }
+        failures.extend(bundle::compare_node(&by_node, &before, &node));
+        failures.extend(bundle::compare_tenant(&by_tenant, &before, "oncall"));
+        compared = true;
+        break;
+    }
+    assert!(compared, "bundle: the cluster never held still for one snapshot in 8 attempts");
     assert!(failures.is_empty(), "{} differences between fabrik and the API:\n{}", failures.len(), failures.join("\n"));
 }

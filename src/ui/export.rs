@@ -168,15 +168,7 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
         }
         Format::Markdown => {
             let (headers, rows) = text();
-            let mut s =
-                format!("| {} |\n|{}\n", headers.join(" | "), headers.iter().map(|_| "---|").collect::<String>());
-            for r in &rows {
-                s.push_str(&format!(
-                    "| {} |\n",
-                    r.iter().map(|c| c.trim().replace('|', "\\|")).collect::<Vec<_>>().join(" | ")
-                ));
-            }
-            s
+            markdown(&headers, &rows)
         }
         Format::Table => {
             let (headers, rows) = text();
@@ -199,4 +191,16 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
             s
         }
     }
+}
+
+/// A Markdown table of cells (escaped for the terminal: `text::printable`).
+pub fn markdown(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut s = format!("| {} |\n|{}\n", headers.join(" | "), headers.iter().map(|_| "---|").collect::<String>());
+    for r in rows {
+        s.push_str(&format!(
+            "| {} |\n",
+            r.iter().map(|c| crate::text::printable(c.trim()).replace('|', "\\|")).collect::<Vec<_>>().join(" | ")
+        ));
+    }
+    s
 }

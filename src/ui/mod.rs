@@ -2,6 +2,7 @@
 //! keymaps and the terminal driver.
 
 pub mod app;
+pub mod bundle;
 pub mod command;
 pub mod export;
 pub mod json;

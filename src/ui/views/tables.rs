@@ -119,8 +119,12 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, descending
 
 /// All rows of a view as text, every column, for `fabrik snapshot --format table|markdown`.
 pub fn text_rows(f: &Fleet, v: ViewKind, filter: &str) -> (Vec<&'static str>, Vec<Vec<String>>) {
+    text_rows_of(f, v, &rows(f, v, filter, None, false))
+}
+
+/// These rows of a view as text, every column.
+pub fn text_rows_of(f: &Fleet, v: ViewKind, ids: &[RowId]) -> (Vec<&'static str>, Vec<Vec<String>>) {
     let cols = columns(v);
-    let ids = rows(f, v, filter, None, false);
     let headers = cols.iter().map(|c| c.name).collect();
     let rows = ids.iter().map(|id| cols.iter().map(|c| c.cell_of(f, *id).0).collect()).collect();
     (headers, rows)
