@@ -219,5 +219,6 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         Event(_) => "event",
         Op(_) | Access(_) => "op",
         Feed { .. } | FeedRemove(_) | Synced => "feed",
+        Inspected(_) => "inspect",
     }
 }

@@ -136,6 +136,10 @@ impl Cli {
                 a.cluster.inherit(&self.cluster);
                 ("sim", &["kubeconfig", "context"])
             }
+            Cmd::Describe(a) => {
+                a.cluster.inherit(&self.cluster);
+                ("describe", &["kubeconfig", "context"])
+            }
             Cmd::Audit(_) => ("audit", &[]),
             Cmd::Mig(_) => ("mig", &[]),
             Cmd::Agent(_) => ("agent", &[]),
@@ -207,6 +211,9 @@ pub enum Cmd {
     Demo(DemoArgs),
     /// Print one view once, for scripts and incident tickets.
     Snapshot(SnapshotArgs),
+    /// One object as the API server holds it (YAML, managedFields folded) and the events about
+    /// it, as the cockpit's `y` shows it: `fabrik describe pod NAME -n NAMESPACE`.
+    Describe(DescribeArgs),
     /// Play simulated GPU nodes (kubelet, device plugin, DRA driver, mig-manager) against a
     /// real API server, for tests and demos on a test control plane. Never touches real nodes.
     Sim(KubeSimArgs),
@@ -251,6 +258,19 @@ pub enum Cmd {
         #[arg(long)]
         theme: Option<String>,
     },
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DescribeArgs {
+    /// The kind: node, pod, quota, claim, slice, deviceclass, computedomain, cq, lq,
+    /// workload, pdb, deployment, statefulset, job, … (`fabrik describe x y` lists them).
+    pub kind: String,
+    pub name: String,
+    /// The namespace of a namespaced kind.
+    #[arg(short, long)]
+    pub namespace: Option<String>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -527,9 +547,27 @@ mod tests {
             (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms", "sharing-every"]].concat()),
             (
                 vec!["snapshot"],
-                [&cluster[..], &["demo", "view", "format", "filter", "ticks", "timeout-secs", "seed", "nodes"]]
-                    .concat(),
+                [
+                    &cluster[..],
+                    &[
+                        "demo",
+                        "view",
+                        "format",
+                        "filter",
+                        "ticks",
+                        "timeout-secs",
+                        "seed",
+                        "nodes",
+                        "bundle",
+                        "node",
+                        "tenant",
+                    ],
+                ]
+                .concat(),
             ),
+            (vec!["describe"], [&cluster[..], &["namespace"]].concat()),
+            (vec!["completions"], vec![]),
+            (vec!["man"], vec!["out"]),
             (
                 vec!["sim"],
                 [

@@ -86,6 +86,18 @@ pub async fn run_cockpit(
             ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, halt_rx)));
             Box::new(KubeExecutor(etx))
         };
+        // `y`: one object read on request, answered into the same delta stream.
+        let (itx, mut irx) = mpsc::unbounded_channel::<(u64, crate::model::InspectTarget)>();
+        let (client, answers) = (conn.client.clone(), tx.clone());
+        feeds.push(tokio::spawn(async move {
+            while let Some((request, target)) = irx.recv().await {
+                let result = cluster::inspect::inspect(&client, &target).await;
+                let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
+                if answers.send(vec![Delta::Inspected(Box::new(answer))]).await.is_err() {
+                    return;
+                }
+            }
+        }));
         drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.session.readonly = ui_args.readonly;
@@ -98,6 +110,9 @@ pub async fn run_cockpit(
         let mut app = App::new(fleet, ui, setup.theme, setup.keymap, exec);
         app.on_view_nodes(move |nodes| {
             let _ = view_tx.send(nodes.clone());
+        });
+        app.on_inspect(move |request, t| {
+            let _ = itx.send((request, t.clone()));
         });
         // `run` consumes the app, so its executor is gone when it returns: serve_ops stops
         // taking requests and waits for the operations that `halt` interrupts.
@@ -175,6 +190,34 @@ pub async fn snapshot(
     }
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `fabrik describe KIND NAME [-n NS]`: the inspect pane's text, once. Exit 1 when the API
+/// server has no such object (or refuses it), 2 on bad input.
+pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<ExitCode> {
+    if let Err(e) = cluster::inspect::kind_of(&args.kind) {
+        eprintln!("fabrik describe: {e}");
+        return Ok(ExitCode::from(2));
+    }
+    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fabrik describe: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let kind = cluster::inspect::kind_of(&args.kind).map(|k| k.kind).unwrap_or_default();
+    let target = crate::model::InspectTarget::new(kind, args.namespace.as_deref(), &args.name);
+    let result = cluster::inspect::inspect(&conn.client, &target).await;
+    let failed = result.is_err();
+    let answer = crate::model::Inspected { request: 0, target, at: crate::now_ms(), result };
+    let text = crate::ui::views::inspect::lines(&answer).join("\n") + "\n";
+    if failed {
+        eprint!("fabrik describe: {}", text.trim_start_matches("# "));
+        return Ok(ExitCode::from(1));
+    }
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
     Ok(ExitCode::SUCCESS)
 }
 

@@ -71,6 +71,10 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(fabrik::kubesim::run(args.options(), kubeconfig, context))
         }
         Some(Cmd::Agent(args)) => run_agent(args),
+        Some(Cmd::Describe(args)) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(fabrik::live::describe(&args))
+        }
         Some(Cmd::Completions { shell }) => {
             let mut out = Vec::new();
             let mut cmd = <Cli as clap::CommandFactory>::command();

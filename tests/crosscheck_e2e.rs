@@ -29,6 +29,8 @@ use serde_json::{Value, json};
 #[path = "crosscheck_e2e/bundle.rs"]
 mod bundle;
 mod common;
+#[path = "crosscheck_e2e/describe.rs"]
+mod describe;
 #[path = "crosscheck_e2e/dra.rs"]
 mod dra;
 #[path = "crosscheck_e2e/pending.rs"]
@@ -1755,5 +1757,39 @@ fn every_number_fabrik_prints_equals_the_api() {
         break;
     }
     assert!(compared, "bundle: the cluster never held still for one snapshot in 8 attempts");
+
+    // `fabrik describe` (the `y` pane's text) for each kind the views lead to.
+    let first = |kind: &str| {
+        kubectl(
+            &kubeconfig,
+            &["get", kind, "-A", "-o", "jsonpath={.items[0].metadata.namespace}/{.items[0].metadata.name}"],
+        )
+    };
+    let domain = t0.views["domains"].keys().next().cloned().expect("a ComputeDomain");
+    let claim = first("resourceclaims");
+    let slice = first("resourceslices");
+    let split = |k: &str| -> (Option<String>, String) {
+        match k.split_once('/') {
+            Some(("", n)) => (None, n.to_string()),
+            Some((ns, n)) => (Some(ns.to_string()), n.to_string()),
+            None => (None, k.to_string()),
+        }
+    };
+    let objects: Vec<(&str, (Option<String>, String))> = vec![
+        ("pod", (Some("oncall".into()), "too-big".into())),
+        ("node", (None, node.clone())),
+        ("resourcequota", (Some("oncall-q".into()), "gpu-quota".into())),
+        ("computedomain", split(&domain)),
+        ("resourceclaim", split(&claim)),
+        ("resourceslice", split(&slice)),
+        ("clusterqueue", (None, "cq-batch".into())),
+    ];
+    for (kind, (ns, name)) in &objects {
+        let found = (0..5).find_map(|_| describe::compare(&kubeconfig, kind, ns.as_deref(), name));
+        match found {
+            Some(d) => failures.extend(d),
+            None => failures.push(format!("describe {kind} {name}: the object changed on every one of 5 reads")),
+        }
+    }
     assert!(failures.is_empty(), "{} differences between fabrik and the API:\n{}", failures.len(), failures.join("\n"));
 }

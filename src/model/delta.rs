@@ -333,6 +333,8 @@ pub enum Delta {
     FeedRemove(String),
     /// The feed finished its initial listing: the fleet is complete.
     Synced,
+    /// The answer to a request to inspect one object (`y`).
+    Inspected(Box<super::Inspected>),
 }
 
 /// A batch of deltas: one tick of the simulator, or one burst of watch events.

@@ -181,6 +181,8 @@ commands! {
         Confirm => "confirm", "Confirm the previewed operation";
         Cancel => "cancel", "Cancel the dialog or the running operation";
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
+        Describe => "describe", "Show the selected object as the API server holds it: YAML and its events",
+            aliases: &["yaml", "describe"];
     }
     typed {
         // vim's "quit anyway": running operations are recorded as interrupted.

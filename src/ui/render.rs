@@ -94,6 +94,7 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         }
         Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.nav.node_sel, &ui.nav.node_closed, theme),
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.nav.gpu_row, theme),
+        Screen::Inspect => super::views::inspect::render(frame, a.body, f, &ui.nav, theme),
     }
     render_status(f, ui, theme, frame, a.status);
     render_footer(f, ui, theme, keymap, frame, a.footer);
@@ -338,6 +339,9 @@ fn hints(ui: &Ui) -> Vec<Command> {
         Screen::Table(ViewKind::Tenants) => {
             v.extend([Command::Filter, Command::SortNext, Command::Open, Command::EditQuota])
         }
+        Screen::Table(ViewKind::Pods) => {
+            v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Describe])
+        }
         Screen::Table(ViewKind::Ops) => v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Cancel]),
         Screen::Table(_) => v.extend([Command::Filter, Command::SortNext, Command::Open]),
         Screen::Node(_) => v.extend([
@@ -350,6 +354,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
             Command::Back,
         ]),
         Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
+        Screen::Inspect => v.extend([Command::Down, Command::Up, Command::Bottom, Command::Back]),
     }
     v.extend([Command::NextView, Command::Quit]);
     v

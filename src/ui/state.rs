@@ -16,6 +16,8 @@ pub enum Screen {
     Node(NodeId),
     /// One GPU: MIG slice map, what fits, charts.
     Gpu(GpuId),
+    /// One object as the API server holds it (`y`): `Navigation::inspect` says which.
+    Inspect,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -81,6 +83,11 @@ pub struct Navigation {
     pub node_closed: HashSet<String>,
     /// GPU screen: selected MIG instance row.
     pub gpu_row: usize,
+    /// Inspect screen: the object asked for, and the first line shown.
+    pub inspect: Option<crate::model::InspectTarget>,
+    pub inspect_scroll: usize,
+    /// The number of the last request: only its answer is shown.
+    pub inspect_request: u64,
 }
 
 /// How this cockpit was started; set by the runner, read by render and the `:ctx` line.
@@ -145,6 +152,9 @@ impl Ui {
                 node_sel: 0,
                 node_closed: HashSet::new(),
                 gpu_row: 0,
+                inspect: None,
+                inspect_scroll: 0,
+                inspect_request: 0,
             },
             caches: HashMap::new(),
             input: None,

@@ -2447,3 +2447,68 @@ fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
         message(&app)
     );
 }
+
+#[test]
+fn y_reads_the_selected_object_through_the_inspector_and_the_pane_scrolls_its_answer() {
+    use crate::model::{InspectDoc, InspectEvent, InspectTarget, Inspected};
+    use std::sync::{Arc, Mutex};
+    // The demo has no API server: the pane says so.
+    let mut app = app_at(5);
+    send(&mut app, "5y");
+    assert_eq!(app.ui.screen(), crate::ui::state::Screen::Inspect);
+    let s = screen(&mut app);
+    assert!(s.contains("has no API server"), "{s}");
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), crate::ui::state::Screen::Table(ViewKind::Pods));
+
+    // With an inspector: the selected pod is asked for, and its answer is shown.
+    let asked: Arc<Mutex<Vec<InspectTarget>>> = Arc::default();
+    let a = asked.clone();
+    app.on_inspect(move |_, t| a.lock().expect("lock").push(t.clone()));
+    let p = app.ui.selected_id(ViewKind::Pods).and_then(|r| r.pod()).and_then(|p| app.fleet.pod(p)).expect("a pod");
+    let want = InspectTarget::new("Pod", Some(app.fleet.str_of(p.namespace)), &p.name);
+    send(&mut app, "y");
+    assert_eq!(asked.lock().expect("lock").as_slice(), std::slice::from_ref(&want));
+    assert!(screen(&mut app).contains(&format!("reading {} from the API server", want.label())));
+    let yaml: String = (0..80).map(|i| format!("line{i}: {i}\n")).collect();
+    let ev = InspectEvent {
+        last: 0,
+        type_: "Warning".into(),
+        reason: "FailedScheduling".into(),
+        count: 3,
+        from: "default-scheduler".into(),
+        message: "0/48 nodes are available".into(),
+    };
+    let doc = InspectDoc { yaml, folded: 4, events: vec![ev], events_error: None };
+    // The demo's answer to the first `y` (the same pod) is not the answer to this one.
+    assert_eq!(app.fleet.inspected.as_ref().map(|i| (&i.target, i.request)), Some((&want, 1)));
+    let request = app.ui.nav.inspect_request;
+    assert_eq!(request, 2);
+    let answer = |result| Box::new(Inspected { request, target: want.clone(), at: 0, result });
+    app.apply(vec![Delta::Inspected(answer(Ok(doc)))]);
+    let s = screen(&mut app);
+    assert!(s.contains("managedFields: 4 entries folded") && s.contains("line0: 0"), "{s}");
+    assert!(!s.contains("line79"), "{s}");
+    // G: the end, with the events under the YAML.
+    send(&mut app, "G");
+    let s = screen(&mut app);
+    assert!(s.contains("line79: 79") && s.contains("Events (1):") && s.contains("FailedScheduling"), "{s}");
+    assert!(s.contains("0/48 nodes are available") && !s.contains("line0: 0"), "{s}");
+    // k moves up at once from the bottom (the scroll stops where the last line is shown).
+    send(&mut app, "k");
+    let s2 = screen(&mut app);
+    assert_ne!(s2, s, "k did not move the pane");
+    // A late answer to an earlier request does not replace the one on screen.
+    let other = InspectTarget::new("Node", None, "elsewhere");
+    let late = Inspected { request: request - 1, target: other, at: 0, result: Err("not found".into()) };
+    app.apply(vec![Delta::Inspected(Box::new(late))]);
+    assert!(screen(&mut app).contains("line7"), "the pane keeps its answer");
+
+    // Nodes from the fleet view; events are not objects y can show.
+    send(&mut app, "<Esc>1y");
+    let node = asked.lock().expect("lock").last().cloned().expect("asked");
+    assert_eq!((node.kind.as_str(), node.namespace.as_deref()), ("Node", None));
+    assert!(app.fleet.node_by_name(&node.name).is_some());
+    send(&mut app, "<Esc>6y");
+    assert!(message(&app).contains("select a node, GPU, pod, quota, tenant or domain"), "{}", message(&app));
+}

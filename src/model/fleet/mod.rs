@@ -63,6 +63,8 @@ pub struct Fleet {
     /// ComputeDomains by `namespace/name`.
     pub domains: BTreeMap<String, ComputeDomainSpec>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
+    /// The last object inspected (`y`): the answer the inspect pane shows.
+    pub inspected: Option<Box<super::Inspected>>,
     pub events: VecDeque<Event>,
     pub ops: Vec<OpStatus>,
     /// The access review's answer; `None` until it arrives (and always on the demo).
@@ -127,6 +129,7 @@ impl Fleet {
             pdbs: Vec::new(),
             domains: BTreeMap::new(),
             alerts: BTreeMap::new(),
+            inspected: None,
             events: VecDeque::new(),
             ops: Vec::new(),
             access: None,
@@ -334,6 +337,14 @@ impl Fleet {
                 self.synced = true;
                 changed
             }
+            // A late answer to an earlier request does not replace a newer one.
+            Delta::Inspected(i) => match &self.inspected {
+                Some(old) if old.request > i.request => false,
+                _ => {
+                    self.inspected = Some(i);
+                    true
+                }
+            },
         }
     }
 }

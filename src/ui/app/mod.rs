@@ -24,6 +24,7 @@ use crate::ops::{self, Plan, PlanDetail};
 
 mod cmdline;
 mod dialogs;
+mod inspect;
 mod line;
 mod mouse;
 mod table;
@@ -59,6 +60,8 @@ pub struct App {
     /// Told the names of the nodes on screen whenever they change (agent streams follow).
     view_nodes: Option<ViewNodes>,
     last_view_nodes: BTreeSet<String>,
+    /// Where `y` sends the object to read (the runner's API client); none on the demo.
+    inspector: Option<inspect::InspectFn>,
     /// The time the terminal driver last passed in (`set_clock`); rebuilds of expensive views
     /// are throttled against it. `None` (headless: snapshots, tests): never throttled.
     clock: Option<std::time::Instant>,
@@ -66,8 +69,17 @@ pub struct App {
 
 impl App {
     pub fn new(fleet: Fleet, ui: Ui, theme: Theme, keymap: Keymap, exec: Box<dyn Executor>) -> Self {
-        let mut app =
-            Self { fleet, ui, theme, keymap, exec, view_nodes: None, last_view_nodes: BTreeSet::new(), clock: None };
+        let mut app = Self {
+            fleet,
+            ui,
+            theme,
+            keymap,
+            exec,
+            view_nodes: None,
+            last_view_nodes: BTreeSet::new(),
+            inspector: None,
+            clock: None,
+        };
         app.prepare();
         app
     }
@@ -102,7 +114,7 @@ impl App {
         self.prepare();
     }
 
-    fn body(&self) -> Rect {
+    pub(super) fn body(&self) -> Rect {
         areas(Rect::new(0, 0, self.ui.size.0, self.ui.size.1)).body
     }
 
@@ -134,6 +146,7 @@ impl App {
         let ids: Vec<NodeId> = match self.ui.screen() {
             Screen::Node(n) => vec![n],
             Screen::Gpu(g) => gpu_node(g).into_iter().collect(),
+            Screen::Inspect => Vec::new(),
             Screen::Table(v) => {
                 let t = self.ui.table(v);
                 let h = table_height(render::table_area(v, self.body()).0).max(1);
@@ -218,7 +231,7 @@ impl App {
                 let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
                 self.ui.nav.gpu_row = self.ui.nav.gpu_row.min(len.saturating_sub(1));
             }
-            Screen::Table(_) => {}
+            Screen::Table(_) | Screen::Inspect => {}
         }
     }
 

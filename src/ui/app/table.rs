@@ -114,6 +114,7 @@ impl App {
             Command::QuitNow => self.request_exit(None, true),
             Command::Context => self.switch_context(""),
             // Dialog commands, and those that need a name from the `:` line.
+            Command::Describe => self.describe_selected(),
             Command::Confirm | Command::ToggleForce | Command::OpenNode | Command::OpenGpu => {}
         }
     }
@@ -137,6 +138,16 @@ impl App {
                     isize::MIN => 0,
                     isize::MAX => n.saturating_sub(1),
                     d => (self.ui.nav.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
+            Screen::Inspect => {
+                // The first line shown: at most where the last line meets the bottom.
+                let last = self.inspect_lines().saturating_sub(self.body().height.saturating_sub(2) as usize);
+                let s = &mut self.ui.nav.inspect_scroll;
+                *s = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => last,
+                    d => (*s as isize + d).clamp(0, last as isize) as usize,
                 };
             }
             Screen::Gpu(g) => {
@@ -272,7 +283,7 @@ impl App {
                     }
                 }
             }
-            Screen::Gpu(_) => {}
+            Screen::Gpu(_) | Screen::Inspect => {}
         }
     }
 

@@ -15,6 +15,7 @@ pub mod domains;
 pub mod events;
 pub mod fleet;
 pub mod gpus;
+pub mod inspect;
 pub mod ops;
 pub mod pods;
 pub mod quotas;

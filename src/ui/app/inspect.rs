@@ -1,0 +1,94 @@
+//! `y`: the selected object as the API server holds it. The request leaves through the
+//! inspector the runner set (`on_inspect`); the answer comes back as a `Delta::Inspected` and
+//! the pane shows it. Reading changes nothing, so it works in `--readonly` too.
+
+use super::App;
+use crate::model::{Delta, InspectTarget, Inspected, QuotaSource};
+use crate::ui::command::ViewKind;
+use crate::ui::state::Screen;
+use crate::ui::views::{RowId, tables};
+
+/// Told each object the person asks to inspect.
+pub type InspectFn = Box<dyn FnMut(u64, &InspectTarget) + Send>;
+
+impl App {
+    /// Calls `ask` with each object the person inspects; without it (the demo) the pane says
+    /// there is no API server to ask.
+    pub fn on_inspect(&mut self, ask: impl FnMut(u64, &InspectTarget) + Send + 'static) {
+        self.inspector = Some(Box::new(ask));
+    }
+
+    /// The object under the selection: a node (fleet and GPU rows, the node and GPU
+    /// screens), a pod, a quota's ResourceQuota or ClusterQueue, a ComputeDomain, a tenant's
+    /// first namespace.
+    pub(super) fn selected_object(&self) -> Result<InspectTarget, &'static str> {
+        let f = &self.fleet;
+        let node = |n| f.node(n).map(|n| InspectTarget::new("Node", None, f.str_of(n.name)));
+        let found = match self.ui.screen() {
+            Screen::Node(n) => node(n),
+            Screen::Gpu(g) => f.gpu(g).and_then(|g| node(g.node)),
+            Screen::Inspect => return Err("this is the object; Esc goes back"),
+            Screen::Table(v) => match (v, self.ui.selected_id(v)) {
+                (_, None) => return Err("no row is selected"),
+                (ViewKind::Events | ViewKind::Ops, _) => {
+                    return Err("y shows an object: select a node, GPU, pod, quota, tenant or domain");
+                }
+                (_, Some(RowId::Node(n))) => node(n),
+                (_, Some(RowId::Gpu(g) | RowId::Mig(g, _))) => f.gpu(g).and_then(|g| node(g.node)),
+                (_, Some(RowId::Pod(p))) => {
+                    f.pod(p).map(|p| InspectTarget::new("Pod", Some(f.str_of(p.namespace)), &p.name))
+                }
+                (_, Some(RowId::Quota(q))) => f.quota(crate::model::QuotaId(q)).map(|q| match q.source {
+                    QuotaSource::ResourceQuota { namespace, name } => {
+                        InspectTarget::new("ResourceQuota", Some(f.str_of(namespace)), f.str_of(name))
+                    }
+                    QuotaSource::ClusterQueue { queue, .. } => {
+                        InspectTarget::new("ClusterQueue", None, f.str_of(queue))
+                    }
+                }),
+                (_, Some(RowId::Tenant(t))) => f
+                    .tenant(t)
+                    .and_then(|t| t.namespaces.first())
+                    .map(|ns| InspectTarget::new("Namespace", None, f.str_of(*ns))),
+                (_, Some(r @ RowId::Domain(_))) => tables::domain_of(f, r)
+                    .map(|(_, d)| InspectTarget::new("ComputeDomain", Some(&d.namespace), &d.name)),
+                (_, Some(_)) => None,
+            },
+        };
+        found.ok_or("the selected row is gone")
+    }
+
+    pub(super) fn describe_selected(&mut self) {
+        let target = match self.selected_object() {
+            Ok(t) => t,
+            Err(why) => return self.ui.warn(why),
+        };
+        self.ui.nav.inspect = Some(target.clone());
+        self.ui.nav.inspect_scroll = 0;
+        self.ui.nav.inspect_request += 1;
+        let request = self.ui.nav.inspect_request;
+        self.push(Screen::Inspect);
+        match self.inspector.as_mut() {
+            Some(ask) => ask(request, &target),
+            None => {
+                let answer = Inspected {
+                    request,
+                    target,
+                    at: self.fleet.now,
+                    result: Err("the simulated factory has no API server to read objects from; \
+                                 `y` shows them on a cluster (`fabrik describe` too)"
+                        .into()),
+                };
+                self.apply(vec![Delta::Inspected(Box::new(answer))]);
+            }
+        }
+    }
+
+    /// Lines of the inspect pane now (for scrolling).
+    pub(super) fn inspect_lines(&self) -> usize {
+        match crate::ui::views::inspect::answer(&self.fleet, &self.ui.nav) {
+            Some(i) => crate::ui::views::inspect::lines(i).len(),
+            None => 1,
+        }
+    }
+}

@@ -1,0 +1,107 @@
+//! The inspect pane (`y`) and `fabrik describe`: an object's YAML as the API server holds it,
+//! `managedFields` folded, and the events about it below, as `kubectl describe` lists them.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Paragraph};
+
+use crate::model::{Fleet, Inspected, Ts};
+use crate::ui::theme::Theme;
+
+/// The pane's text: a heading line (what, when read, what was folded), the YAML, then the
+/// events. Cluster text is escaped for the terminal.
+pub fn lines(i: &Inspected) -> Vec<String> {
+    let mut out = Vec::new();
+    let doc = match &i.result {
+        Ok(d) => d,
+        Err(e) => {
+            out.push(format!("# {}: {}", i.target.label(), crate::text::printable(e)));
+            return out;
+        }
+    };
+    let folded = match doc.folded {
+        0 => String::new(),
+        n => format!("; managedFields: {n} entries folded"),
+    };
+    out.push(format!("# {}, read {}{folded}", i.target.label(), stamp(i.at)));
+    out.extend(doc.yaml.lines().map(|l| crate::text::printable(l).into_owned()));
+    out.push(String::new());
+    match (&doc.events_error, doc.events.len()) {
+        (Some(e), _) => out.push(format!("Events: {}", crate::text::printable(e))),
+        (None, 0) => out.push("Events: <none>".to_string()),
+        (None, n) => {
+            out.push(format!("Events ({n}):"));
+            out.push(format!(
+                "  {:<24}  {:<7}  {:<20}  {:>5}  {:<18}  MESSAGE",
+                "LAST", "TYPE", "REASON", "COUNT", "FROM"
+            ));
+            for e in &doc.events {
+                out.push(format!(
+                    "  {:<24}  {:<7}  {:<20}  {:>5}  {:<18}  {}",
+                    stamp(e.last),
+                    crate::text::printable(&e.type_),
+                    crate::text::printable(&e.reason),
+                    e.count,
+                    crate::text::printable(&e.from),
+                    crate::text::printable(&e.message)
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn stamp(ms: Ts) -> String {
+    crate::ops::audit::rfc3339(ms)
+}
+
+/// The answer to the last request, once it arrived.
+pub fn answer<'a>(f: &'a Fleet, nav: &crate::ui::state::Navigation) -> Option<&'a Inspected> {
+    f.inspected.as_deref().filter(|i| i.request == nav.inspect_request && nav.inspect.as_ref() == Some(&i.target))
+}
+
+/// The pane: the answer for `target` once it arrived, scrolled to `scroll` lines.
+pub fn render(frame: &mut Frame, area: Rect, f: &Fleet, nav: &crate::ui::state::Navigation, theme: &Theme) {
+    let Some(target) = nav.inspect.as_ref() else { return };
+    let scroll = nav.inspect_scroll;
+    let answer = answer(f, nav);
+    let body: Vec<Line> = match answer {
+        None => vec![Line::from(Span::styled(
+            format!("reading {} from the API server…", target.label()),
+            theme.style("ui.text.muted"),
+        ))],
+        Some(i) => lines(i)
+            .into_iter()
+            .enumerate()
+            .map(|(n, l)| {
+                let tok = if n == 0 {
+                    if i.result.is_err() { "ui.warning" } else { "ui.text.muted" }
+                } else if l.starts_with("Events") {
+                    "ui.title"
+                } else if l.contains("  Warning  ") {
+                    "severity.warning"
+                } else {
+                    "ui.text"
+                };
+                Line::from(Span::styled(l, theme.style(tok)))
+            })
+            .collect(),
+    };
+    let total = body.len();
+    let height = area.height.saturating_sub(2) as usize;
+    let top = scroll.min(total.saturating_sub(height));
+    let title = format!(
+        " {} · {}-{} of {total} · j/k scroll, g/G top/bottom, Esc back ",
+        target.label(),
+        top + 1,
+        (top + height).min(total)
+    );
+    let p = Paragraph::new(body).scroll((top.min(u16::MAX as usize) as u16, 0)).block(
+        Block::default()
+            .borders(Borders::ALL)
+            .border_style(theme.style("ui.border.focus"))
+            .title(Span::styled(title, theme.style("ui.title"))),
+    );
+    frame.render_widget(p, area);
+}
