@@ -89,9 +89,14 @@ pub async fn run_cockpit(
         // `y`: one object read on request, answered into the same delta stream.
         let (itx, mut irx) = mpsc::unbounded_channel::<(u64, crate::model::InspectTarget)>();
         let (client, answers) = (conn.client.clone(), tx.clone());
+        let (kube_path, kube_context) = (conn.kubeconfig.clone(), conn.context.clone());
         feeds.push(tokio::spawn(async move {
             while let Some((request, target)) = irx.recv().await {
-                let result = cluster::inspect::inspect(&client, &target).await;
+                let result = if target.is_kubectl() {
+                    cluster::inspect::kubectl(kube_path.as_deref(), &kube_context, &target.name).await
+                } else {
+                    cluster::inspect::inspect(&client, &target).await
+                };
                 let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
                 if answers.send(vec![Delta::Inspected(Box::new(answer))]).await.is_err() {
                     return;

@@ -673,10 +673,38 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    let fleet_screen = screen.clone();
+    // Issue 16: `y` on the selected node shows it as the API server holds it, and `:kubectl`
+    // runs with the cockpit's context; both checked against kubectl here.
+    let wait_for = |what: &dyn Fn(&str) -> bool| -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "fabrik"]).stdout).into_owned();
+            if what(&s) || Instant::now() > deadline {
+                return s;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let first_row = fleet_screen.lines().skip_while(|l| !l.contains("NAME")).nth(1).unwrap_or("").to_string();
+    let node = first_row.trim_start_matches(['│', ' ', '▶']).split_whitespace().next().unwrap_or("").to_string();
+    let _ = tmux(&["send-keys", "-t", "fabrik", "y"]);
+    let pane = wait_for(&|s: &str| s.contains("kind: Node"));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
+    let _ = tmux(&["send-keys", "-t", "fabrik", ":kubectl get nodes -o name", "Enter"]);
+    let listed = wait_for(&|s: &str| s.contains("$ kubectl get nodes -o name") && s.contains("(exit 0,"));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
     let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
     std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["kill-server"]);
     let _ = std::fs::remove_dir_all(&home);
+    assert!(!node.is_empty(), "a node row on the fleet view:\n{fleet_screen}");
+    assert!(pane.contains(&format!("node/{node}")) && pane.contains("kind: Node"), "y on {node}:\n{pane}");
+    // (The YAML itself is compared with kubectl's in crosscheck_e2e's `fabrik describe`.)
+    let want = common::kubectl(kubeconfig, &["get", "nodes", "-o", "name"]);
+    for n in want.lines().take(30) {
+        assert!(listed.contains(n), ":kubectl get nodes lists {n}:\n{listed}");
+    }
     assert!(screen.contains("ctx admin"), "the header names the context:\n{screen}");
     assert!(screen.contains("[live]"), "the connection is live:\n{screen}");
     assert!(screen.contains(&want) || screen.contains(&want_after), "the fleet of {nodes} nodes shows:\n{screen}");

@@ -153,7 +153,7 @@ pub async fn inspect(client: &kube::Client, t: &InspectTarget) -> Result<Inspect
         Ok(e) => (e, None),
         Err(e) => (Vec::new(), Some(e)),
     };
-    Ok(InspectDoc { yaml, folded, events, events_error })
+    Ok(InspectDoc { yaml, folded, events, events_error, note: None })
 }
 
 /// The core/v1 Events about the object, oldest first.
@@ -208,6 +208,42 @@ async fn events(
         .collect();
     out.sort_by_key(|e| e.last);
     Ok(out)
+}
+
+/// The most of a command's output the pane keeps.
+const KUBECTL_OUTPUT_MAX: usize = 1 << 20;
+/// How long a `:kubectl` command may run.
+const KUBECTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `:kubectl ARGS` with the cockpit's kubeconfig and context: reading verbs only (checked
+/// again here), its output (stdout, then stderr) and how it ended.
+pub async fn kubectl(kubeconfig: Option<&std::path::Path>, context: &str, line: &str) -> Result<InspectDoc, String> {
+    let args = crate::model::inspect::kubectl_args(line)?;
+    let mut cmd = tokio::process::Command::new("kubectl");
+    if let Some(k) = kubeconfig {
+        cmd.arg("--kubeconfig").arg(k);
+    }
+    cmd.arg("--context").arg(context).args(&args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    let out = match tokio::time::timeout(KUBECTL_TIMEOUT, cmd.output()).await {
+        Err(_) => return Err(format!("kubectl did not finish within {}s; stopped", KUBECTL_TIMEOUT.as_secs())),
+        Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err("there is no kubectl on PATH: install it to use :kubectl".into());
+        }
+        Ok(Err(e)) => return Err(format!("cannot run kubectl: {e}")),
+        Ok(Ok(o)) => o,
+    };
+    let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+    text.push_str(&String::from_utf8_lossy(&out.stderr));
+    let mut note = match out.status.code() {
+        Some(c) => format!("exit {c}"),
+        None => "killed by a signal".to_string(),
+    };
+    if text.len() > KUBECTL_OUTPUT_MAX {
+        let cut = (0..=KUBECTL_OUTPUT_MAX).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        text.truncate(cut);
+        note.push_str(&format!("; output cut at {} MiB", KUBECTL_OUTPUT_MAX >> 20));
+    }
+    Ok(InspectDoc { yaml: text, folded: 0, events: Vec::new(), events_error: None, note: Some(note) })
 }
 
 #[cfg(test)]

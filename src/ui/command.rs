@@ -191,6 +191,9 @@ commands! {
         OpenNode => "open_node", "Open a node by name", aliases: &["node", "no"], arg: Arg::Required,
             usage: Some(("node NAME / :gpu NODE/INDEX", "open a node or a GPU by name"));
         OpenGpu => "open_gpu", "Open a GPU by NODE/INDEX or uuid", aliases: &["gpu"], arg: Arg::Required;
+        Kubectl => "kubectl", "Run kubectl with this cockpit's context (reading verbs) and show its output",
+            aliases: &["kubectl", "k"], arg: Arg::Required,
+            usage: Some(("kubectl ARGS", "run kubectl get/describe/logs/top/… here; output in a pane"));
         Context => "context", "List the kubeconfig's contexts, or switch to one",
             aliases: &["ctx", "context", "contexts"], arg: Arg::Optional;
     }

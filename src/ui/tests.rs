@@ -2479,7 +2479,7 @@ fn y_reads_the_selected_object_through_the_inspector_and_the_pane_scrolls_its_an
         from: "default-scheduler".into(),
         message: "0/48 nodes are available".into(),
     };
-    let doc = InspectDoc { yaml, folded: 4, events: vec![ev], events_error: None };
+    let doc = InspectDoc { yaml, folded: 4, events: vec![ev], events_error: None, note: None };
     // The demo's answer to the first `y` (the same pod) is not the answer to this one.
     assert_eq!(app.fleet.inspected.as_ref().map(|i| (&i.target, i.request)), Some((&want, 1)));
     let request = app.ui.nav.inspect_request;
@@ -2511,4 +2511,36 @@ fn y_reads_the_selected_object_through_the_inspector_and_the_pane_scrolls_its_an
     assert!(app.fleet.node_by_name(&node.name).is_some());
     send(&mut app, "<Esc>6y");
     assert!(message(&app).contains("select a node, GPU, pod, quota, tenant or domain"), "{}", message(&app));
+}
+
+#[test]
+fn kubectl_line_runs_reading_verbs_through_the_inspector_and_refuses_the_rest() {
+    use crate::model::{InspectDoc, InspectTarget, Inspected};
+    use std::sync::{Arc, Mutex};
+    let mut app = app_at(5);
+    // The demo: no cluster to run it against, and it says so in the pane.
+    send(&mut app, ":kubectl get nodes<Enter>");
+    assert!(screen(&mut app).contains("no cluster for kubectl"), "{}", screen(&mut app));
+    send(&mut app, "<Esc>");
+    let asked: Arc<Mutex<Vec<(u64, InspectTarget)>>> = Arc::default();
+    let a = asked.clone();
+    app.on_inspect(move |r, t| a.lock().expect("lock").push((r, t.clone())));
+    // A verb that may change the cluster: refused with the reason, nothing asked.
+    send(&mut app, ":kubectl delete pod x<Enter>");
+    assert!(message(&app).contains("`delete` may change the cluster"), "{}", message(&app));
+    assert!(asked.lock().expect("lock").is_empty());
+    send(&mut app, ":k get pods -A<Enter>");
+    let (request, target) = asked.lock().expect("lock").last().cloned().expect("asked");
+    assert_eq!(target, InspectTarget::kubectl("get pods -A"));
+    let doc = InspectDoc {
+        yaml: "NAMESPACE NAME\na p-0\n".into(),
+        folded: 0,
+        events: Vec::new(),
+        events_error: None,
+        note: Some("exit 0".into()),
+    };
+    app.apply(vec![Delta::Inspected(Box::new(Inspected { request, target, at: 0, result: Ok(doc) }))]);
+    let s = screen(&mut app);
+    assert!(s.contains("$ kubectl get pods -A   (exit 0,") && s.contains("a p-0"), "{s}");
+    assert!(!s.contains("Events (") && !s.contains("Events:"), "a command's output has no events section:\n{s}");
 }

@@ -35,6 +35,7 @@ impl App {
                 None => self.ui.error(format!("no GPU {arg:?}: use NODE/INDEX (e.g. h100-0000/3) or a GPU uuid")),
             },
             Command::Context => self.switch_context(arg),
+            Command::Kubectl => self.run_kubectl(arg),
             Command::TaintGpu => self.start_taint(arg),
             other => {
                 if let Some(v) = other.view() {

@@ -59,10 +59,17 @@ impl App {
     }
 
     pub(super) fn describe_selected(&mut self) {
-        let target = match self.selected_object() {
-            Ok(t) => t,
-            Err(why) => return self.ui.warn(why),
-        };
+        match self.selected_object() {
+            Ok(t) => {
+                self.ask(t, "the simulated factory has no API server to read objects from; `y` shows them on a cluster")
+            }
+            Err(why) => self.ui.warn(why),
+        }
+    }
+
+    /// Opens the pane on `target` and asks the runner for it (a new request number, so only
+    /// its answer shows); without a runner (the demo) the answer is `demo`.
+    fn ask(&mut self, target: InspectTarget, demo: &str) {
         self.ui.nav.inspect = Some(target.clone());
         self.ui.nav.inspect_scroll = 0;
         self.ui.nav.inspect_request += 1;
@@ -71,14 +78,7 @@ impl App {
         match self.inspector.as_mut() {
             Some(ask) => ask(request, &target),
             None => {
-                let answer = Inspected {
-                    request,
-                    target,
-                    at: self.fleet.now,
-                    result: Err("the simulated factory has no API server to read objects from; \
-                                 `y` shows them on a cluster (`fabrik describe` too)"
-                        .into()),
-                };
+                let answer = Inspected { request, target, at: self.fleet.now, result: Err(demo.into()) };
                 self.apply(vec![Delta::Inspected(Box::new(answer))]);
             }
         }
@@ -90,5 +90,19 @@ impl App {
             Some(i) => crate::ui::views::inspect::lines(i).len(),
             None => 1,
         }
+    }
+}
+
+impl App {
+    /// `:kubectl ARGS`: reading verbs only (see `model::inspect::kubectl_args`), run by the
+    /// runner with this cockpit's context; the output shows in the inspect pane.
+    pub(super) fn run_kubectl(&mut self, line: &str) {
+        if let Err(e) = crate::model::inspect::kubectl_args(line) {
+            return self.ui.error(e);
+        }
+        self.ask(
+            InspectTarget::kubectl(line.trim()),
+            "the simulated factory has no cluster for kubectl; :kubectl runs on a cluster",
+        );
     }
 }

@@ -20,6 +20,12 @@ pub fn lines(i: &Inspected) -> Vec<String> {
             return out;
         }
     };
+    if i.target.is_kubectl() {
+        let note = doc.note.as_deref().unwrap_or("");
+        out.push(format!("$ {}   ({note}, {})", crate::text::printable(&i.target.label()), stamp(i.at)));
+        out.extend(doc.yaml.lines().map(|l| crate::text::printable(l).into_owned()));
+        return out;
+    }
     let folded = match doc.folded {
         0 => String::new(),
         n => format!("; managedFields: {n} entries folded"),
