@@ -320,3 +320,40 @@ fn broken_theme_and_keymap_files_warn_and_the_cockpit_starts_with_the_defaults()
         std::thread::sleep(POLL);
     }
 }
+
+#[test]
+fn yank_sends_the_selected_name_and_a_panes_text_to_the_terminal_clipboard_by_osc_52() {
+    let t = Tmux::start();
+    let home = format!("HOME={}", t.home.to_string_lossy());
+    let config = format!("XDG_CONFIG_HOME={}", t.home.join("config").to_string_lossy());
+    // tmux takes an application's OSC 52 into its paste buffer when set-clipboard is on, as
+    // a terminal takes it into the desktop's clipboard (through SSH too: it is only bytes).
+    let mut args = vec!["start-server", ";", "set-option", "-g", "set-clipboard", "on", ";"];
+    args.extend(session(&[&home, &config], &[BIN, "demo"]));
+    t.ok(&args);
+    let s = t.wait_screen("the fleet view", |s| s.contains("Fleet [48/48]"));
+    // The selected row is the first under the header.
+    let row = s.lines().skip_while(|l| !l.contains("NAME")).nth(1).unwrap_or("");
+    let node = row.trim_start_matches(['│', ' ', '▶']).split_whitespace().next().unwrap_or("").to_string();
+    assert!(node.contains("-0"), "a node name in {row:?}");
+    let buffer = |t: &Tmux| String::from_utf8_lossy(&t.run(&["show-buffer"]).stdout).into_owned();
+    t.keys(&["Y"]);
+    let deadline = Instant::now() + WAIT;
+    while buffer(&t) != node && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+    assert_eq!(buffer(&t), node, "the clipboard holds the selected node");
+    let s = t.wait_screen("the copied message", |s| status_line(s).contains("copied"));
+    assert!(status_line(&s).contains(&format!("copied {node} to the terminal's clipboard")), "{s}");
+    // In a pane, Y copies all of its text (here the demo's answer to :kubectl).
+    t.literal(":kubectl get nodes");
+    t.keys(&["Enter"]);
+    t.wait_screen("the kubectl pane", |s| s.contains("no cluster for kubectl"));
+    t.keys(&["Y"]);
+    let deadline = Instant::now() + WAIT;
+    while !buffer(&t).contains("no cluster for kubectl") && Instant::now() < deadline {
+        std::thread::sleep(POLL);
+    }
+    assert!(buffer(&t).starts_with("# kubectl get nodes: the simulated factory has no cluster"), "{}", buffer(&t));
+    t.keys(&["Escape", "q"]);
+}

@@ -183,6 +183,8 @@ commands! {
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
         Describe => "describe", "Show the selected object as the API server holds it: YAML and its events",
             aliases: &["yaml", "describe"];
+        Copy => "copy", "Copy the selected row's name (in a pane: all its text) to the clipboard; OSC 52 works through SSH and tmux",
+            aliases: &["copy", "yank"];
     }
     typed {
         // vim's "quit anyway": running operations are recorded as interrupted.

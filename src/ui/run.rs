@@ -102,7 +102,16 @@ async fn drive(
         let deadline = tokio::time::Instant::from_std(last_draw + frame);
         tokio::select! {
             ev = events.next() => match ev {
-                Some(Ok(Event::Key(k))) => { let t = Instant::now(); app.handle_key(k); dirty = true; log("key", t); }
+                Some(Ok(Event::Key(k))) => {
+                    let t = Instant::now();
+                    app.handle_key(k);
+                    // `Y`: to the clipboard of the terminal the person sits at (OSC 52).
+                    if let Some(text) = app.ui.clipboard.take() {
+                        let _ = crossterm::execute!(stdout(), crossterm::clipboard::CopyToClipboard::to_clipboard_from(text));
+                    }
+                    dirty = true;
+                    log("key", t);
+                }
                 Some(Ok(Event::Mouse(m))) => { app.handle_mouse(m); dirty = true; }
                 Some(Ok(Event::Resize(w, h))) => { app.resize(w, h); terminal.autoresize()?; dirty = true; }
                 Some(Ok(_)) => {}

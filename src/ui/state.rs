@@ -136,6 +136,8 @@ pub struct Ui {
     /// Every column, however narrow the terminal (k9s's wide).
     pub wide: bool,
     pub message: Option<(Severity, String)>,
+    /// Text for the terminal's clipboard (`Y`), taken by the terminal driver after the key.
+    pub clipboard: Option<String>,
     /// The terminal's size.
     pub size: (u16, u16),
     pub session: Session,
@@ -163,6 +165,7 @@ impl Ui {
             help_scroll: 0,
             wide: false,
             message: None,
+            clipboard: None,
             size: (120, 40),
             session: Session { source, theme_name: "dark".into(), keymap_name: "default".into(), ..Session::default() },
             ops: OpBook { mine: Vec::new(), next: 1 },

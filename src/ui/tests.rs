@@ -2544,3 +2544,20 @@ fn kubectl_line_runs_reading_verbs_through_the_inspector_and_refuses_the_rest() 
     assert!(s.contains("$ kubectl get pods -A   (exit 0,") && s.contains("a p-0"), "{s}");
     assert!(!s.contains("Events (") && !s.contains("Events:"), "a command's output has no events section:\n{s}");
 }
+
+#[test]
+fn yank_puts_the_selected_name_or_uuid_up_for_the_clipboard() {
+    let mut app = app_at(5);
+    send(&mut app, "jY");
+    let node =
+        app.ui.selected_id(ViewKind::Fleet).and_then(|r| r.node()).and_then(|n| app.fleet.node(n)).expect("node");
+    assert_eq!(app.ui.clipboard.take().as_deref(), Some(app.fleet.str_of(node.name)));
+    send(&mut app, "2Y");
+    let gpu = app.ui.selected_id(ViewKind::Gpus).and_then(|r| r.gpu()).and_then(|g| app.fleet.gpu(g)).expect("gpu");
+    assert_eq!(app.ui.clipboard.take().as_deref(), Some(app.fleet.str_of(gpu.uuid)));
+    assert!(message(&app).contains("to the terminal's clipboard (OSC 52)"), "{}", message(&app));
+    // Nothing selected: nothing sent, and it says so.
+    send(&mut app, "/no-such-row<Enter>Y");
+    assert_eq!(app.ui.clipboard.take(), None);
+    assert!(message(&app).contains("nothing to copy"), "{}", message(&app));
+}

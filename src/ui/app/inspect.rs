@@ -106,3 +106,55 @@ impl App {
         );
     }
 }
+
+/// The most a copy sends: terminals cap OSC 52 (xterm at 100,000 bytes of base64 by
+/// default), so a long pane is cut rather than dropped by the terminal.
+const COPY_MAX: usize = 72_000;
+
+impl App {
+    /// `Y`: the selected row's name (a node, a GPU's uuid, a pod, a quota, tenant or domain,
+    /// an event's message, an operation's target), or in a pane all its text.
+    pub(super) fn copy_selected(&mut self) {
+        let f = &self.fleet;
+        let text: Option<String> = match self.ui.screen() {
+            Screen::Inspect => crate::ui::views::inspect::answer(f, &self.ui.nav)
+                .map(|i| crate::ui::views::inspect::lines(i).join("\n")),
+            Screen::Node(n) => f.node(n).map(|n| f.str_of(n.name).to_string()),
+            Screen::Gpu(g) => f.gpu(g).map(|g| f.str_of(g.uuid).to_string()),
+            Screen::Table(v) => match self.ui.selected_id(v) {
+                None => None,
+                Some(RowId::Node(n)) => f.node(n).map(|n| f.str_of(n.name).to_string()),
+                Some(RowId::Gpu(g)) => f.gpu(g).map(|g| f.str_of(g.uuid).to_string()),
+                Some(RowId::Mig(g, i)) => f
+                    .gpu(g)
+                    .and_then(|g| g.instances.get(i as usize))
+                    .map(|m| f.str_of(m.uuid).to_string())
+                    .filter(|u| !u.is_empty()),
+                Some(RowId::Pod(p)) => f.pod(p).map(|p| p.name.to_string()),
+                Some(RowId::Tenant(t)) => f.tenant(t).map(|t| f.str_of(t.name).to_string()),
+                Some(RowId::Quota(q)) => f.quota(crate::model::QuotaId(q)).map(|q| match q.source {
+                    QuotaSource::ResourceQuota { name, .. } => f.str_of(name).to_string(),
+                    QuotaSource::ClusterQueue { queue, .. } => f.str_of(queue).to_string(),
+                }),
+                Some(RowId::Event(e)) => tables::event_at(f, e).map(|e| e.message.clone()),
+                Some(RowId::Op(o)) => tables::op_at(f, o).map(|o| o.target.clone()),
+                Some(r @ RowId::Domain(_)) => tables::domain_of(f, r).map(|(_, d)| d.name.clone()),
+            },
+        };
+        let Some(mut text) = text.filter(|t| !t.is_empty()) else {
+            return self.ui.warn("nothing to copy here");
+        };
+        let cut = if text.len() > COPY_MAX {
+            let at = (0..=COPY_MAX).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+            text.truncate(at);
+            format!(" (the first {} KB: terminals take no more)", COPY_MAX / 1000)
+        } else {
+            String::new()
+        };
+        let shown: String = text.chars().take(60).collect::<String>().replace('\n', " ");
+        let more = if text.chars().count() > 60 { "…" } else { "" };
+        self.ui
+            .info(format!("copied {}{more}{cut} to the terminal's clipboard (OSC 52)", crate::text::printable(&shown)));
+        self.ui.clipboard = Some(text);
+    }
+}

@@ -115,6 +115,7 @@ impl App {
             Command::Context => self.switch_context(""),
             // Dialog commands, and those that need a name from the `:` line.
             Command::Describe => self.describe_selected(),
+            Command::Copy => self.copy_selected(),
             Command::Confirm | Command::ToggleForce | Command::OpenNode | Command::OpenGpu | Command::Kubectl => {}
         }
     }
