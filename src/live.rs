@@ -107,6 +107,9 @@ pub async fn run_cockpit(
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.session.readonly = ui_args.readonly;
         ui.session.contexts = conn.contexts.clone();
+        ui.session.kubectl =
+            conn.kubeconfig.iter().flat_map(|k| ["--kubeconfig".into(), k.display().to_string()]).collect();
+        ui.session.kubectl.extend(["--context".to_string(), conn.context.clone()]);
         ui.session.theme_name = setup.theme.name.clone();
         ui.session.keymap_name = setup.keymap.name.clone();
         let mut fleet = Fleet::new(setup.thresholds());

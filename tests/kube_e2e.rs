@@ -694,6 +694,25 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     let _ = tmux(&["send-keys", "-t", "fabrik", ":kubectl get nodes -o name", "Enter"]);
     let listed = wait_for(&|s: &str| s.contains("$ kubectl get nodes -o name") && s.contains("(exit 0,"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
+    // `x`: the terminal goes to `kubectl exec -it` in a running pod and comes back. These
+    // nodes have no kubelet to exec through, so kubectl fails, says why, and fabrik waits
+    // for Enter before it takes the terminal back.
+    let _ = tmux(&["send-keys", "-t", "fabrik", "5", "/"]);
+    let _ = tmux(&["send-keys", "-t", "fabrik", "-l", "Running"]);
+    let _ = tmux(&["send-keys", "-t", "fabrik", "Enter"]);
+    let pods = wait_for(&|s: &str| s.contains("Pods [") && s.contains(" Running "));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "x"]);
+    let handed = wait_for(&|s: &str| s.contains("press Enter to return to fabrik"));
+    let on_main_screen =
+        String::from_utf8_lossy(&tmux(&["display-message", "-p", "-t", "fabrik", "#{alternate_on}"]).stdout)
+            .trim()
+            .to_string();
+    let _ = tmux(&["send-keys", "-t", "fabrik", "Enter"]);
+    let back = wait_for(&|s: &str| s.contains("Pods [") && s.contains("kubectl exited with status"));
+    let on_alt_screen =
+        String::from_utf8_lossy(&tmux(&["display-message", "-p", "-t", "fabrik", "#{alternate_on}"]).stdout)
+            .trim()
+            .to_string();
     let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
     std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["kill-server"]);
@@ -701,6 +720,11 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     assert!(!node.is_empty(), "a node row on the fleet view:\n{fleet_screen}");
     assert!(pane.contains(&format!("node/{node}")) && pane.contains("kind: Node"), "y on {node}:\n{pane}");
     // (The YAML itself is compared with kubectl's in crosscheck_e2e's `fabrik describe`.)
+    assert!(pods.contains(" Running "), "a running pod to open a shell in:\n{pods}");
+    assert!(handed.contains("fabrik: kubectl") && handed.contains("exec -it -n "), "the hand-off:\n{handed}");
+    assert_eq!(on_main_screen, "0", "kubectl runs on the main screen:\n{handed}");
+    assert!(back.contains("Pods [") && back.contains("kubectl exited with status 1"), "taken back:\n{back}");
+    assert_eq!(on_alt_screen, "1", "the cockpit is back on the alternate screen:\n{back}");
     let want = common::kubectl(kubeconfig, &["get", "nodes", "-o", "name"]);
     for n in want.lines().take(30) {
         assert!(listed.contains(n), ":kubectl get nodes lists {n}:\n{listed}");

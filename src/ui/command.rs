@@ -183,6 +183,8 @@ commands! {
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
         Describe => "describe", "Show the selected object as the API server holds it: YAML and its events",
             aliases: &["yaml", "describe"];
+        Shell => "shell", "Open a shell in the selected pod (kubectl exec -it); the terminal comes back when it exits",
+            aliases: &["shell", "exec", "sh"];
         Copy => "copy", "Copy the selected row's name (in a pane: all its text) to the clipboard; OSC 52 works through SSH and tmux",
             aliases: &["copy", "yank"];
     }

@@ -71,6 +71,44 @@ pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> c
     exit
 }
 
+/// Gives the terminal to `kubectl ARGS` (cooked mode, main screen, no mouse) and takes it
+/// back when it exits; a failure waits for Enter so its message can be read.
+fn hand_off(terminal: &mut ratatui::DefaultTerminal, args: &[String]) -> std::io::Result<String> {
+    use crossterm::terminal::{EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode};
+    use std::io::Write;
+    crossterm::execute!(stdout(), DisableMouseCapture, LeaveAlternateScreen, crossterm::cursor::Show)?;
+    disable_raw_mode()?;
+    println!(
+        "fabrik: kubectl {}",
+        args.iter().skip_while(|a| a.starts_with("--")).cloned().collect::<Vec<_>>().join(" ")
+    );
+    let status = tokio::task::block_in_place(|| std::process::Command::new("kubectl").args(args).status());
+    let msg = match &status {
+        Ok(s) if s.success() => "back from kubectl".to_string(),
+        Ok(s) => format!("kubectl exited with {}", s.code().map_or("a signal".to_string(), |c| format!("status {c}"))),
+        Err(e) => format!("cannot run kubectl: {e}"),
+    };
+    if !matches!(&status, Ok(s) if s.success()) {
+        print!("\nfabrik: {msg}; press Enter to return to fabrik ");
+        let _ = stdout().flush();
+        let mut line = String::new();
+        let _ = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));
+    }
+    enable_raw_mode()?;
+    crossterm::execute!(
+        stdout(),
+        EnterAlternateScreen,
+        EnableMouseCapture,
+        crossterm::cursor::Hide,
+        crossterm::terminal::Clear(crossterm::terminal::ClearType::All)
+    )?;
+    // Both buffers blank, as the screen now is, so the next frame draws every cell. (Not
+    // `Terminal::clear`: it asks the terminal where the cursor is, and the answer would go
+    // to the event stream that was just replaced.)
+    terminal.swap_buffers();
+    Ok(msg)
+}
+
 async fn drive(
     app: &mut App,
     terminal: &mut ratatui::DefaultTerminal,
@@ -108,6 +146,15 @@ async fn drive(
                     // `Y`: to the clipboard of the terminal the person sits at (OSC 52).
                     if let Some(text) = app.ui.clipboard.take() {
                         let _ = crossterm::execute!(stdout(), crossterm::clipboard::CopyToClipboard::to_clipboard_from(text));
+                    }
+                    if let Some(cmd) = app.ui.handoff.take() {
+                        // The old stream stops reading the terminal (its reader would take
+                        // the keys meant for the child); a fresh one reads after.
+                        drop(std::mem::replace(&mut events, EventStream::new()));
+                        match hand_off(terminal, &cmd) {
+                            Ok(msg) => app.ui.info(msg),
+                            Err(e) => app.ui.error(format!("the hand-off to kubectl failed: {e}")),
+                        }
                     }
                     dirty = true;
                     log("key", t);

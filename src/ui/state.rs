@@ -101,6 +101,9 @@ pub struct Session {
     pub contexts: Vec<String>,
     pub theme_name: String,
     pub keymap_name: String,
+    /// kubectl's options for this cockpit's cluster (`--kubeconfig F --context C`), for the
+    /// hand-offs; empty on the demo.
+    pub kubectl: Vec<String>,
 }
 
 /// The operations this cockpit started.
@@ -138,6 +141,9 @@ pub struct Ui {
     pub message: Option<(Severity, String)>,
     /// Text for the terminal's clipboard (`Y`), taken by the terminal driver after the key.
     pub clipboard: Option<String>,
+    /// A command to hand the terminal to (`x`: kubectl exec), taken by the terminal driver,
+    /// which gives the terminal back to the cockpit when it exits.
+    pub handoff: Option<Vec<String>>,
     /// The terminal's size.
     pub size: (u16, u16),
     pub session: Session,
@@ -166,6 +172,7 @@ impl Ui {
             wide: false,
             message: None,
             clipboard: None,
+            handoff: None,
             size: (120, 40),
             session: Session { source, theme_name: "dark".into(), keymap_name: "default".into(), ..Session::default() },
             ops: OpBook { mine: Vec::new(), next: 1 },

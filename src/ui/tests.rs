@@ -2561,3 +2561,32 @@ fn yank_puts_the_selected_name_or_uuid_up_for_the_clipboard() {
     assert_eq!(app.ui.clipboard.take(), None);
     assert!(message(&app).contains("nothing to copy"), "{}", message(&app));
 }
+
+#[test]
+fn x_hands_the_terminal_to_kubectl_exec_only_for_a_running_pod_on_a_cluster_and_never_readonly() {
+    let mut app = app_at(5);
+    // Not a pod: it says where to go.
+    send(&mut app, "x");
+    assert!(message(&app).contains("select one in the pods view"), "{}", message(&app));
+    // The demo has no containers.
+    send(&mut app, "5/Running<Enter>x");
+    assert!(message(&app).contains("no containers"), "{}", message(&app));
+    assert_eq!(app.ui.handoff, None);
+    // On a cluster: kubectl exec with the cockpit's kubeconfig and context, in that pod.
+    app.ui.session.kubectl = vec!["--kubeconfig".into(), "/k".into(), "--context".into(), "prod".into()];
+    send(&mut app, "x");
+    let p = app.ui.selected_id(ViewKind::Pods).and_then(|r| r.pod()).and_then(|p| app.fleet.pod(p)).expect("pod");
+    assert_eq!(p.phase, crate::model::Phase::Running);
+    let cmd = app.ui.handoff.take().expect("a hand-off");
+    let want: Vec<String> =
+        ["--kubeconfig", "/k", "--context", "prod", "exec", "-it", "-n", app.fleet.str_of(p.namespace), &p.name, "--"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+    assert_eq!(cmd[..want.len()], want[..]);
+    // --readonly: refused.
+    app.ui.session.readonly = true;
+    send(&mut app, "x");
+    assert_eq!(app.ui.handoff, None);
+    assert!(message(&app).contains("--readonly"), "{}", message(&app));
+}

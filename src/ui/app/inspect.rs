@@ -158,3 +158,32 @@ impl App {
         self.ui.clipboard = Some(text);
     }
 }
+
+impl App {
+    /// `x`: a shell in the selected pod. `kubectl exec` can change anything in the container,
+    /// so not with `--readonly`; the terminal driver runs it and takes the terminal back.
+    pub(super) fn shell_selected(&mut self) {
+        let pod = match self.ui.screen() {
+            Screen::Table(ViewKind::Pods) => self.ui.selected_id(ViewKind::Pods).and_then(RowId::pod),
+            _ => None,
+        };
+        let Some(p) = pod.and_then(|p| self.fleet.pod(p)) else {
+            return self.ui.warn("x opens a shell in a pod: select one in the pods view (5)");
+        };
+        if self.ui.session.readonly {
+            return self.ui.warn("--readonly: a shell can change anything in the container, so x is off");
+        }
+        if self.ui.session.kubectl.is_empty() {
+            return self.ui.warn("the simulated factory has no containers to open a shell in; x works on a cluster");
+        }
+        if p.phase != crate::model::Phase::Running {
+            let phase = format!("{:?}", p.phase);
+            return self.ui.warn(format!("{} is {phase}: a shell needs a running container", p.name));
+        }
+        let mut cmd = self.ui.session.kubectl.clone();
+        cmd.extend(["exec", "-it", "-n", self.fleet.str_of(p.namespace), &p.name, "--"].map(String::from));
+        // bash where the image has it, else sh.
+        cmd.extend(["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash || exec sh"].map(String::from));
+        self.ui.handoff = Some(cmd);
+    }
+}

@@ -116,6 +116,7 @@ impl App {
             // Dialog commands, and those that need a name from the `:` line.
             Command::Describe => self.describe_selected(),
             Command::Copy => self.copy_selected(),
+            Command::Shell => self.shell_selected(),
             Command::Confirm | Command::ToggleForce | Command::OpenNode | Command::OpenGpu | Command::Kubectl => {}
         }
     }
