@@ -2509,8 +2509,17 @@ fn y_reads_the_selected_object_through_the_inspector_and_the_pane_scrolls_its_an
     let node = asked.lock().expect("lock").last().cloned().expect("asked");
     assert_eq!((node.kind.as_str(), node.namespace.as_deref()), ("Node", None));
     assert!(app.fleet.node_by_name(&node.name).is_some());
+    // An event: the object it is about.
     send(&mut app, "<Esc>6y");
-    assert!(message(&app).contains("select a node, GPU, pod, quota, tenant or domain"), "{}", message(&app));
+    let e = app
+        .ui
+        .selected_id(ViewKind::Events)
+        .and_then(|r| r.event())
+        .and_then(|i| crate::ui::views::tables::event_at(&app.fleet, i));
+    let object = e.map(|e| e.object.clone()).expect("an event");
+    let asked_for = asked.lock().expect("lock").last().cloned().expect("asked");
+    assert!(object.contains(&asked_for.name), "event about {object:?}, asked for {asked_for:?}");
+    assert_eq!(app.ui.screen(), crate::ui::state::Screen::Inspect);
 }
 
 #[test]

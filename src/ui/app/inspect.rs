@@ -30,8 +30,22 @@ impl App {
             Screen::Inspect => return Err("this is the object; Esc goes back"),
             Screen::Table(v) => match (v, self.ui.selected_id(v)) {
                 (_, None) => return Err("no row is selected"),
+                // An event: the object it is about (`kind/namespace/name`, `kind/name`).
+                (ViewKind::Events, Some(RowId::Event(e))) => {
+                    let object = tables::event_at(f, e).map(|e| e.object.as_str()).unwrap_or("");
+                    match object.split('/').collect::<Vec<_>>().as_slice() {
+                        [kind, ns, name] => Some(InspectTarget::new(kind, Some(ns), name)),
+                        [kind, name] if *kind == "node" => Some(InspectTarget::new("Node", None, name)),
+                        [kind, name] if !kind.is_empty() && f.node_by_name(kind).is_none() => {
+                            Some(InspectTarget::new(kind, None, name))
+                        }
+                        // `node/gpuN` (a GPU's event) or a bare node name: the node.
+                        [node, ..] if f.node_by_name(node).is_some() => Some(InspectTarget::new("Node", None, node)),
+                        _ => return Err("this event names no object y can show"),
+                    }
+                }
                 (ViewKind::Events | ViewKind::Ops, _) => {
-                    return Err("y shows an object: select a node, GPU, pod, quota, tenant or domain");
+                    return Err("y shows an object: select a node, GPU, pod, quota, tenant, domain or event");
                 }
                 (_, Some(RowId::Node(n))) => node(n),
                 (_, Some(RowId::Gpu(g) | RowId::Mig(g, _))) => f.gpu(g).and_then(|g| node(g.node)),
