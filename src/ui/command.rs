@@ -185,6 +185,8 @@ commands! {
             aliases: &["yaml", "describe"];
         Shell => "shell", "Open a shell in the selected pod (kubectl exec -it); the terminal comes back when it exits",
             aliases: &["shell", "exec", "sh"];
+        FindNext => "find_next", "In a pane: the next line with the text found by /";
+        FindPrev => "find_prev", "In a pane: the previous line with the text found by /";
         Copy => "copy", "Copy the selected row's name (in a pane: all its text) to the clipboard; OSC 52 works through SSH and tmux",
             aliases: &["copy", "yank"];
     }

@@ -88,6 +88,9 @@ pub struct Navigation {
     pub inspect_scroll: usize,
     /// The number of the last request: only its answer is shown.
     pub inspect_request: u64,
+    /// `/` in the pane: the text found (case-insensitive), and the line of the current match.
+    pub inspect_find: String,
+    pub inspect_match: Option<usize>,
 }
 
 /// How this cockpit was started; set by the runner, read by render and the `:ctx` line.
@@ -163,6 +166,8 @@ impl Ui {
                 inspect: None,
                 inspect_scroll: 0,
                 inspect_request: 0,
+                inspect_find: String::new(),
+                inspect_match: None,
             },
             caches: HashMap::new(),
             input: None,

@@ -644,11 +644,11 @@ fn help_opens_and_closes() {
 #[test]
 fn unbound_key_shows_a_hint() {
     let mut app = app_at(5);
-    send(&mut app, "x");
+    send(&mut app, "z");
     let (sev, msg) = app.ui.message.clone().expect("a hint");
     assert_eq!(sev, crate::model::Severity::Warning);
-    assert_eq!(msg, "'x' is not bound in the default keymap; press ? for the keys");
-    assert!(status_line(&screen(&mut app)).contains("'x' is not bound"));
+    assert_eq!(msg, "'z' is not bound in the default keymap; press ? for the keys");
+    assert!(status_line(&screen(&mut app)).contains("'z' is not bound"));
     // The next bound key clears it.
     send(&mut app, "j");
     assert!(app.ui.message.is_none());
@@ -2598,4 +2598,40 @@ fn x_hands_the_terminal_to_kubectl_exec_only_for_a_running_pod_on_a_cluster_and_
     send(&mut app, "x");
     assert_eq!(app.ui.handoff, None);
     assert!(message(&app).contains("--readonly"), "{}", message(&app));
+}
+
+#[test]
+fn slash_in_a_pane_finds_as_it_is_typed_and_n_and_shift_n_go_round_the_matches() {
+    use crate::model::{InspectDoc, Inspected};
+    let mut app = app_at(5);
+    app.on_inspect(|_, _| {});
+    send(&mut app, "1y");
+    let (request, target) = (app.ui.nav.inspect_request, app.ui.nav.inspect.clone().expect("target"));
+    // 200 lines; "needle" on lines 50, 120 and 180 of the YAML (pane lines +1: the heading).
+    let yaml: String = (0..200)
+        .map(|i| if [50, 120, 180].contains(&i) { format!("k{i}: Needle\n") } else { format!("k{i}: hay\n") })
+        .collect();
+    let doc = InspectDoc { yaml, folded: 0, events: Vec::new(), events_error: None, note: None };
+    app.apply(vec![Delta::Inspected(Box::new(Inspected { request, target, at: 0, result: Ok(doc) }))]);
+    send(&mut app, "/needle");
+    assert_eq!(app.ui.nav.inspect_match, Some(51), "found as it is typed");
+    assert!(screen(&mut app).contains("k50: Needle"));
+    send(&mut app, "<Enter>");
+    assert!(message(&app).contains("3 matching lines"), "{}", message(&app));
+    send(&mut app, "n");
+    assert_eq!(app.ui.nav.inspect_match, Some(121));
+    assert!(screen(&mut app).contains("k120: Needle") && message(&app).contains("match 2 of 3"), "{}", message(&app));
+    send(&mut app, "nn");
+    assert_eq!(app.ui.nav.inspect_match, Some(51), "round the end");
+    send(&mut app, "N");
+    assert_eq!(app.ui.nav.inspect_match, Some(181), "back round the start");
+    assert!(screen(&mut app).contains("k180: Needle"));
+    // Esc on a new search puts the old one back; a text not there says so.
+    send(&mut app, "/zzz");
+    assert!(message(&app).contains("\"zzz\" is not in this pane"), "{}", message(&app));
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.nav.inspect_find, "needle");
+    // n outside a pane: it says where it works.
+    send(&mut app, "<Esc>n");
+    assert!(message(&app).contains("find in a pane"), "{}", message(&app));
 }

@@ -86,6 +86,7 @@ impl App {
     fn ask(&mut self, target: InspectTarget, demo: &str) {
         self.ui.nav.inspect = Some(target.clone());
         self.ui.nav.inspect_scroll = 0;
+        self.ui.nav.inspect_match = None;
         self.ui.nav.inspect_request += 1;
         let request = self.ui.nav.inspect_request;
         self.push(Screen::Inspect);
@@ -199,5 +200,50 @@ impl App {
         // bash where the image has it, else sh.
         cmd.extend(["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash || exec sh"].map(String::from));
         self.ui.handoff = Some(cmd);
+    }
+}
+
+impl App {
+    /// The pane's lines that hold the text found by `/` (case-insensitive).
+    pub(super) fn pane_matches(&self) -> Vec<usize> {
+        let find = self.ui.nav.inspect_find.to_ascii_lowercase();
+        let Some(i) = crate::ui::views::inspect::answer(&self.fleet, &self.ui.nav) else { return Vec::new() };
+        if find.is_empty() {
+            return Vec::new();
+        }
+        let lines = crate::ui::views::inspect::lines(i);
+        lines.iter().enumerate().filter(|(_, l)| l.to_ascii_lowercase().contains(&find)).map(|(n, _)| n).collect()
+    }
+
+    /// `n` / `N`: the next (previous) matching line after (before) the current one, round
+    /// the end; the pane scrolls it into view.
+    pub(super) fn find_in_pane(&mut self, forward: bool) {
+        if self.ui.screen() != Screen::Inspect {
+            return self.ui.warn("n and N find in a pane (y, :kubectl) after a / search");
+        }
+        let hits = self.pane_matches();
+        if hits.is_empty() {
+            self.ui.nav.inspect_match = None;
+            if !self.ui.nav.inspect_find.is_empty() {
+                self.ui.warn(format!("{:?} is not in this pane", self.ui.nav.inspect_find));
+            }
+            return;
+        }
+        let at = self.ui.nav.inspect_match;
+        let next = if forward {
+            hits.iter().copied().find(|h| at.is_none_or(|a| *h > a)).unwrap_or(hits[0])
+        } else {
+            hits.iter().rev().copied().find(|h| at.is_none_or(|a| *h < a)).unwrap_or(hits[hits.len() - 1])
+        };
+        self.ui.nav.inspect_match = Some(next);
+        let height = self.body().height.saturating_sub(2) as usize;
+        let last = self.inspect_lines().saturating_sub(height);
+        let s = self.ui.nav.inspect_scroll;
+        if next < s || next >= s + height {
+            // A few lines of context above the match.
+            self.ui.nav.inspect_scroll = next.saturating_sub(3).min(last);
+        }
+        let k = hits.iter().position(|h| *h == next).map_or(0, |p| p + 1);
+        self.ui.info(format!("/{}: match {k} of {} (line {})", self.ui.nav.inspect_find, hits.len(), next + 1));
     }
 }

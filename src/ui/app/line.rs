@@ -12,22 +12,31 @@ impl App {
         match key.code {
             KeyCode::Esc => {
                 let input = self.ui.input.take();
-                if let (Some(i), Screen::Table(v)) = (input, self.ui.screen())
-                    && i.kind == InputKind::Filter
-                {
-                    self.ui.table_mut(v).filter = i.previous;
+                match (input, self.ui.screen()) {
+                    (Some(i), Screen::Table(v)) if i.kind == InputKind::Filter => {
+                        self.ui.table_mut(v).filter = i.previous
+                    }
+                    (Some(i), Screen::Inspect) if i.kind == InputKind::Filter => {
+                        self.ui.nav.inspect_find = i.previous;
+                    }
+                    _ => {}
                 }
             }
             KeyCode::Enter => {
                 let Some(i) = self.ui.input.take() else { return };
                 match i.kind {
                     InputKind::Command => self.run_command_line(&i.text),
-                    InputKind::Filter => {
-                        if let Screen::Table(v) = self.ui.screen() {
+                    InputKind::Filter => match self.ui.screen() {
+                        Screen::Table(v) => {
                             let n = self.ui.rows(v).len();
                             self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
                         }
-                    }
+                        Screen::Inspect => {
+                            let n = self.pane_matches().len();
+                            self.ui.info(format!("/{}: {n} matching lines; n / N next / previous", i.text));
+                        }
+                        _ => {}
+                    },
                 }
             }
             KeyCode::Backspace => {
@@ -50,6 +59,12 @@ impl App {
             return;
         }
         let text = i.text.clone();
+        if self.ui.screen() == Screen::Inspect {
+            // As it is typed: the first match from the line at the top of the pane on.
+            self.ui.nav.inspect_find = text;
+            self.ui.nav.inspect_match = self.ui.nav.inspect_scroll.checked_sub(1);
+            return self.find_in_pane(true);
+        }
         if let Screen::Table(v) = self.ui.screen() {
             let t = self.ui.table_mut(v);
             t.filter = text;

@@ -33,6 +33,13 @@ impl App {
             Command::CommandLine => {
                 self.ui.input = Some(Input { kind: InputKind::Command, text: String::new(), previous: String::new() })
             }
+            Command::Filter if self.ui.screen() == Screen::Inspect => {
+                // A new search starts empty, as vim's; Esc puts the last one back.
+                let prev = self.ui.nav.inspect_find.clone();
+                self.ui.input = Some(Input { kind: InputKind::Filter, text: String::new(), previous: prev });
+            }
+            Command::FindNext => self.find_in_pane(true),
+            Command::FindPrev => self.find_in_pane(false),
             Command::Filter => {
                 if let Screen::Table(v) = self.ui.screen() {
                     let prev = self.ui.table(v).filter;

@@ -225,7 +225,7 @@ fn lookup_normalises_shift_and_backtab() {
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Tab, KeyModifiers::SHIFT)), Some(Command::PrevView));
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Tab, KeyModifiers::NONE)), Some(Command::NextView));
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('d'), KeyModifiers::CONTROL)), Some(Command::PageDown));
-    assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('x'), KeyModifiers::NONE)), None);
+    assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('z'), KeyModifiers::NONE)), None);
     let mut release = press(KeyCode::Char('q'), KeyModifiers::NONE);
     release.kind = KeyEventKind::Release;
     assert_eq!(km.lookup(Mode::Normal, &release), None);
@@ -235,11 +235,11 @@ fn lookup_normalises_shift_and_backtab() {
 
 #[test]
 fn user_file_replaces_listed_commands_only() {
-    let dir = user_keymap("default", "[normal]\nquit = [\"x\"]\nhelp = []\n[dialog]\nconfirm = [\"Y\", \"ctrl-y\"]\n");
+    let dir = user_keymap("default", "[normal]\nquit = [\"z\"]\nhelp = []\n[dialog]\nconfirm = [\"Y\", \"ctrl-y\"]\n");
     let (km, warnings) = Keymap::load("default", Some(dir.path()));
     assert_eq!(warnings, vec![]);
     let builtin = Keymap::builtin("default").expect("default");
-    assert_eq!(km.keys_for(Mode::Normal, Command::Quit), [key("x")]);
+    assert_eq!(km.keys_for(Mode::Normal, Command::Quit), [key("z")]);
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('q'), KeyModifiers::NONE)), None);
     assert_eq!(km.keys_for(Mode::Normal, Command::Help), []);
     assert_eq!(km.hint(Mode::Normal, Command::Help), None);
@@ -277,9 +277,9 @@ fn moving_a_key_between_commands_in_one_file_is_not_a_conflict() {
 #[test]
 fn a_key_bound_twice_goes_to_the_later_binding_with_a_warning() {
     // File order, not alphabetical: `uncordon` comes first, `drain` later.
-    let dir = user_keymap("default", "[normal]\nuncordon = [\"x\"]\ndrain = [\"x\", \"c\"]\n");
+    let dir = user_keymap("default", "[normal]\nuncordon = [\"z\"]\ndrain = [\"z\", \"c\"]\n");
     let (km, warnings) = Keymap::load("default", Some(dir.path()));
-    let x = press(KeyCode::Char('x'), KeyModifiers::NONE);
+    let x = press(KeyCode::Char('z'), KeyModifiers::NONE);
     assert_eq!(km.lookup(Mode::Normal, &x), Some(Command::Drain));
     assert_eq!(km.keys_for(Mode::Normal, Command::Uncordon), []);
     assert_eq!(km.keys_for(Mode::Normal, Command::Cordon), []);
@@ -287,7 +287,7 @@ fn a_key_bound_twice_goes_to_the_later_binding_with_a_warning() {
     assert_eq!(warnings[0].key.as_deref(), Some("normal.drain"));
     assert_eq!(
         warnings[0].message,
-        "key \"x\" is also bound to uncordon earlier in this file; drain gets it because it \
+        "key \"z\" is also bound to uncordon earlier in this file; drain gets it because it \
          comes later, so uncordon has no key left; give one of them another key"
     );
     assert!(warnings[1].message.starts_with("key \"c\" is also bound to cordon in builtin keymap default;"));

@@ -62,6 +62,26 @@ fn stamp(ms: Ts) -> String {
     crate::ops::audit::rfc3339(ms)
 }
 
+/// `line` in spans, each case-insensitive (ASCII) occurrence of `find` in `hit` style.
+fn found<'a>(line: String, find: &str, style: ratatui::style::Style, hit: ratatui::style::Style) -> Vec<Span<'a>> {
+    if find.is_empty() {
+        return vec![Span::styled(line, style)];
+    }
+    let (lower, find) = (line.to_ascii_lowercase(), find.to_ascii_lowercase());
+    let mut spans = Vec::new();
+    let mut at = 0;
+    while let Some(k) = lower[at..].find(&find) {
+        let (start, end) = (at + k, at + k + find.len());
+        if start > at {
+            spans.push(Span::styled(line[at..start].to_string(), style));
+        }
+        spans.push(Span::styled(line[start..end].to_string(), hit));
+        at = end;
+    }
+    spans.push(Span::styled(line[at..].to_string(), style));
+    spans
+}
+
 /// The answer to the last request, once it arrived.
 pub fn answer<'a>(f: &'a Fleet, nav: &crate::ui::state::Navigation) -> Option<&'a Inspected> {
     f.inspected.as_deref().filter(|i| i.request == nav.inspect_request && nav.inspect.as_ref() == Some(&i.target))
@@ -90,7 +110,12 @@ pub fn render(frame: &mut Frame, area: Rect, f: &Fleet, nav: &crate::ui::state::
                 } else {
                     "ui.text"
                 };
-                Line::from(Span::styled(l, theme.style(tok)))
+                // Every match marked; the current one also bold and underlined.
+                let mut hit = theme.style("ui.selection");
+                if nav.inspect_match == Some(n) {
+                    hit = hit.add_modifier(ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED);
+                }
+                Line::from(found(l, &nav.inspect_find, theme.style(tok), hit))
             })
             .collect(),
     };
