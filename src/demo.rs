@@ -122,7 +122,7 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
     };
     let (_, fleet) = crate::testing::demo_fleet_with(cfg, args.ticks, Thresholds::default());
     if let Some(file) = &args.bundle {
-        return Ok(write_bundle(&fleet, &args, file, "demo"));
+        return Ok(write_bundle(&fleet, &args, file, "demo", ""));
     }
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let mut stdout = std::io::stdout().lock();
@@ -134,11 +134,13 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
 /// `fabrik snapshot --bundle FILE`: the bundle of `args`' scope from this fleet, written to a
 /// new file (never over an existing one) or to standard output for `-`. On bad input (an
 /// unknown node or tenant, an existing file) it says what was wrong and writes nothing.
+/// `extra`: sections to add at the end (on a cluster, the node object as the API holds it).
 pub fn write_bundle(
     fleet: &crate::model::Fleet,
     args: &SnapshotArgs,
     file: &std::path::Path,
     context: &str,
+    extra: &str,
 ) -> ExitCode {
     use crate::ops::audit;
     use crate::ui::bundle::{Scope, bundle};
@@ -159,7 +161,7 @@ pub fn write_bundle(
         }
     };
     let text = match bundle(fleet, &scope, context, crate::cli::VERSION, records.as_deref().map_err(String::as_str)) {
-        Ok(t) => t,
+        Ok(t) => t + extra,
         Err(e) => {
             eprintln!("fabrik snapshot --bundle: {e}");
             return ExitCode::from(2);

@@ -186,7 +186,7 @@ pub async fn snapshot(
         }
     };
     let setup = Setup::load(&crate::cli::UiArgs::default());
-    let fleet = match load_fleet(conn.client, feed_config(&setup), setup.thresholds(), timeout).await {
+    let fleet = match load_fleet(conn.client.clone(), feed_config(&setup), setup.thresholds(), timeout).await {
         Ok(f) => f,
         Err(msg) => {
             eprintln!("fabrik snapshot: {msg}");
@@ -194,7 +194,18 @@ pub async fn snapshot(
         }
     };
     if let Some(file) = &args.bundle {
-        return Ok(crate::demo::write_bundle(&fleet, args, file, &conn.context));
+        // A node's bundle on a cluster also holds the Node object and its events, as `y` shows.
+        let extra = match args.node.as_deref().filter(|n| fleet.node_by_name(n).is_some()) {
+            Some(node) => {
+                let target = crate::model::InspectTarget::new("Node", None, node);
+                let result = cluster::inspect::inspect(&conn.client, &target).await;
+                let answer = crate::model::Inspected { request: 0, target, at: crate::now_ms(), result };
+                let text = crate::ui::views::inspect::lines(&answer).join("\n").replace("```", "'''");
+                format!("\n## Node object\n\n```yaml\n{text}\n```\n")
+            }
+            None => String::new(),
+        };
+        return Ok(crate::demo::write_bundle(&fleet, args, file, &conn.context, &extra));
     }
     let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());

@@ -1751,7 +1751,7 @@ fn every_number_fabrik_prints_equals_the_api() {
             std::thread::sleep(Duration::from_secs(2));
             continue;
         }
-        failures.extend(bundle::compare_node(&by_node, &before, &node));
+        failures.extend(bundle::compare_node(&kubeconfig, &by_node, &before, &node));
         failures.extend(bundle::compare_tenant(&by_tenant, &before, "oncall"));
         compared = true;
         break;

@@ -86,7 +86,7 @@ fn compare_scope(
 }
 
 /// A node's bundle: its GPU pods, its tenants, its GPUs, the domains over it.
-pub fn compare_node(md: &str, t: &Truth, node: &str) -> Vec<String> {
+pub fn compare_node(kubeconfig: &std::path::Path, md: &str, t: &Truth, node: &str) -> Vec<String> {
     let on: Vec<(&String, &BTreeMap<&str, Value>)> =
         t.views["pods"].iter().filter(|(_, p)| p.get("node").and_then(Value::as_str) == Some(node)).collect();
     let pods: BTreeSet<String> = on.iter().map(|(k, _)| (*k).clone()).collect();
@@ -99,6 +99,12 @@ pub fn compare_node(md: &str, t: &Truth, node: &str) -> Vec<String> {
         .collect();
     let mut diffs =
         compare_scope(&format!("node {node}"), md, t, &pods, &BTreeSet::from([node.to_string()]), &tenants, &domains);
+    // On a cluster the node object closes the bundle: the one kubectl reads (its uid).
+    let uid = super::common::kubectl(kubeconfig, &["get", "node", node, "-o", "jsonpath={.metadata.uid}"]);
+    let object = md.split("\n## Node object\n").nth(1).unwrap_or("");
+    if !object.contains("kind: Node") || !object.contains(&format!("uid: {uid}")) {
+        diffs.push(format!("node {node} bundle: no Node object with uid {uid}:\n{object}"));
+    }
     if !md.starts_with(&format!("# fabrik incident bundle: node {node}\n")) {
         diffs.push(format!("node {node} bundle: heading {:?}", md.lines().next()));
     }
