@@ -89,27 +89,28 @@ pub async fn run_cockpit(
         // `y`: one object read on request, answered into the same delta stream.
         let (itx, mut irx) = mpsc::unbounded_channel::<(u64, crate::model::InspectTarget)>();
         let (client, answers) = (conn.client.clone(), tx.clone());
-        let (kube_path, kube_context) = (conn.kubeconfig.clone(), conn.context.clone());
+        let flags = conn.kubectl_flags();
         feeds.push(tokio::spawn(async move {
+            // Each request on its own: a slow `:kubectl` does not hold up the next `y` (answers
+            // are numbered; the cockpit shows only the last request's).
             while let Some((request, target)) = irx.recv().await {
-                let result = if target.is_kubectl() {
-                    cluster::inspect::kubectl(kube_path.as_deref(), &kube_context, &target.name).await
-                } else {
-                    cluster::inspect::inspect(&client, &target).await
-                };
-                let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
-                if answers.send(vec![Delta::Inspected(Box::new(answer))]).await.is_err() {
-                    return;
-                }
+                let (client, answers, flags) = (client.clone(), answers.clone(), flags.clone());
+                tokio::spawn(async move {
+                    let result = if target.is_kubectl() {
+                        cluster::inspect::kubectl(&flags, &target.name).await
+                    } else {
+                        cluster::inspect::inspect(&client, &target).await
+                    };
+                    let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
+                    let _ = answers.send(vec![Delta::Inspected(Box::new(answer))]).await;
+                });
             }
         }));
         drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.session.readonly = ui_args.readonly;
         ui.session.contexts = conn.contexts.clone();
-        ui.session.kubectl =
-            conn.kubeconfig.iter().flat_map(|k| ["--kubeconfig".into(), k.display().to_string()]).collect();
-        ui.session.kubectl.extend(["--context".to_string(), conn.context.clone()]);
+        ui.session.kubectl = conn.kubectl_flags();
         ui.session.theme_name = setup.theme.name.clone();
         ui.session.keymap_name = setup.keymap.name.clone();
         let mut fleet = Fleet::new(setup.thresholds());
@@ -197,11 +198,8 @@ pub async fn snapshot(
         // A node's bundle on a cluster also holds the Node object and its events, as `y` shows.
         let extra = match args.node.as_deref().filter(|n| fleet.node_by_name(n).is_some()) {
             Some(node) => {
-                let target = crate::model::InspectTarget::new("Node", None, node);
-                let result = cluster::inspect::inspect(&conn.client, &target).await;
-                let answer = crate::model::Inspected { request: 0, target, at: crate::now_ms(), result };
-                let text = crate::ui::views::inspect::lines(&answer).join("\n").replace("```", "'''");
-                format!("\n## Node object\n\n```yaml\n{text}\n```\n")
+                let (_, text) = described(&conn.client, crate::model::InspectTarget::new("Node", None, node)).await;
+                format!("\n## Node object\n\n```yaml\n{}```\n", text.replace("```", "'''"))
             }
             None => String::new(),
         };
@@ -215,10 +213,13 @@ pub async fn snapshot(
 /// `fabrik describe KIND NAME [-n NS]`: the inspect pane's text, once. Exit 1 when the API
 /// server has no such object (or refuses it), 2 on bad input.
 pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<ExitCode> {
-    if let Err(e) = cluster::inspect::kind_of(&args.kind) {
-        eprintln!("fabrik describe: {e}");
-        return Ok(ExitCode::from(2));
-    }
+    let kind = match cluster::inspect::kind_of(&args.kind) {
+        Ok(k) => k.kind,
+        Err(e) => {
+            eprintln!("fabrik describe: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
     let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
@@ -226,18 +227,27 @@ pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<Exi
             return Ok(ExitCode::from(2));
         }
     };
-    let kind = cluster::inspect::kind_of(&args.kind).map(|k| k.kind).unwrap_or_default();
     let target = crate::model::InspectTarget::new(kind, args.namespace.as_deref(), &args.name);
-    let result = cluster::inspect::inspect(&conn.client, &target).await;
-    let failed = result.is_err();
-    let answer = crate::model::Inspected { request: 0, target, at: crate::now_ms(), result };
-    let text = crate::ui::views::inspect::lines(&answer).join("\n") + "\n";
-    if failed {
-        eprint!("fabrik describe: {}", text.trim_start_matches("# "));
-        return Ok(ExitCode::from(1));
+    match described(&conn.client, target).await {
+        (true, text) => {
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
+            Ok(ExitCode::SUCCESS)
+        }
+        (false, text) => {
+            eprint!("fabrik describe: {}", text.trim_start_matches("# "));
+            Ok(ExitCode::from(1))
+        }
     }
-    let _ = std::io::stdout().lock().write_all(text.as_bytes());
-    Ok(ExitCode::SUCCESS)
+}
+
+/// One object read now, as the inspect pane's text (one line per line, each ended); whether
+/// it was read.
+async fn described(client: &kube::Client, target: crate::model::InspectTarget) -> (bool, String) {
+    let result = cluster::inspect::inspect(client, &target).await;
+    let ok = result.is_ok();
+    let answer = crate::model::Inspected { request: 0, target, at: crate::now_ms(), result };
+    let text: String = crate::ui::views::inspect::lines(&answer).into_iter().map(|l| l + "\n").collect();
+    (ok, text)
 }
 
 /// Runs the feed into a fresh fleet until the initial listing is complete. The error names

@@ -215,15 +215,13 @@ const KUBECTL_OUTPUT_MAX: usize = 1 << 20;
 /// How long a `:kubectl` command may run.
 const KUBECTL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// `:kubectl ARGS` with the cockpit's kubeconfig and context: reading verbs only (checked
-/// again here), its output (stdout, then stderr) and how it ended.
-pub async fn kubectl(kubeconfig: Option<&std::path::Path>, context: &str, line: &str) -> Result<InspectDoc, String> {
+/// `:kubectl ARGS` with the cockpit's kubeconfig and context (`flags`, from
+/// [`super::Connection::kubectl_flags`]): reading verbs only (checked again here), its output
+/// (stdout, then stderr) and how it ended.
+pub async fn kubectl(flags: &[String], line: &str) -> Result<InspectDoc, String> {
     let args = crate::model::inspect::kubectl_args(line)?;
     let mut cmd = tokio::process::Command::new("kubectl");
-    if let Some(k) = kubeconfig {
-        cmd.arg("--kubeconfig").arg(k);
-    }
-    cmd.arg("--context").arg(context).args(&args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    cmd.args(flags).args(&args).stdin(std::process::Stdio::null()).kill_on_drop(true);
     let out = match tokio::time::timeout(KUBECTL_TIMEOUT, cmd.output()).await {
         Err(_) => return Err(format!("kubectl did not finish within {}s; stopped", KUBECTL_TIMEOUT.as_secs())),
         Ok(Err(e)) if e.kind() == std::io::ErrorKind::NotFound => {

@@ -130,6 +130,17 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
 }
 
 /// A short, human reason for a kube error: the API status message where there is one.
+impl Connection {
+    /// kubectl's options for this connection: `[--kubeconfig FILE] --context NAME` (the
+    /// hand-offs and `:kubectl` run kubectl against the same cluster as the cockpit).
+    pub fn kubectl_flags(&self) -> Vec<String> {
+        let mut flags: Vec<String> =
+            self.kubeconfig.iter().flat_map(|k| ["--kubeconfig".to_string(), k.display().to_string()]).collect();
+        flags.extend(["--context".to_string(), self.context.clone()]);
+        flags
+    }
+}
+
 pub fn describe(e: &kube::Error) -> String {
     match e {
         kube::Error::Api(s) => format!("{} ({} {})", s.message, s.code, s.reason),

@@ -137,7 +137,7 @@ pub fn bundle(
                 nodes.len() - TOPOLOGY_MAX
             ));
         }
-    } else if scope_is_fleet(&scope) {
+    } else if matches!(scope, In::Fleet) {
         out.push_str("\n## Topology\n\nper node: `fabrik snapshot --bundle FILE --node NAME`\n");
     }
 
@@ -160,10 +160,6 @@ pub fn bundle(
         out.push_str(&format!("```text\n{}```\n", text.replace("```", "'''")));
     }
     Ok(out)
-}
-
-fn scope_is_fleet(s: &In) -> bool {
-    matches!(s, In::Fleet)
 }
 
 fn resolve(f: &Fleet, scope: &Scope) -> Result<In, String> {
@@ -205,17 +201,17 @@ fn resolve(f: &Fleet, scope: &Scope) -> Result<In, String> {
     }
 }
 
-/// ` (did you mean a, b?)` from the names that contain what was typed (or it them).
+/// ` (did you mean a, b?)`: the names within typo distance (`settings::nearby`, as for
+/// keymaps and themes), else those that contain what was typed (`llm` → `llm-pretrain`).
 fn nearby<'a>(names: impl Iterator<Item = &'a str>, typed: &str) -> String {
+    let names: Vec<&str> = names.collect();
     let t = typed.to_lowercase();
-    let mut near: Vec<&str> = names
-        .filter(|n| {
-            let n = n.to_lowercase();
-            !t.is_empty() && (n.contains(&t) || t.contains(&n))
-        })
-        .take(5)
-        .collect();
-    near.sort_unstable();
+    // Closest first.
+    let mut near = crate::settings::nearby(typed, names.iter().copied(), 3);
+    if near.is_empty() && !t.is_empty() {
+        near = names.into_iter().filter(|n| n.to_lowercase().contains(&t)).take(5).collect();
+        near.sort_unstable();
+    }
     if near.is_empty() { String::new() } else { format!(" (did you mean {}?)", near.join(", ")) }
 }
 

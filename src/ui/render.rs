@@ -94,7 +94,7 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         }
         Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.nav.node_sel, &ui.nav.node_closed, theme),
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.nav.gpu_row, theme),
-        Screen::Inspect => super::views::inspect::render(frame, a.body, f, &ui.nav, theme),
+        Screen::Inspect => super::views::inspect::render(frame, a.body, &ui.nav, theme),
     }
     render_status(f, ui, theme, frame, a.status);
     render_footer(f, ui, theme, keymap, frame, a.footer);

@@ -78,10 +78,8 @@ fn hand_off(terminal: &mut ratatui::DefaultTerminal, args: &[String]) -> std::io
     use std::io::Write;
     crossterm::execute!(stdout(), DisableMouseCapture, LeaveAlternateScreen, crossterm::cursor::Show)?;
     disable_raw_mode()?;
-    println!(
-        "fabrik: kubectl {}",
-        args.iter().skip_while(|a| a.starts_with("--")).cloned().collect::<Vec<_>>().join(" ")
-    );
+    // Not println!: it panics on a terminal that hung up (SSH), and nobody would read it then.
+    let _ = writeln!(stdout(), "fabrik: kubectl {}", args.join(" "));
     let status = tokio::task::block_in_place(|| std::process::Command::new("kubectl").args(args).status());
     let msg = match &status {
         Ok(s) if s.success() => "back from kubectl".to_string(),
@@ -89,7 +87,7 @@ fn hand_off(terminal: &mut ratatui::DefaultTerminal, args: &[String]) -> std::io
         Err(e) => format!("cannot run kubectl: {e}"),
     };
     if !matches!(&status, Ok(s) if s.success()) {
-        print!("\nfabrik: {msg}; press Enter to return to fabrik ");
+        let _ = write!(stdout(), "\nfabrik: {msg}; press Enter to return to fabrik ");
         let _ = stdout().flush();
         let mut line = String::new();
         let _ = tokio::task::block_in_place(|| std::io::stdin().read_line(&mut line));

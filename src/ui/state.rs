@@ -91,6 +91,17 @@ pub struct Navigation {
     /// `/` in the pane: the text found (case-insensitive), and the line of the current match.
     pub inspect_find: String,
     pub inspect_match: Option<usize>,
+    /// The answer to the last request as the pane's lines, made once when it arrives (render,
+    /// scrolling, `/` and `Y` read them; a kubectl output can run to 1 MiB).
+    pub pane: Option<Pane>,
+}
+
+/// An answer in the inspect pane: which request, whether it failed, its lines.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Pane {
+    pub request: u64,
+    pub failed: bool,
+    pub lines: Vec<String>,
 }
 
 /// How this cockpit was started; set by the runner, read by render and the `:ctx` line.
@@ -168,6 +179,7 @@ impl Ui {
                 inspect_request: 0,
                 inspect_find: String::new(),
                 inspect_match: None,
+                pane: None,
             },
             caches: HashMap::new(),
             input: None,

@@ -134,6 +134,10 @@ pub fn compare_tenant(md: &str, t: &Truth, tenant: &str) -> Vec<String> {
         &BTreeSet::from([tenant.to_string()]),
         &domains,
     );
+    let said = format!("- nodes its GPU pods run on: {}\n", nodes.len());
+    if !md.contains(&said) {
+        diffs.push(format!("tenant {tenant} bundle: no line {said:?} (the API: {nodes:?})"));
+    }
     // `- pending: N (k why, …)` from the pods' waiting reasons.
     let mut by: BTreeMap<String, u64> = BTreeMap::new();
     for (_, p) in &mine {

@@ -5,7 +5,7 @@
 use super::App;
 use crate::model::{Delta, InspectTarget, Inspected, QuotaSource};
 use crate::ui::command::ViewKind;
-use crate::ui::state::Screen;
+use crate::ui::state::{Pane, Screen};
 use crate::ui::views::{RowId, tables};
 
 /// Told each object the person asks to inspect.
@@ -99,12 +99,22 @@ impl App {
         }
     }
 
+    /// The pane's lines, made once when the answer to the last request arrives.
+    pub(super) fn prepare_pane(&mut self) {
+        let current = self.ui.nav.pane.as_ref().is_some_and(|p| p.request == self.ui.nav.inspect_request);
+        if current {
+            return;
+        }
+        self.ui.nav.pane = crate::ui::views::inspect::answer(&self.fleet, &self.ui.nav).map(|i| Pane {
+            request: i.request,
+            failed: i.result.is_err(),
+            lines: crate::ui::views::inspect::lines(i),
+        });
+    }
+
     /// Lines of the inspect pane now (for scrolling).
     pub(super) fn inspect_lines(&self) -> usize {
-        match crate::ui::views::inspect::answer(&self.fleet, &self.ui.nav) {
-            Some(i) => crate::ui::views::inspect::lines(i).len(),
-            None => 1,
-        }
+        crate::ui::views::inspect::pane(&self.ui.nav).map_or(1, |p| p.lines.len())
     }
 }
 
@@ -207,12 +217,10 @@ impl App {
     /// The pane's lines that hold the text found by `/` (case-insensitive).
     pub(super) fn pane_matches(&self) -> Vec<usize> {
         let find = self.ui.nav.inspect_find.to_ascii_lowercase();
-        let Some(i) = crate::ui::views::inspect::answer(&self.fleet, &self.ui.nav) else { return Vec::new() };
-        if find.is_empty() {
+        let Some(p) = crate::ui::views::inspect::pane(&self.ui.nav).filter(|_| !find.is_empty()) else {
             return Vec::new();
-        }
-        let lines = crate::ui::views::inspect::lines(i);
-        lines.iter().enumerate().filter(|(_, l)| l.to_ascii_lowercase().contains(&find)).map(|(n, _)| n).collect()
+        };
+        p.lines.iter().enumerate().filter(|(_, l)| l.to_ascii_lowercase().contains(&find)).map(|(n, _)| n).collect()
     }
 
     /// `n` / `N`: the next (previous) matching line after (before) the current one, round

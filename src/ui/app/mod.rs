@@ -128,6 +128,7 @@ impl App {
     /// same object and inside the window, and tells the agent streams which nodes are seen.
     pub fn prepare(&mut self) {
         self.prepare_rows();
+        self.prepare_pane();
         if self.view_nodes.is_some() {
             let seen = self.nodes_in_view();
             if seen != self.last_view_nodes {

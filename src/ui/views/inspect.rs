@@ -7,6 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph};
 
 use crate::model::{Fleet, Inspected, Ts};
+use crate::ui::state::{Navigation, Pane};
 use crate::ui::theme::Theme;
 
 /// The pane's text: a heading line (what, when read, what was folded), the YAML, then the
@@ -63,7 +64,7 @@ fn stamp(ms: Ts) -> String {
 }
 
 /// `line` in spans, each case-insensitive (ASCII) occurrence of `find` in `hit` style.
-fn found<'a>(line: String, find: &str, style: ratatui::style::Style, hit: ratatui::style::Style) -> Vec<Span<'a>> {
+fn found<'a>(line: &'a str, find: &str, style: ratatui::style::Style, hit: ratatui::style::Style) -> Vec<Span<'a>> {
     if find.is_empty() {
         return vec![Span::styled(line, style)];
     }
@@ -73,36 +74,40 @@ fn found<'a>(line: String, find: &str, style: ratatui::style::Style, hit: ratatu
     while let Some(k) = lower[at..].find(&find) {
         let (start, end) = (at + k, at + k + find.len());
         if start > at {
-            spans.push(Span::styled(line[at..start].to_string(), style));
+            spans.push(Span::styled(&line[at..start], style));
         }
-        spans.push(Span::styled(line[start..end].to_string(), hit));
+        spans.push(Span::styled(&line[start..end], hit));
         at = end;
     }
-    spans.push(Span::styled(line[at..].to_string(), style));
+    spans.push(Span::styled(&line[at..], style));
     spans
 }
 
 /// The answer to the last request, once it arrived.
-pub fn answer<'a>(f: &'a Fleet, nav: &crate::ui::state::Navigation) -> Option<&'a Inspected> {
+pub fn answer<'a>(f: &'a Fleet, nav: &Navigation) -> Option<&'a Inspected> {
     f.inspected.as_deref().filter(|i| i.request == nav.inspect_request && nav.inspect.as_ref() == Some(&i.target))
 }
 
-/// The pane: the answer for `target` once it arrived, scrolled to `scroll` lines.
-pub fn render(frame: &mut Frame, area: Rect, f: &Fleet, nav: &crate::ui::state::Navigation, theme: &Theme) {
+/// The pane's lines for the last request, once its answer arrived.
+pub fn pane(nav: &Navigation) -> Option<&Pane> {
+    nav.pane.as_ref().filter(|p| p.request == nav.inspect_request)
+}
+
+/// The pane, scrolled to `nav.inspect_scroll`: only the lines on screen are styled.
+pub fn render(frame: &mut Frame, area: Rect, nav: &Navigation, theme: &Theme) {
     let Some(target) = nav.inspect.as_ref() else { return };
-    let scroll = nav.inspect_scroll;
-    let answer = answer(f, nav);
-    let body: Vec<Line> = match answer {
-        None => vec![Line::from(Span::styled(
-            format!("reading {} from the API server…", target.label()),
-            theme.style("ui.text.muted"),
-        ))],
-        Some(i) => lines(i)
-            .into_iter()
-            .enumerate()
-            .map(|(n, l)| {
+    let height = area.height.saturating_sub(2) as usize;
+    let (body, total, top): (Vec<Line>, usize, usize) = match pane(nav) {
+        None => {
+            let reading = format!("reading {} from the API server…", target.label());
+            (vec![Line::from(Span::styled(reading, theme.style("ui.text.muted")))], 1, 0)
+        }
+        Some(p) => {
+            let total = p.lines.len();
+            let top = nav.inspect_scroll.min(total.saturating_sub(height));
+            let shown = p.lines.iter().enumerate().skip(top).take(height).map(|(n, l)| {
                 let tok = if n == 0 {
-                    if i.result.is_err() { "ui.warning" } else { "ui.text.muted" }
+                    if p.failed { "ui.warning" } else { "ui.text.muted" }
                 } else if l.starts_with("Events") {
                     "ui.title"
                 } else if l.contains("  Warning  ") {
@@ -116,19 +121,17 @@ pub fn render(frame: &mut Frame, area: Rect, f: &Fleet, nav: &crate::ui::state::
                     hit = hit.add_modifier(ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED);
                 }
                 Line::from(found(l, &nav.inspect_find, theme.style(tok), hit))
-            })
-            .collect(),
+            });
+            (shown.collect(), total, top)
+        }
     };
-    let total = body.len();
-    let height = area.height.saturating_sub(2) as usize;
-    let top = scroll.min(total.saturating_sub(height));
     let title = format!(
         " {} · {}-{} of {total} · j/k scroll, g/G top/bottom, Esc back ",
         target.label(),
         top + 1,
         (top + height).min(total)
     );
-    let p = Paragraph::new(body).scroll((top.min(u16::MAX as usize) as u16, 0)).block(
+    let p = Paragraph::new(body).block(
         Block::default()
             .borders(Borders::ALL)
             .border_style(theme.style("ui.border.focus"))
