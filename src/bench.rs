@@ -220,5 +220,6 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         Op(_) | Access(_) => "op",
         Feed { .. } | FeedRemove(_) | Synced => "feed",
         Inspected(_) => "inspect",
+        Log { .. } => "logs",
     }
 }

@@ -106,6 +106,31 @@ pub async fn run_cockpit(
                 });
             }
         }));
+        // `L`: one log streamed at a time; a new request (or `None`, the pane closed) ends
+        // the one before.
+        let (ltx, mut lrx) = mpsc::unbounded_channel::<Option<crate::model::LogRequest>>();
+        let (client, answers) = (conn.client.clone(), tx.clone());
+        feeds.push(tokio::spawn(async move {
+            // Dropped (a new request, the pane closed, this task aborted): the stream stops.
+            let mut _current: Option<AbortOnDrop> = None;
+            while let Some(ask) = lrx.recv().await {
+                _current = None;
+                let Some(req) = ask else { continue };
+                let (client, answers) = (client.clone(), answers.clone());
+                _current = Some(AbortOnDrop(tokio::spawn(async move {
+                    let (etx, mut erx) = mpsc::channel(4);
+                    let request = req.id;
+                    let forward = async move {
+                        while let Some(event) = erx.recv().await {
+                            if answers.send(vec![Delta::Log { request, event }]).await.is_err() {
+                                return;
+                            }
+                        }
+                    };
+                    futures::future::join(cluster::logs::stream(client, req, etx), forward).await;
+                })));
+            }
+        }));
         drop(tx);
         let mut ui = Ui::new(format!("ctx {}", conn.context));
         ui.session.readonly = ui_args.readonly;
@@ -122,6 +147,9 @@ pub async fn run_cockpit(
         });
         app.on_inspect(move |request, t| {
             let _ = itx.send((request, t.clone()));
+        });
+        app.on_logs(move |r| {
+            let _ = ltx.send(r.cloned());
         });
         // `run` consumes the app, so its executor is gone when it returns: serve_ops stops
         // taking requests and waits for the operations that `halt` interrupts.
@@ -240,6 +268,46 @@ pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<Exi
     }
 }
 
+/// `fabrik logs POD`: the log the pane's `L` streams, printed as it arrives. Exit 1 when the
+/// API server refuses it (no such pod or container, no previous run), 2 on bad input.
+pub async fn logs(args: &crate::cli::LogsArgs) -> color_eyre::Result<ExitCode> {
+    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context.as_deref()).await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("fabrik logs: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let req = crate::model::LogRequest {
+        container: args.container.clone(),
+        previous: args.previous,
+        follow: args.follow,
+        timestamps: args.timestamps,
+        tail: args.tail.map(|n| n as usize),
+        ..crate::model::LogRequest::new(1, &args.namespace, &args.pod)
+    };
+    let (tx, mut rx) = mpsc::channel(4);
+    let reader = tokio::spawn(cluster::logs::stream(conn.client.clone(), req, tx));
+    let mut code = ExitCode::SUCCESS;
+    while let Some(event) = rx.recv().await {
+        match event {
+            crate::model::LogEvent::Lines(lines) => {
+                let text: String = lines.into_iter().map(|l| l + "\n").collect();
+                if std::io::stdout().lock().write_all(text.as_bytes()).is_err() {
+                    break; // stdout closed (`| head`)
+                }
+            }
+            crate::model::LogEvent::Ended(Some(e)) => {
+                eprintln!("fabrik logs: {e}");
+                code = ExitCode::from(1);
+            }
+            _ => {}
+        }
+    }
+    reader.abort();
+    Ok(code)
+}
+
 /// One object read now, as the inspect pane's text (one line per line, each ended); whether
 /// it was read.
 async fn described(client: &kube::Client, target: crate::model::InspectTarget) -> (bool, String) {
@@ -291,4 +359,13 @@ pub async fn load_fleet(
     };
     feed.abort();
     result.map(|_| fleet)
+}
+
+/// A task that stops when its handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }

@@ -75,6 +75,10 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             rt.block_on(fabrik::live::describe(&args))
         }
+        Some(Cmd::Logs(args)) => {
+            let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+            rt.block_on(fabrik::live::logs(&args))
+        }
         Some(Cmd::Completions { shell }) => {
             let mut out = Vec::new();
             let mut cmd = <Cli as clap::CommandFactory>::command();

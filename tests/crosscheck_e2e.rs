@@ -33,6 +33,8 @@ mod common;
 mod describe;
 #[path = "crosscheck_e2e/dra.rs"]
 mod dra;
+#[path = "crosscheck_e2e/logs.rs"]
+mod logs;
 #[path = "crosscheck_e2e/pending.rs"]
 mod pending;
 use common::{BIN, control_plane, kubectl};
@@ -1791,5 +1793,7 @@ fn every_number_fabrik_prints_equals_the_api() {
             None => failures.push(format!("describe {kind} {name}: the object changed on every one of 5 reads")),
         }
     }
+    // `fabrik logs` (the `L` pane's stream) against `kubectl logs`, through the sim's kubelets.
+    failures.extend(logs::compare(&kubeconfig));
     assert!(failures.is_empty(), "{} differences between fabrik and the API:\n{}", failures.len(), failures.join("\n"));
 }

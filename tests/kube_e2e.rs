@@ -695,7 +695,7 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     let listed = wait_for(&|s: &str| s.contains("$ kubectl get nodes -o name") && s.contains("(exit 0,"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
     // `x`: the terminal goes to `kubectl exec -it` in a running pod and comes back. These
-    // nodes have no kubelet to exec through, so kubectl fails, says why, and fabrik waits
+    // nodes' simulated kubelets serve logs, not exec, so kubectl fails, says why, and fabrik waits
     // for Enter before it takes the terminal back.
     let _ = tmux(&["send-keys", "-t", "fabrik", "5", "/"]);
     let _ = tmux(&["send-keys", "-t", "fabrik", "-l", "Running"]);
@@ -713,10 +713,27 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
         String::from_utf8_lossy(&tmux(&["display-message", "-p", "-t", "fabrik", "#{alternate_on}"]).stdout)
             .trim()
             .to_string();
+    // `L`: the selected running pod's log, streamed through the API server from the sim's
+    // kubelet endpoint, following; g shows its first line, which kubectl reads too.
+    let _ = tmux(&["send-keys", "-t", "fabrik", "L"]);
+    let following = wait_for(&|s: &str| s.contains("logs pod/") && s.contains("following") && s.contains(" of "));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "g"]);
+    let log_top = wait_for(&|s: &str| s.contains("· 1-"));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
     let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
     std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["kill-server"]);
     let _ = std::fs::remove_dir_all(&home);
+    let title = following.lines().find(|l| l.contains("logs pod/")).unwrap_or("");
+    let which = title.split("logs pod/").nth(1).and_then(|r| r.split_whitespace().next()).unwrap_or("");
+    let (log_ns, log_pod) = which.split_once('/').expect("the logs title names pod/NS/NAME");
+    let kubectl_log = common::kubectl(kubeconfig, &["logs", log_pod, "-n", log_ns]);
+    let first_line = kubectl_log.lines().next().unwrap_or("(kubectl read no lines)");
+    let pane_first = log_top.lines().skip_while(|l| !l.contains("logs pod/")).nth(1).unwrap_or("");
+    assert!(
+        pane_first.trim_start_matches(['│', ' ']).starts_with(first_line),
+        "the pane's first line is kubectl's {first_line:?}:\n{log_top}"
+    );
     assert!(!node.is_empty(), "a node row on the fleet view:\n{fleet_screen}");
     assert!(pane.contains(&format!("node/{node}")) && pane.contains("kind: Node"), "y on {node}:\n{pane}");
     // (The YAML itself is compared with kubectl's in crosscheck_e2e's `fabrik describe`.)

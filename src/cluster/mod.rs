@@ -4,6 +4,7 @@
 
 pub mod inspect;
 pub mod labels;
+pub mod logs;
 
 use std::path::{Path, PathBuf};
 

@@ -24,6 +24,7 @@ mod agents;
 mod alpha;
 mod alpha_api;
 mod kubelet;
+mod logs;
 mod migparted;
 mod model;
 mod nodes;
@@ -210,6 +211,12 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     }
     let shared = nodes::Shared::new(client.clone(), &sim_nodes, args.mig_seconds);
     shared.mig_delay_ms.store(args.mig_delay_ms, std::sync::atomic::Ordering::Relaxed);
+    // The kubelets' log endpoint, before the nodes that name it register.
+    let (pod_store, pod_writer) = kube::runtime::reflector::store();
+    match logs::serve(pod_store).await {
+        Ok(port) => shared.kubelet_port.store(port, std::sync::atomic::Ordering::Relaxed),
+        Err(e) => return Ok(fail(e)),
+    }
     let failed = nodes::register_all(&shared, &sim_nodes, &existing).await;
     if failed > 0 {
         return Ok(fail(format!("{failed} of {count} nodes could not be registered (first errors above)")));
@@ -219,7 +226,7 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     tasks.spawn(nodes::heartbeats(shared.clone()));
     let (resume_tx, resume_rx) = mpsc::unbounded_channel();
     tasks.spawn(nodes::watch_nodes(shared.clone(), resume_tx));
-    tasks.spawn(kubelet::run(shared.clone(), args.seed, resume_rx));
+    tasks.spawn(kubelet::run(shared.clone(), args.seed, resume_rx, pod_writer));
 
     let mut pods = 0;
     if args.workload {

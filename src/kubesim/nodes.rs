@@ -53,6 +53,9 @@ pub struct Shared {
     pub mig_seconds: u64,
     /// mig-manager's reaction time before `pending` (`--mig-delay-ms`).
     pub mig_delay_ms: std::sync::atomic::AtomicU64,
+    /// The port the simulated kubelets' log endpoint listens on (see `logs`), which every
+    /// node names as its kubelet's.
+    pub kubelet_port: std::sync::atomic::AtomicU16,
     pub sem: Arc<Semaphore>,
     /// Lease renewals have their own budget, so a burst of pod starts cannot starve them.
     lease_sem: Arc<Semaphore>,
@@ -73,6 +76,7 @@ impl Shared {
             mig: Mutex::new(mig),
             last_ready_fix: Mutex::new(HashMap::new()),
             mig_seconds,
+            kubelet_port: std::sync::atomic::AtomicU16::new(10250),
             mig_delay_ms: std::sync::atomic::AtomicU64::new(0),
             sem: Arc::new(Semaphore::new(32)),
             lease_sem: Arc::new(Semaphore::new(16)),
@@ -159,6 +163,12 @@ pub async fn register(shared: &Shared, node: &SimNode, exists: bool) -> Result<(
         .map(|c| c.keys().filter(|k| k.starts_with("nvidia.com/")).cloned().collect())
         .unwrap_or_default();
     let mut status = model::node_status(node, true);
+    // The API server reaches this node's kubelet (logs) at the sim's endpoint.
+    let port = shared.kubelet_port.load(std::sync::atomic::Ordering::Relaxed);
+    status["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] = json!(port);
+    if let Some(a) = status["status"]["addresses"].as_array_mut() {
+        a.insert(0, json!({"type": "InternalDNS", "address": super::logs::HOST}));
+    }
     let (cap, alloc) = model::resources(node, false, &old);
     status["status"]["capacity"] = cap;
     status["status"]["allocatable"] = alloc;

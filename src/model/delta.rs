@@ -335,6 +335,11 @@ pub enum Delta {
     Synced,
     /// The answer to a request to inspect one object (`y`).
     Inspected(Box<super::Inspected>),
+    /// A chunk of the log stream asked for by request `request` (`L`).
+    Log {
+        request: u64,
+        event: super::LogEvent,
+    },
 }
 
 /// A batch of deltas: one tick of the simulator, or one burst of watch events.

@@ -187,6 +187,13 @@ commands! {
             aliases: &["shell", "exec", "sh"];
         FindNext => "find_next", "In a pane: the next line with the text found by /";
         FindPrev => "find_prev", "In a pane: the previous line with the text found by /";
+        Logs => "logs", "Stream the selected pod's log (on a GPU: its pod's) through the API server",
+            aliases: &["logs", "log"];
+        LogFollow => "log_follow", "In the logs pane: follow new lines, or stop following";
+        LogPrevious => "log_previous", "In the logs pane: the container's previous run, or its current one";
+        LogContainer => "log_container", "In the logs pane: the pod's next container";
+        LogWrap => "log_wrap", "In the logs pane: wrap long lines, or cut them at the edge";
+        LogTimestamps => "log_timestamps", "In the logs pane: the kubelet's time in front of each line, or not";
         Copy => "copy", "Copy the selected row's name (in a pane: all its text) to the clipboard; OSC 52 works through SSH and tmux",
             aliases: &["copy", "yank"];
     }

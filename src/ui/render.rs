@@ -95,6 +95,7 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         Screen::Node(n) => detail::render_node(frame, a.body, f, n, ui.nav.node_sel, &ui.nav.node_closed, theme),
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.nav.gpu_row, theme),
         Screen::Inspect => super::views::inspect::render(frame, a.body, &ui.nav, theme),
+        Screen::Logs => super::views::logs::render(frame, a.body, f, &ui.nav, theme),
     }
     render_status(f, ui, theme, frame, a.status);
     render_footer(f, ui, theme, keymap, frame, a.footer);
@@ -340,7 +341,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
             v.extend([Command::Filter, Command::SortNext, Command::Open, Command::EditQuota])
         }
         Screen::Table(ViewKind::Pods) => {
-            v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Describe])
+            v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Describe, Command::Logs])
         }
         Screen::Table(ViewKind::Ops) => v.extend([Command::Filter, Command::SortNext, Command::Open, Command::Cancel]),
         Screen::Table(_) => v.extend([Command::Filter, Command::SortNext, Command::Open]),
@@ -355,6 +356,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
         ]),
         Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
         Screen::Inspect => v.extend([Command::Down, Command::Up, Command::Bottom, Command::Back]),
+        Screen::Logs => v.extend([Command::LogFollow, Command::LogPrevious, Command::LogContainer, Command::Back]),
     }
     v.extend([Command::NextView, Command::Quit]);
     v

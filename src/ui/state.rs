@@ -18,6 +18,8 @@ pub enum Screen {
     Gpu(GpuId),
     /// One object as the API server holds it (`y`): `Navigation::inspect` says which.
     Inspect,
+    /// A container's log (`L`): `Navigation::logs` says which.
+    Logs,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -94,6 +96,13 @@ pub struct Navigation {
     /// The answer to the last request as the pane's lines, made once when it arrives (render,
     /// scrolling, `/` and `Y` read them; a kubectl output can run to 1 MiB).
     pub pane: Option<Pane>,
+    /// Logs screen: the log asked for (the last request), whether its stream is open (so
+    /// leaving the screen stops it), whether the pane sticks to the newest line (following),
+    /// and whether long lines wrap. `/`, `n`, `N` and the scroll are the inspect pane's.
+    pub logs: Option<crate::model::LogRequest>,
+    pub logs_open: bool,
+    pub logs_stick: bool,
+    pub logs_wrap: bool,
 }
 
 /// An answer in the inspect pane: which request, whether it failed, its lines.
@@ -180,6 +189,10 @@ impl Ui {
                 inspect_find: String::new(),
                 inspect_match: None,
                 pane: None,
+                logs: None,
+                logs_open: false,
+                logs_stick: true,
+                logs_wrap: false,
             },
             caches: HashMap::new(),
             input: None,

@@ -2635,3 +2635,126 @@ fn slash_in_a_pane_finds_as_it_is_typed_and_n_and_shift_n_go_round_the_matches()
     send(&mut app, "<Esc>n");
     assert!(message(&app).contains("find in a pane"), "{}", message(&app));
 }
+
+#[test]
+fn logs_pane_streams_the_selected_pod_follows_and_toggles_through_new_requests() {
+    use crate::model::{LogEvent, LogRequest};
+    use crate::ui::state::Screen;
+    use std::sync::{Arc, Mutex};
+    let mut app = app_at(5);
+    // Not a pod: it says what to select.
+    send(&mut app, "1L");
+    assert!(message(&app).contains("select a pod"), "{}", message(&app));
+    // The demo has no containers: the pane says so.
+    send(&mut app, "5L");
+    assert_eq!(app.ui.screen(), Screen::Logs);
+    assert!(screen(&mut app).contains("no containers to read logs from"), "{}", screen(&mut app));
+    send(&mut app, "<Esc>");
+
+    // With a streamer: the selected pod, following, the last 10,000 lines.
+    let asked: Arc<Mutex<Vec<Option<LogRequest>>>> = Arc::default();
+    let a = asked.clone();
+    app.on_logs(move |r| a.lock().expect("lock").push(r.cloned()));
+    let p = app.ui.selected_id(ViewKind::Pods).and_then(|r| r.pod()).and_then(|p| app.fleet.pod(p)).expect("a pod");
+    let (ns, name) = (app.fleet.str_of(p.namespace).to_string(), p.name.to_string());
+    send(&mut app, "L");
+    let first = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert_eq!((first.namespace.as_str(), first.pod.as_str()), (ns.as_str(), name.as_str()));
+    assert!(first.follow && !first.previous && first.container.is_none());
+    assert_eq!(first.tail, Some(crate::model::KEEP_LINES));
+    assert!(screen(&mut app).contains("opening the log of"), "{}", screen(&mut app));
+    let log = |app: &mut App, request: u64, event: LogEvent| app.apply(vec![Delta::Log { request, event }]);
+    let containers = vec!["main".to_string(), "sidecar".to_string()];
+    log(&mut app, first.id, LogEvent::Opened { containers, container: "main".into() });
+    log(&mut app, first.id, LogEvent::Lines((0..100).map(|i| format!("line {i}")).collect()));
+    let s = screen(&mut app);
+    // Following: stuck to the newest line.
+    assert!(s.contains("line 99") && !s.contains("line 0 ") && s.contains("following"), "{s}");
+    assert!(s.contains("containers [main] sidecar") && s.contains("of 100"), "{s}");
+    // More lines arrive: still at the bottom.
+    log(&mut app, first.id, LogEvent::Lines(vec!["line 100 ERROR boom".into()]));
+    assert!(screen(&mut app).contains("line 100 ERROR boom"));
+    // g goes to the top and stays there as lines arrive; G sticks to the bottom again.
+    send(&mut app, "g");
+    log(&mut app, first.id, LogEvent::Lines(vec!["line 101".into()]));
+    let s = screen(&mut app);
+    assert!(s.contains("line 0") && !s.contains("line 101"), "{s}");
+    send(&mut app, "G");
+    assert!(screen(&mut app).contains("line 101"));
+    // `/` finds in the log.
+    send(&mut app, "/boom<Enter>");
+    assert_eq!(app.ui.nav.inspect_match, Some(100));
+    // C: the next container, as a new request; chunks of the old request are dropped.
+    send(&mut app, "C");
+    let next = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert_eq!(next.container.as_deref(), Some("sidecar"));
+    assert!(next.id > first.id);
+    log(&mut app, first.id, LogEvent::Lines(vec!["late line of main".into()]));
+    log(
+        &mut app,
+        next.id,
+        LogEvent::Opened { containers: vec!["main".into(), "sidecar".into()], container: "sidecar".into() },
+    );
+    log(&mut app, next.id, LogEvent::Lines(vec!["sidecar says hi".into()]));
+    let s = screen(&mut app);
+    assert!(s.contains("sidecar says hi") && !s.contains("late line") && s.contains("main [sidecar]"), "{s}");
+    // p: the previous run of the same container (not following); the API server's refusal shows.
+    send(&mut app, "p");
+    let prev = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert!(prev.previous && !prev.follow && prev.container.as_deref() == Some("sidecar"));
+    log(&mut app, prev.id, LogEvent::Ended(Some("previous terminated container \"sidecar\" not found".into())));
+    assert!(screen(&mut app).contains("previous terminated container"), "{}", screen(&mut app));
+    // t: timestamps, asked of the server; w: wrap, here only.
+    send(&mut app, "t");
+    let ts = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert!(ts.timestamps && ts.previous);
+    let n = asked.lock().expect("lock").len();
+    send(&mut app, "w");
+    assert!(app.ui.nav.logs_wrap && asked.lock().expect("lock").len() == n);
+    // f: following again (the current run); f again stops the stream but keeps the lines.
+    send(&mut app, "f");
+    let f = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert!(f.follow && !f.previous);
+    log(
+        &mut app,
+        f.id,
+        LogEvent::Opened { containers: vec!["main".into(), "sidecar".into()], container: "sidecar".into() },
+    );
+    log(&mut app, f.id, LogEvent::Lines(vec!["kept".into()]));
+    send(&mut app, "f");
+    assert_eq!(asked.lock().expect("lock").last(), Some(&None), "the stream is closed");
+    let s = screen(&mut app);
+    assert!(s.contains("kept") && s.contains("stopped following"), "{s}");
+    // Leaving the pane closes the stream of a following log.
+    send(&mut app, "f");
+    assert!(asked.lock().expect("lock").last().is_some_and(Option::is_some));
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Pods));
+    assert_eq!(asked.lock().expect("lock").last(), Some(&None));
+    // The pane's keys elsewhere say where they work.
+    send(&mut app, "f");
+    assert!(message(&app).contains("works in the logs pane"), "{}", message(&app));
+}
+
+#[test]
+fn logs_open_from_a_gpu_held_by_a_pod() {
+    use crate::model::LogRequest;
+    use std::sync::{Arc, Mutex};
+    let mut app = app_at(5);
+    let asked: Arc<Mutex<Vec<Option<LogRequest>>>> = Arc::default();
+    let a = asked.clone();
+    app.on_logs(move |r| a.lock().expect("lock").push(r.cloned()));
+    // The first GPU row a pod holds.
+    send(&mut app, "2");
+    let rows = app.ui.rows(ViewKind::Gpus).to_vec();
+    let at = rows
+        .iter()
+        .position(|r| r.gpu().and_then(|g| app.fleet.gpu(g)).is_some_and(|g| !g.pods.is_empty()))
+        .expect("a GPU a pod holds");
+    let gpu = rows[at].gpu().and_then(|g| app.fleet.gpu(g)).expect("gpu");
+    let holder = app.fleet.pod(gpu.pods[0]).map(|p| p.name.to_string()).expect("pod");
+    app.ui.table_mut(ViewKind::Gpus).selected = at;
+    send(&mut app, "L");
+    let r = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert_eq!(r.pod, holder);
+}

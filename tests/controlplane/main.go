@@ -362,6 +362,11 @@ func up(args []string) error {
 		"--allow-privileged=true",
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		// Logs, exec and port-forward go from here to the node's kubelet. `fabrik sim` serves
+		// every simulated kubelet on one local port and says so as the node's InternalDNS
+		// address (`localhost`); its InternalIP is the simulated one, which nothing listens
+		// on. kubeadm's order (InternalIP first) would dial that; DNS first finds the sim.
+		"--kubelet-preferred-address-types=InternalDNS,InternalIP,ExternalDNS,ExternalIP,Hostname",
 		"--feature-gates=" + draFeatureGates,
 		"--runtime-config=" + draRuntimeConfig,
 	}

@@ -65,6 +65,8 @@ pub struct Fleet {
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     /// The last object inspected (`y`): the answer the inspect pane shows.
     pub inspected: Option<Box<super::Inspected>>,
+    /// The log of the last request (`L`): what the logs pane shows.
+    pub logs: Option<super::LogBuffer>,
     pub events: VecDeque<Event>,
     pub ops: Vec<OpStatus>,
     /// The access review's answer; `None` until it arrives (and always on the demo).
@@ -130,6 +132,7 @@ impl Fleet {
             domains: BTreeMap::new(),
             alerts: BTreeMap::new(),
             inspected: None,
+            logs: None,
             events: VecDeque::new(),
             ops: Vec::new(),
             access: None,
@@ -342,6 +345,17 @@ impl Fleet {
                 Some(old) if old.request > i.request => false,
                 _ => {
                     self.inspected = Some(i);
+                    true
+                }
+            },
+            // Chunks of an earlier request are dropped; the first of a newer one starts afresh.
+            Delta::Log { request, event } => match &mut self.logs {
+                Some(b) if b.request == request => b.apply(event, self.now),
+                Some(b) if b.request > request => false,
+                _ => {
+                    let mut b = super::LogBuffer::new(request, self.now);
+                    b.apply(event, self.now);
+                    self.logs = Some(b);
                     true
                 }
             },

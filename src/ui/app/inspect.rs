@@ -28,6 +28,10 @@ impl App {
             Screen::Node(n) => node(n),
             Screen::Gpu(g) => f.gpu(g).and_then(|g| node(g.node)),
             Screen::Inspect => return Err("this is the object; Esc goes back"),
+            Screen::Logs => {
+                let r = self.ui.nav.logs.as_ref().ok_or("no log is open")?;
+                return Ok(InspectTarget::new("Pod", Some(&r.namespace), &r.pod));
+            }
             Screen::Table(v) => match (v, self.ui.selected_id(v)) {
                 (_, None) => return Err("no row is selected"),
                 // An event: the object it is about (`kind/namespace/name`, `kind/name`).
@@ -112,8 +116,11 @@ impl App {
         });
     }
 
-    /// Lines of the inspect pane now (for scrolling).
-    pub(super) fn inspect_lines(&self) -> usize {
+    /// Lines of the pane on screen now (for scrolling): the inspect pane's or the log's.
+    pub(super) fn pane_len(&self) -> usize {
+        if self.ui.screen() == Screen::Logs {
+            return self.log_line_count();
+        }
         crate::ui::views::inspect::pane(&self.ui.nav).map_or(1, |p| p.lines.len())
     }
 }
@@ -144,6 +151,21 @@ impl App {
         let text: Option<String> = match self.ui.screen() {
             Screen::Inspect => crate::ui::views::inspect::answer(f, &self.ui.nav)
                 .map(|i| crate::ui::views::inspect::lines(i).join("\n")),
+            // The log's newest lines, as many as a copy takes.
+            Screen::Logs => crate::ui::views::logs::buffer(f, &self.ui.nav).map(|b| {
+                let mut size = 0;
+                let newest: Vec<&str> = b
+                    .lines
+                    .iter()
+                    .rev()
+                    .take_while(|l| {
+                        size += l.len() + 1;
+                        size <= COPY_MAX
+                    })
+                    .map(String::as_str)
+                    .collect();
+                newest.into_iter().rev().collect::<Vec<_>>().join("\n")
+            }),
             Screen::Node(n) => f.node(n).map(|n| f.str_of(n.name).to_string()),
             Screen::Gpu(g) => f.gpu(g).map(|g| f.str_of(g.uuid).to_string()),
             Screen::Table(v) => match self.ui.selected_id(v) {
@@ -217,17 +239,23 @@ impl App {
     /// The pane's lines that hold the text found by `/` (case-insensitive).
     pub(super) fn pane_matches(&self) -> Vec<usize> {
         let find = self.ui.nav.inspect_find.to_ascii_lowercase();
-        let Some(p) = crate::ui::views::inspect::pane(&self.ui.nav).filter(|_| !find.is_empty()) else {
+        if find.is_empty() {
             return Vec::new();
-        };
-        p.lines.iter().enumerate().filter(|(_, l)| l.to_ascii_lowercase().contains(&find)).map(|(n, _)| n).collect()
+        }
+        let hit = |(n, l): (usize, &String)| l.to_ascii_lowercase().contains(&find).then_some(n);
+        if self.ui.screen() == Screen::Logs {
+            let b = crate::ui::views::logs::buffer(&self.fleet, &self.ui.nav);
+            return b.map(|b| b.lines.iter().enumerate().filter_map(hit).collect()).unwrap_or_default();
+        }
+        let Some(p) = crate::ui::views::inspect::pane(&self.ui.nav) else { return Vec::new() };
+        p.lines.iter().enumerate().filter_map(hit).collect()
     }
 
     /// `n` / `N`: the next (previous) matching line after (before) the current one, round
     /// the end; the pane scrolls it into view.
     pub(super) fn find_in_pane(&mut self, forward: bool) {
-        if self.ui.screen() != Screen::Inspect {
-            return self.ui.warn("n and N find in a pane (y, :kubectl) after a / search");
+        if !matches!(self.ui.screen(), Screen::Inspect | Screen::Logs) {
+            return self.ui.warn("n and N find in a pane (y, :kubectl, L) after a / search");
         }
         let hits = self.pane_matches();
         if hits.is_empty() {
@@ -245,7 +273,9 @@ impl App {
         };
         self.ui.nav.inspect_match = Some(next);
         let height = self.body().height.saturating_sub(2) as usize;
-        let last = self.inspect_lines().saturating_sub(height);
+        let last = self.pane_len().saturating_sub(height);
+        // A match above the newest line unsticks a following log, so it stays in view.
+        self.ui.nav.logs_stick = false;
         let s = self.ui.nav.inspect_scroll;
         if next < s || next >= s + height {
             // A few lines of context above the match.

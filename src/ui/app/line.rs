@@ -16,7 +16,7 @@ impl App {
                     (Some(i), Screen::Table(v)) if i.kind == InputKind::Filter => {
                         self.ui.table_mut(v).filter = i.previous
                     }
-                    (Some(i), Screen::Inspect) if i.kind == InputKind::Filter => {
+                    (Some(i), Screen::Inspect | Screen::Logs) if i.kind == InputKind::Filter => {
                         self.ui.nav.inspect_find = i.previous;
                     }
                     _ => {}
@@ -31,7 +31,7 @@ impl App {
                             let n = self.ui.rows(v).len();
                             self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
                         }
-                        Screen::Inspect => {
+                        Screen::Inspect | Screen::Logs => {
                             let n = self.pane_matches().len();
                             self.ui.info(format!("/{}: {n} matching lines; n / N next / previous", i.text));
                         }
@@ -59,7 +59,7 @@ impl App {
             return;
         }
         let text = i.text.clone();
-        if self.ui.screen() == Screen::Inspect {
+        if matches!(self.ui.screen(), Screen::Inspect | Screen::Logs) {
             // As it is typed: the first match from the line at the top of the pane on.
             self.ui.nav.inspect_find = text;
             self.ui.nav.inspect_match = self.ui.nav.inspect_scroll.checked_sub(1);

@@ -26,6 +26,7 @@ mod cmdline;
 mod dialogs;
 mod inspect;
 mod line;
+mod logs;
 mod mouse;
 mod table;
 
@@ -62,6 +63,8 @@ pub struct App {
     last_view_nodes: BTreeSet<String>,
     /// Where `y` sends the object to read (the runner's API client); none on the demo.
     inspector: Option<inspect::InspectFn>,
+    /// Where `L` sends the log to stream (the runner's API client); none on the demo.
+    logger: Option<logs::LogsFn>,
     /// The time the terminal driver last passed in (`set_clock`); rebuilds of expensive views
     /// are throttled against it. `None` (headless: snapshots, tests): never throttled.
     clock: Option<std::time::Instant>,
@@ -78,6 +81,7 @@ impl App {
             view_nodes: None,
             last_view_nodes: BTreeSet::new(),
             inspector: None,
+            logger: None,
             clock: None,
         };
         app.prepare();
@@ -129,6 +133,7 @@ impl App {
     pub fn prepare(&mut self) {
         self.prepare_rows();
         self.prepare_pane();
+        self.logs_left();
         if self.view_nodes.is_some() {
             let seen = self.nodes_in_view();
             if seen != self.last_view_nodes {
@@ -147,7 +152,7 @@ impl App {
         let ids: Vec<NodeId> = match self.ui.screen() {
             Screen::Node(n) => vec![n],
             Screen::Gpu(g) => gpu_node(g).into_iter().collect(),
-            Screen::Inspect => Vec::new(),
+            Screen::Inspect | Screen::Logs => Vec::new(),
             Screen::Table(v) => {
                 let t = self.ui.table(v);
                 let h = table_height(render::table_area(v, self.body()).0).max(1);
@@ -232,7 +237,7 @@ impl App {
                 let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
                 self.ui.nav.gpu_row = self.ui.nav.gpu_row.min(len.saturating_sub(1));
             }
-            Screen::Table(_) | Screen::Inspect => {}
+            Screen::Table(_) | Screen::Inspect | Screen::Logs => {}
         }
     }
 

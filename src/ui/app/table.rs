@@ -33,7 +33,7 @@ impl App {
             Command::CommandLine => {
                 self.ui.input = Some(Input { kind: InputKind::Command, text: String::new(), previous: String::new() })
             }
-            Command::Filter if self.ui.screen() == Screen::Inspect => {
+            Command::Filter if matches!(self.ui.screen(), Screen::Inspect | Screen::Logs) => {
                 // A new search starts empty, as vim's; Esc puts the last one back.
                 let prev = self.ui.nav.inspect_find.clone();
                 self.ui.input = Some(Input { kind: InputKind::Filter, text: String::new(), previous: prev });
@@ -124,6 +124,12 @@ impl App {
             Command::Describe => self.describe_selected(),
             Command::Copy => self.copy_selected(),
             Command::Shell => self.shell_selected(),
+            Command::Logs => self.logs_selected(),
+            Command::LogFollow
+            | Command::LogPrevious
+            | Command::LogContainer
+            | Command::LogWrap
+            | Command::LogTimestamps => self.log_key(c),
             Command::Confirm | Command::ToggleForce | Command::OpenNode | Command::OpenGpu | Command::Kubectl => {}
         }
     }
@@ -149,15 +155,23 @@ impl App {
                     d => (self.ui.nav.node_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
                 };
             }
-            Screen::Inspect => {
+            Screen::Inspect | Screen::Logs => {
                 // The first line shown: at most where the last line meets the bottom.
-                let last = self.inspect_lines().saturating_sub(self.body().height.saturating_sub(2) as usize);
-                let s = &mut self.ui.nav.inspect_scroll;
+                let last = self.pane_len().saturating_sub(self.body().height.saturating_sub(2) as usize);
+                let logs = self.ui.screen() == Screen::Logs;
+                let nav = &mut self.ui.nav;
+                // A following log scrolled from its stuck bottom starts from there.
+                if nav.logs_stick && logs {
+                    nav.inspect_scroll = last;
+                }
+                let s = &mut nav.inspect_scroll;
                 *s = match delta {
                     isize::MIN => 0,
                     isize::MAX => last,
                     d => (*s as isize + d).clamp(0, last as isize) as usize,
                 };
+                // At the bottom the log sticks to its newest line again (G, or scrolling down).
+                nav.logs_stick = *s >= last;
             }
             Screen::Gpu(g) => {
                 let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
@@ -292,7 +306,7 @@ impl App {
                     }
                 }
             }
-            Screen::Gpu(_) | Screen::Inspect => {}
+            Screen::Gpu(_) | Screen::Inspect | Screen::Logs => {}
         }
     }
 

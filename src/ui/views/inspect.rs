@@ -64,7 +64,12 @@ fn stamp(ms: Ts) -> String {
 }
 
 /// `line` in spans, each case-insensitive (ASCII) occurrence of `find` in `hit` style.
-fn found<'a>(line: &'a str, find: &str, style: ratatui::style::Style, hit: ratatui::style::Style) -> Vec<Span<'a>> {
+pub(crate) fn found<'a>(
+    line: &'a str,
+    find: &str,
+    style: ratatui::style::Style,
+    hit: ratatui::style::Style,
+) -> Vec<Span<'a>> {
     if find.is_empty() {
         return vec![Span::styled(line, style)];
     }

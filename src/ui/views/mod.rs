@@ -16,6 +16,7 @@ pub mod events;
 pub mod fleet;
 pub mod gpus;
 pub mod inspect;
+pub mod logs;
 pub mod ops;
 pub mod pods;
 pub mod quotas;

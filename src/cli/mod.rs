@@ -1,5 +1,8 @@
 //! Subcommands and their flags.
 
+mod read;
+pub use read::{DescribeArgs, LogsArgs};
+
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
@@ -140,6 +143,10 @@ impl Cli {
                 a.cluster.inherit(&self.cluster);
                 ("describe", &["kubeconfig", "context"])
             }
+            Cmd::Logs(a) => {
+                a.cluster.inherit(&self.cluster);
+                ("logs", &["kubeconfig", "context"])
+            }
             Cmd::Audit(_) => ("audit", &[]),
             Cmd::Mig(_) => ("mig", &[]),
             Cmd::Agent(_) => ("agent", &[]),
@@ -214,6 +221,9 @@ pub enum Cmd {
     /// One object as the API server holds it (YAML, managedFields folded) and the events about
     /// it, as the cockpit's `y` shows it: `fabrik describe pod NAME -n NAMESPACE`.
     Describe(DescribeArgs),
+    /// A container's log through the API server, as the cockpit's `L` streams it (no kubectl
+    /// needed): `fabrik logs POD -n NAMESPACE [-c CONTAINER] [-p] [-f] [--tail N]`.
+    Logs(LogsArgs),
     /// Play simulated GPU nodes (kubelet, device plugin, DRA driver, mig-manager) against a
     /// real API server, for tests and demos on a test control plane. Never touches real nodes.
     Sim(KubeSimArgs),
@@ -258,19 +268,6 @@ pub enum Cmd {
         #[arg(long)]
         theme: Option<String>,
     },
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct DescribeArgs {
-    /// The kind: node, pod, quota, claim, slice, deviceclass, computedomain, cq, lq,
-    /// workload, pdb, deployment, statefulset, job, … (`fabrik describe x y` lists them).
-    pub kind: String,
-    pub name: String,
-    /// The namespace of a namespaced kind.
-    #[arg(short, long)]
-    pub namespace: Option<String>,
-    #[command(flatten)]
-    pub cluster: ClusterArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -566,6 +563,10 @@ mod tests {
                 .concat(),
             ),
             (vec!["describe"], [&cluster[..], &["namespace"]].concat()),
+            (
+                vec!["logs"],
+                [&cluster[..], &["namespace", "container", "previous", "follow", "timestamps", "tail"]].concat(),
+            ),
             (vec!["completions"], vec![]),
             (vec!["man"], vec!["out"]),
             (
