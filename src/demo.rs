@@ -66,6 +66,7 @@ fn sim_config(a: &SimArgs) -> SimConfig {
 
 pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre::Result<()> {
     let (tx, rx) = mpsc::channel(64);
+    let log_tx = tx.clone();
     let (exec_tx, exec_rx) = std::sync::mpsc::channel();
     let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx)?;
     let mut ui = Ui::new(format!("demo seed {} ({} nodes)", sim.seed, sim.nodes));
@@ -74,8 +75,86 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre:
     ui.session.keymap_name = setup.keymap.name.clone();
     let mut fleet = Fleet::new(setup.thresholds());
     config_warnings_into(&setup, &mut fleet, &mut ui);
-    let app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx));
+    let mut app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx));
+    app.on_logs(demo_logs(log_tx));
     crate::ui::run::run(app, rx, setup.config.fps).await.map(|_| ())
+}
+
+/// What the demo's containers have written by `now_ms` for `req` (`L` in the demo): the text
+/// `fabrik sim`'s kubelets serve (see `kubesim::logs`), from runs made up from the pod's name.
+pub fn demo_log(req: &crate::model::LogRequest, now_ms: i64) -> Vec<crate::model::LogEvent> {
+    use crate::model::LogEvent;
+    let container = req.container.clone().unwrap_or_else(|| "main".to_string());
+    let (current, previous) = crate::kubesim::logs::demo_runs(&req.pod, now_ms);
+    let opened = LogEvent::Opened { containers: vec!["main".into()], container: container.clone() };
+    if container != "main" {
+        return vec![LogEvent::Ended(Some(format!(
+            "pod {} has no container {container:?}; its containers: main",
+            req.pod
+        )))];
+    }
+    let run = if req.previous { previous } else { Some(current) };
+    let Some(run) = run else {
+        let why = format!("previous terminated container {container:?} in pod {:?} not found", req.pod);
+        return vec![opened, LogEvent::Ended(Some(why))];
+    };
+    let q = crate::kubesim::logs::Query {
+        timestamps: req.timestamps,
+        tail_lines: req.tail,
+        ..crate::kubesim::logs::Query::default()
+    };
+    let text = crate::kubesim::logs::initial(&q, &req.pod, &container, &run, now_ms);
+    let lines = text.lines().map(str::to_string).collect();
+    let mut out = vec![opened, LogEvent::Lines(lines)];
+    if !req.follow || run.end.is_some() {
+        out.push(LogEvent::Ended(None));
+    }
+    out
+}
+
+/// The demo's `L`: the log so far, then (following) each line as the container "writes" it.
+fn demo_logs(tx: mpsc::Sender<crate::model::Batch>) -> impl FnMut(Option<&crate::model::LogRequest>) + Send {
+    let mut current: Option<tokio::task::JoinHandle<()>> = None;
+    move |req| {
+        if let Some(t) = current.take() {
+            t.abort();
+        }
+        let Some(req) = req.cloned() else { return };
+        let tx = tx.clone();
+        current = Some(tokio::spawn(async move {
+            let request = req.id;
+            let send = |events: Vec<crate::model::LogEvent>| {
+                let batch = events.into_iter().map(|event| crate::model::Delta::Log { request, event }).collect();
+                tx.send(batch)
+            };
+            let mut seen = jiff::Timestamp::now().as_millisecond();
+            let first = demo_log(&req, seen);
+            let ended = first.iter().any(|e| matches!(e, crate::model::LogEvent::Ended(_)));
+            if send(first).await.is_err() || ended {
+                return;
+            }
+            let once = crate::model::LogRequest { follow: false, tail: None, ..req.clone() };
+            loop {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let now = jiff::Timestamp::now().as_millisecond();
+                // The lines written since the last look: the whole log then, less what was sent.
+                let (before, after) = (demo_log(&once, seen), demo_log(&once, now));
+                let count = |e: &[crate::model::LogEvent]| {
+                    e.iter().map(|e| if let crate::model::LogEvent::Lines(l) = e { l.len() } else { 0 }).sum::<usize>()
+                };
+                let fresh: Vec<String> = after
+                    .into_iter()
+                    .filter_map(|e| if let crate::model::LogEvent::Lines(l) = e { Some(l) } else { None })
+                    .flatten()
+                    .skip(count(&before))
+                    .collect();
+                seen = now;
+                if !fresh.is_empty() && send(vec![crate::model::LogEvent::Lines(fresh)]).await.is_err() {
+                    return;
+                }
+            }
+        }));
+    }
 }
 
 /// Broken config files become events and one line in the status bar; defaults apply.
@@ -193,5 +272,40 @@ pub fn write_bundle(
             eprintln!("fabrik snapshot --bundle: cannot write {}: {e}", file.display());
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{LogEvent, LogRequest};
+
+    fn lines(events: &[LogEvent]) -> Vec<String> {
+        events.iter().filter_map(|e| if let LogEvent::Lines(l) = e { Some(l.clone()) } else { None }).flatten().collect()
+    }
+
+    #[test]
+    fn demo_logs_follow_tail_and_refuse_as_a_kubelet_does() {
+        let now = 1_800_000_000_000;
+        let mut req = LogRequest::new(1, "ns", "llm-train-0");
+        let all = demo_log(&req, now);
+        assert!(matches!(&all[0], LogEvent::Opened { container, .. } if container == "main"));
+        assert!(!all.iter().any(|e| matches!(e, LogEvent::Ended(_))), "following: the stream stays open");
+        assert!(lines(&all)[0].contains("loading checkpoint"), "{:?}", lines(&all).first());
+        req.tail = Some(3);
+        req.follow = false;
+        let tail = demo_log(&req, now);
+        assert_eq!(lines(&tail), lines(&all)[lines(&all).len() - 3..].to_vec());
+        assert_eq!(tail.last(), Some(&LogEvent::Ended(None)));
+        // Previous: the crashed run's last words, or the kubelet's refusal.
+        let crashed = (0..100).map(|i| format!("p-{i}")).find(|p| crate::kubesim::logs::demo_runs(p, now).1.is_some());
+        let clean = (0..100).map(|i| format!("p-{i}")).find(|p| crate::kubesim::logs::demo_runs(p, now).1.is_none());
+        let previous = |pod: &str| demo_log(&LogRequest { previous: true, ..LogRequest::new(2, "ns", pod) }, now);
+        let crash = previous(&crashed.expect("one pod in six crashed"));
+        assert!(lines(&crash).last().is_some_and(|l| l.contains("exiting with code 1")), "{crash:?}");
+        let refused = previous(&clean.expect("most did not"));
+        assert!(matches!(refused.last(), Some(LogEvent::Ended(Some(e))) if e.contains("previous terminated container")));
+        let other = demo_log(&LogRequest { container: Some("x".into()), ..LogRequest::new(3, "ns", "p") }, now);
+        assert!(matches!(other.last(), Some(LogEvent::Ended(Some(e))) if e.contains("no container \"x\"")));
     }
 }

@@ -25,6 +25,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("shared-gpus", vec![], Some("gpus h100-0006")),
         ("dra-gpus", vec![], Some("gpus h100-001")),
         ("domains", vec![], Some("domains")),
+        // On call (issue 16): a pod's log, as `L` streams it (the demo's generated text).
+        ("logs", vec![Command::Down, Command::Down, Command::Logs], Some("pods vllm")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());
@@ -36,9 +38,16 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
             }
             app.handle_key(crossterm::event::KeyEvent::from(crossterm::event::KeyCode::Enter));
         }
+        app.on_logs(|_| {});
         for k in keys {
             app.dispatch(k);
             app.prepare();
+        }
+        if let Some(req) = app.ui.nav.logs.clone() {
+            let now = app.fleet.now as i64;
+            let request = req.id;
+            let events = crate::demo::demo_log(&req, now);
+            app.apply(events.into_iter().map(|event| crate::model::Delta::Log { request, event }));
         }
         let buf = render_app(&mut app, 140, 40);
         std::fs::write(out.join(format!("{name}.txt")), export::to_text(&buf))?;

@@ -24,7 +24,7 @@ mod agents;
 mod alpha;
 mod alpha_api;
 mod kubelet;
-mod logs;
+pub(crate) mod logs;
 mod migparted;
 mod model;
 mod nodes;

@@ -2758,3 +2758,20 @@ fn logs_open_from_a_gpu_held_by_a_pod() {
     let r = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
     assert_eq!(r.pod, holder);
 }
+
+#[test]
+fn x_in_a_log_opens_the_shell_in_that_container() {
+    use crate::model::LogEvent;
+    let mut app = app_at(5);
+    app.on_logs(|_| {});
+    send(&mut app, "5/Running<Enter>L");
+    let request = app.ui.nav.logs.as_ref().map(|r| r.id).expect("a log");
+    let containers = vec!["main".to_string(), "sidecar".to_string()];
+    app.apply(vec![Delta::Log { request, event: LogEvent::Opened { containers, container: "sidecar".into() } }]);
+    app.ui.session.kubectl = vec!["--context".into(), "prod".into()];
+    send(&mut app, "x");
+    let cmd = app.ui.handoff.take().expect("a hand-off");
+    let pod = app.ui.nav.logs.as_ref().map(|r| r.pod.clone()).expect("pod");
+    let at = cmd.iter().position(|a| *a == pod).expect("the pod in the command");
+    assert_eq!(cmd[at + 1..at + 4], ["-c", "sidecar", "--"].map(String::from), "{cmd:?}");
+}

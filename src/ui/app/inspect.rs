@@ -210,12 +210,18 @@ impl App {
     /// `x`: a shell in the selected pod. `kubectl exec` can change anything in the container,
     /// so not with `--readonly`; the terminal driver runs it and takes the terminal back.
     pub(super) fn shell_selected(&mut self) {
+        // From the logs pane: its pod, in the container whose log is shown.
+        let from_logs = self.ui.nav.logs.as_ref().filter(|_| self.ui.screen() == Screen::Logs);
+        let container = from_logs.and_then(|_| crate::ui::views::logs::buffer(&self.fleet, &self.ui.nav))
+            .map(|b| b.container.clone())
+            .filter(|c| !c.is_empty());
         let pod = match self.ui.screen() {
             Screen::Table(ViewKind::Pods) => self.ui.selected_id(ViewKind::Pods).and_then(RowId::pod),
+            Screen::Logs => from_logs.and_then(|r| self.fleet.pod_by_name(&r.namespace, &r.pod)),
             _ => None,
         };
         let Some(p) = pod.and_then(|p| self.fleet.pod(p)) else {
-            return self.ui.warn("x opens a shell in a pod: select one in the pods view (5)");
+            return self.ui.warn("x opens a shell in a pod: select one in the pods view (5), or press it in a pod's log (L)");
         };
         if self.ui.session.readonly {
             return self.ui.warn("--readonly: a shell can change anything in the container, so x is off");
@@ -228,7 +234,11 @@ impl App {
             return self.ui.warn(format!("{} is {phase}: a shell needs a running container", p.name));
         }
         let mut cmd = self.ui.session.kubectl.clone();
-        cmd.extend(["exec", "-it", "-n", self.fleet.str_of(p.namespace), &p.name, "--"].map(String::from));
+        cmd.extend(["exec", "-it", "-n", self.fleet.str_of(p.namespace), &p.name].map(String::from));
+        if let Some(c) = container {
+            cmd.extend(["-c".to_string(), c]);
+        }
+        cmd.push("--".to_string());
         // bash where the image has it, else sh.
         cmd.extend(["sh", "-c", "command -v bash >/dev/null 2>&1 && exec bash || exec sh"].map(String::from));
         self.ui.handoff = Some(cmd);
