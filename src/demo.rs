@@ -281,7 +281,11 @@ mod tests {
     use crate::model::{LogEvent, LogRequest};
 
     fn lines(events: &[LogEvent]) -> Vec<String> {
-        events.iter().filter_map(|e| if let LogEvent::Lines(l) = e { Some(l.clone()) } else { None }).flatten().collect()
+        events
+            .iter()
+            .filter_map(|e| if let LogEvent::Lines(l) = e { Some(l.clone()) } else { None })
+            .flatten()
+            .collect()
     }
 
     #[test]
@@ -304,7 +308,9 @@ mod tests {
         let crash = previous(&crashed.expect("one pod in six crashed"));
         assert!(lines(&crash).last().is_some_and(|l| l.contains("exiting with code 1")), "{crash:?}");
         let refused = previous(&clean.expect("most did not"));
-        assert!(matches!(refused.last(), Some(LogEvent::Ended(Some(e))) if e.contains("previous terminated container")));
+        assert!(
+            matches!(refused.last(), Some(LogEvent::Ended(Some(e))) if e.contains("previous terminated container"))
+        );
         let other = demo_log(&LogRequest { container: Some("x".into()), ..LogRequest::new(3, "ns", "p") }, now);
         assert!(matches!(other.last(), Some(LogEvent::Ended(Some(e))) if e.contains("no container \"x\"")));
     }

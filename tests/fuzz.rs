@@ -22,6 +22,8 @@
 //!   cockpit loads them from its config folder;
 //! - `mig_parted_yaml`: `mig::parted::add_config` on mutated mig-parted files;
 //! - `command_line`: `:` lines typed into a headless cockpit, then drawn;
+//! - `log_stream_chunks`: a container's log bytes (`pods/log`) cut into random chunks, split
+//!   into lines (the same whatever the chunks, long lines cut) and kept in a bounded buffer;
 //! - `deep_nesting_and_alias_bombs_are_refused_with_a_reason`: 100,000 levels of nesting for
 //!   every parser, and a YAML billion-laughs.
 //!
@@ -1899,4 +1901,38 @@ fn deep_nesting_and_alias_bombs_are_refused_with_a_reason() {
     }
     let e = mig::parted::add_config(&bomb, "custom-x", &mig_entry("custom-x"));
     assert!(e.as_ref().is_err_and(|e| e.starts_with("it is not valid YAML") && e.contains("budget")), "{e:?}");
+}
+
+/// A container's log as the API server streams it (`pods/log`, any bytes), cut into chunks at
+/// random places: the lines `split_lines` makes are the same whatever the chunks, none is
+/// longer than `MAX_LINE` bytes of input, and nothing but the unfinished last line is held
+/// back; then the lines go through a bounded buffer, which counts its bytes right.
+#[test]
+fn log_stream_chunks() {
+    use fabrik::model::LogEvent;
+    use fabrik::model::logs::{LogBuffer, MAX_LINE, split_lines};
+    let bytes = prop::collection::vec(
+        prop_oneof![Just(b'\n'), Just(b'\r'), Just(0x1b), any::<u8>(), 32u8..127],
+        0..(MAX_LINE * 2 + 64),
+    );
+    let cuts = prop::collection::vec(any::<Index>(), 0..8);
+    run("log_stream_chunks", 32, (bytes, cuts), |(bytes, cuts)| {
+        let mut whole_carry = Vec::new();
+        let want = split_lines(&mut whole_carry, &bytes);
+        let mut at: Vec<usize> = cuts.iter().map(|i| i.index(bytes.len() + 1)).collect();
+        at.sort_unstable();
+        let (mut carry, mut got, mut from) = (Vec::new(), Vec::new(), 0);
+        for a in at.into_iter().chain([bytes.len()]) {
+            got.extend(split_lines(&mut carry, &bytes[from..a]));
+            from = a;
+        }
+        prop_assert_eq!(&got, &want);
+        prop_assert_eq!(&carry, &whole_carry);
+        prop_assert!(carry.len() < MAX_LINE && !carry.contains(&b'\n'));
+        prop_assert!(got.iter().all(|l| l.len() <= MAX_LINE * 3 && !l.contains('\n')));
+        let mut b = LogBuffer::new(1, 0);
+        b.apply(LogEvent::Lines(got), 0);
+        prop_assert_eq!(b.bytes, b.lines.iter().map(String::len).sum::<usize>());
+        Ok(())
+    });
 }

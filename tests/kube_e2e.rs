@@ -707,6 +707,9 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
         String::from_utf8_lossy(&tmux(&["display-message", "-p", "-t", "fabrik", "#{alternate_on}"]).stdout)
             .trim()
             .to_string();
+    // ctrl-c at the prompt was meant for the hand-off, not the cockpit: Enter still returns.
+    let _ = tmux(&["send-keys", "-t", "fabrik", "C-c"]);
+    std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["send-keys", "-t", "fabrik", "Enter"]);
     let back = wait_for(&|s: &str| s.contains("Pods [") && s.contains("kubectl exited with status"));
     let on_alt_screen =

@@ -9,6 +9,11 @@ use super::Ts;
 
 /// The lines a log keeps (the oldest go first) and the most a request asks for.
 pub const KEEP_LINES: usize = 10_000;
+/// ...and the bytes: a log of long lines keeps fewer of them.
+pub const KEEP_BYTES: usize = 16 << 20;
+/// A line longer than this is cut into pieces of this size, as container runtimes cut
+/// partial lines (CRI: 16 KiB), so one line without a newline cannot grow without bound.
+pub const MAX_LINE: usize = 16 << 10;
 
 /// Which log, and how to read it: as `kubectl logs` takes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -80,7 +85,9 @@ pub struct LogBuffer {
     /// The container read (as the API server resolved the default).
     pub container: String,
     pub lines: VecDeque<String>,
-    /// Lines dropped off the front to stay within [`KEEP_LINES`].
+    /// The bytes of `lines`.
+    pub bytes: usize,
+    /// Lines dropped off the front to stay within [`KEEP_LINES`] and [`KEEP_BYTES`].
     pub dropped: u64,
     pub state: LogState,
     /// When the last chunk arrived.
@@ -94,6 +101,7 @@ impl LogBuffer {
             containers: Vec::new(),
             container: String::new(),
             lines: VecDeque::new(),
+            bytes: 0,
             dropped: 0,
             state: LogState::Opening,
             at,
@@ -113,10 +121,13 @@ impl LogBuffer {
                 if lines.is_empty() {
                     return false;
                 }
+                self.bytes += lines.iter().map(String::len).sum::<usize>();
                 self.lines.extend(lines);
-                let over = self.lines.len().saturating_sub(KEEP_LINES);
-                self.lines.drain(..over);
-                self.dropped += over as u64;
+                while self.lines.len() > KEEP_LINES || self.bytes > KEEP_BYTES {
+                    let Some(old) = self.lines.pop_front() else { break };
+                    self.bytes -= old.len();
+                    self.dropped += 1;
+                }
             }
             LogEvent::Ended(None) => self.state = LogState::Ended,
             LogEvent::Ended(Some(e)) => self.state = LogState::Failed(e),
@@ -127,15 +138,26 @@ impl LogBuffer {
 
 /// Splits a chunk of a stream into whole lines: `carry` holds a line the chunk did not end,
 /// and takes this chunk's unfinished last line. Bytes that are not UTF-8 become U+FFFD.
+/// A line over [`MAX_LINE`] bytes comes out in pieces of that size.
 pub fn split_lines(carry: &mut Vec<u8>, chunk: &[u8]) -> Vec<String> {
     carry.extend_from_slice(chunk);
-    let Some(last) = carry.iter().rposition(|b| *b == b'\n') else { return Vec::new() };
-    let rest = carry.split_off(last + 1);
-    let whole = std::mem::replace(carry, rest);
-    whole[..whole.len() - 1]
-        .split(|b| *b == b'\n')
-        .map(|l| String::from_utf8_lossy(l.strip_suffix(b"\r").unwrap_or(l)).into_owned())
-        .collect()
+    let mut out = Vec::new();
+    let mut start = 0;
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    while let Some(k) = carry[start..].iter().position(|b| *b == b'\n') {
+        let line = &carry[start..start + k];
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        out.extend(line.chunks(MAX_LINE).map(text));
+        if line.is_empty() {
+            out.push(String::new());
+        }
+        start += k + 1;
+    }
+    // An unfinished line that is already too long: its full pieces go now.
+    let full = (carry.len() - start) / MAX_LINE * MAX_LINE;
+    out.extend(carry[start..start + full].chunks(MAX_LINE).map(text));
+    carry.drain(..start + full);
+    out
 }
 
 #[cfg(test)]
@@ -168,5 +190,23 @@ mod tests {
         assert_eq!(carry, b"four");
         assert_eq!(split_lines(&mut carry, b"\xff\n"), vec!["four\u{fffd}"]);
         assert!(carry.is_empty());
+        // A line without end is cut at MAX_LINE; the rest waits for more.
+        let long = vec![b'a'; MAX_LINE * 2 + 5];
+        let got = split_lines(&mut carry, &long);
+        assert_eq!(got.iter().map(String::len).collect::<Vec<_>>(), vec![MAX_LINE, MAX_LINE]);
+        assert_eq!(carry.len(), 5);
+        assert_eq!(split_lines(&mut carry, b"b\n"), vec!["aaaaab"]);
+    }
+
+    #[test]
+    fn a_buffer_of_long_lines_keeps_at_most_keep_bytes() {
+        let mut b = LogBuffer::new(1, 0);
+        let line = "x".repeat(MAX_LINE);
+        for _ in 0..3 {
+            b.apply(LogEvent::Lines(vec![line.clone(); KEEP_BYTES / MAX_LINE / 2 + 1]), 0);
+        }
+        assert!(b.bytes <= KEEP_BYTES && b.bytes == b.lines.iter().map(String::len).sum::<usize>());
+        assert_eq!(b.lines.len(), KEEP_BYTES / MAX_LINE);
+        assert!(b.dropped > 0);
     }
 }

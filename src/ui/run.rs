@@ -153,6 +153,10 @@ async fn drive(
                             Ok(msg) => app.ui.info(msg),
                             Err(e) => app.ui.error(format!("the hand-off to kubectl failed: {e}")),
                         }
+                        // ctrl-c while kubectl had the terminal (aborting it, or at the Enter
+                        // prompt) was meant for kubectl, not for the cockpit: a fresh listener
+                        // does not see those SIGINTs.
+                        int = signal(SignalKind::interrupt())?;
                     }
                     dirty = true;
                     log("key", t);

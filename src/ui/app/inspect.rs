@@ -212,7 +212,8 @@ impl App {
     pub(super) fn shell_selected(&mut self) {
         // From the logs pane: its pod, in the container whose log is shown.
         let from_logs = self.ui.nav.logs.as_ref().filter(|_| self.ui.screen() == Screen::Logs);
-        let container = from_logs.and_then(|_| crate::ui::views::logs::buffer(&self.fleet, &self.ui.nav))
+        let container = from_logs
+            .and_then(|_| crate::ui::views::logs::buffer(&self.fleet, &self.ui.nav))
             .map(|b| b.container.clone())
             .filter(|c| !c.is_empty());
         let pod = match self.ui.screen() {
@@ -221,7 +222,9 @@ impl App {
             _ => None,
         };
         let Some(p) = pod.and_then(|p| self.fleet.pod(p)) else {
-            return self.ui.warn("x opens a shell in a pod: select one in the pods view (5), or press it in a pod's log (L)");
+            return self
+                .ui
+                .warn("x opens a shell in a pod: select one in the pods view (5), or press it in a pod's log (L)");
         };
         if self.ui.session.readonly {
             return self.ui.warn("--readonly: a shell can change anything in the container, so x is off");
