@@ -2775,3 +2775,57 @@ fn x_in_a_log_opens_the_shell_in_that_container() {
     let at = cmd.iter().position(|a| *a == pod).expect("the pod in the command");
     assert_eq!(cmd[at + 1..at + 4], ["-c", "sidecar", "--"].map(String::from), "{cmd:?}");
 }
+
+#[test]
+fn logs_open_from_an_event_about_a_pod_or_a_gpu_a_pod_holds() {
+    use crate::model::{EventSpec, LogRequest, Severity};
+    use std::sync::{Arc, Mutex};
+    let mut app = app_at(5);
+    let asked: Arc<Mutex<Vec<Option<LogRequest>>>> = Arc::default();
+    let a = asked.clone();
+    app.on_logs(move |r| a.lock().expect("lock").push(r.cloned()));
+    // A pod, and a GPU another pod holds, each with an event about it.
+    let f = &app.fleet;
+    let pod = f.pod_ids().filter_map(|p| f.pod(p)).next().expect("a pod");
+    let (ns, name) = (f.str_of(pod.namespace).to_string(), pod.name.to_string());
+    let gpu = f.gpu_ids().filter_map(|g| f.gpu(g)).find(|g| !g.pods.is_empty()).expect("a GPU a pod holds");
+    let holder = f.pod(gpu.pods[0]).map(|p| p.name.to_string()).expect("holder");
+    let gpu_object = format!("{}/gpu{}", f.node(gpu.node).map(|n| f.str_of(n.name)).unwrap_or(""), gpu.index);
+    let event = |object: String, reason: &str| EventSpec {
+        ts: 0,
+        severity: Severity::Warning,
+        reason: reason.into(),
+        object,
+        message: "m".into(),
+    };
+    app.fleet.push_event(event(format!("pod/{ns}/{name}"), "BackOff"));
+    app.fleet.push_event(event(gpu_object.clone(), "XID 79"));
+    app.fleet.push_event(event("ns/quota".into(), "Other"));
+    send(&mut app, "6");
+    let pick = |app: &mut App, object: &str| {
+        let rows = app.ui.rows(ViewKind::Events).to_vec();
+        let at = rows
+            .iter()
+            .position(|r| {
+                r.event()
+                    .and_then(|e| crate::ui::views::tables::event_at(&app.fleet, e))
+                    .is_some_and(|e| e.object == object)
+            })
+            .expect("the event");
+        app.ui.table_mut(ViewKind::Events).selected = at;
+        send(app, "L");
+    };
+    pick(&mut app, &format!("pod/{ns}/{name}"));
+    let r = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert_eq!((r.namespace.as_str(), r.pod.as_str()), (ns.as_str(), name.as_str()));
+    send(&mut app, "<Esc>");
+    pick(&mut app, &gpu_object);
+    let r = asked.lock().expect("lock").last().cloned().flatten().expect("asked");
+    assert_eq!(r.pod, holder);
+    send(&mut app, "<Esc>");
+    // An event about something else: it says what to select.
+    let n = asked.lock().expect("lock").len();
+    pick(&mut app, "ns/quota");
+    assert_eq!(asked.lock().expect("lock").len(), n);
+    assert!(message(&app).contains("an event about one"), "{}", message(&app));
+}

@@ -21,13 +21,29 @@ impl App {
         self.logger = Some(Box::new(ask));
     }
 
-    /// `L`: the log of the pod under the selection: a pods-view row, or the pod holding the
-    /// selected MIG instance or GPU (GPUs view, GPU screen).
+    /// `L`: the log of the pod under the selection: a pods-view row, the pod holding the
+    /// selected MIG instance or GPU (GPUs view, GPU screen), or the pod an event or alert is
+    /// about (directly, or through its GPU): the way from an alert to its cause.
     pub(super) fn logs_selected(&mut self) {
         let f = &self.fleet;
         let pod = match self.ui.screen() {
             Screen::Table(v) => match self.ui.selected_id(v) {
                 Some(RowId::Pod(p)) => Some(p),
+                // An event or alert: the pod it is about, or the pod on the GPU it is about.
+                Some(RowId::Event(e)) => {
+                    let object = crate::ui::views::tables::event_at(f, e).map(|e| e.object.clone()).unwrap_or_default();
+                    match object.split('/').collect::<Vec<_>>().as_slice() {
+                        [kind, ns, name] if kind.eq_ignore_ascii_case("pod") => f.pod_by_name(ns, name),
+                        [node, gpu] if gpu.starts_with("gpu") => {
+                            let index = gpu.trim_start_matches("gpu").parse::<u8>().ok();
+                            let n = f.node_by_name(node).and_then(|n| f.node(n));
+                            let g = n
+                                .and_then(|n| n.gpus.iter().filter_map(|g| f.gpu(*g)).find(|g| Some(g.index) == index));
+                            g.and_then(|g| g.pods.first().copied().or_else(|| g.instances.iter().find_map(|i| i.pod)))
+                        }
+                        _ => None,
+                    }
+                }
                 Some(RowId::Mig(g, i)) => f.gpu(g).and_then(|g| g.instances.get(i as usize)).and_then(|m| m.pod),
                 Some(RowId::Gpu(g)) => f.gpu(g).and_then(|g| g.pods.first().copied()),
                 _ => None,
@@ -39,7 +55,9 @@ impl App {
             _ => None,
         };
         let Some(p) = pod.and_then(|p| f.pod(p)) else {
-            return self.ui.warn("L shows a pod's log: select a pod (5), or a GPU or MIG instance a pod holds");
+            return self.ui.warn(
+                "L shows a pod's log: select a pod (5), a GPU or MIG instance a pod holds, or an event about one",
+            );
         };
         let req = LogRequest::new(0, f.str_of(p.namespace), &p.name);
         self.ask_logs(req);
