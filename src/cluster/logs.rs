@@ -36,6 +36,13 @@ pub async fn stream(client: kube::Client, req: LogRequest, out: mpsc::Sender<Log
 async fn read(client: kube::Client, req: &LogRequest, out: &mpsc::Sender<LogEvent>) -> Result<(), String> {
     let api: Api<Pod> = Api::namespaced(client, &req.namespace);
     let pod = api.get(&req.pod).await.map_err(|e| super::describe(&e))?;
+    // kubectl prints nothing for a pod no node has taken; say why there is no log.
+    if pod.spec.as_ref().and_then(|s| s.node_name.as_deref()).is_none_or(str::is_empty) {
+        return Err(format!(
+            "pod {} is not scheduled yet, so no container has run and there is no log; the pods view's WAITING column says why it waits",
+            req.pod
+        ));
+    }
     let (all, default) = containers(&pod);
     let container = match &req.container {
         Some(c) if all.contains(c) => c.clone(),

@@ -2829,3 +2829,21 @@ fn logs_open_from_an_event_about_a_pod_or_a_gpu_a_pod_holds() {
     assert_eq!(asked.lock().expect("lock").len(), n);
     assert!(message(&app).contains("an event about one"), "{}", message(&app));
 }
+
+#[test]
+fn logs_of_a_pod_no_node_has_taken_say_why_there_are_none() {
+    // The full demo: a ComputeDomain worker waits for a node.
+    let (_, mut app) = crate::testing::full_demo_app(SEED, 20, dark());
+    app.resize(W, H);
+    app.on_logs(|_| panic!("nothing to stream"));
+    let f = &app.fleet;
+    let pending = f.pod_ids().filter_map(|p| f.pod(p)).find(|p| p.node.is_none() && f.str_of(p.node_name).is_empty());
+    let name = pending.map(|p| p.name.to_string()).expect("the demo has a pod waiting for a node");
+    send(&mut app, "5/");
+    for c in name.chars() {
+        send(&mut app, &c.to_string());
+    }
+    send(&mut app, "<Enter>L");
+    assert!(message(&app).contains("is not scheduled yet"), "{}", message(&app));
+    assert_eq!(app.ui.screen(), crate::ui::state::Screen::Table(ViewKind::Pods));
+}

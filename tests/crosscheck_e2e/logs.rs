@@ -1,7 +1,7 @@
 //! `fabrik logs` (the logs pane's stream, `L`) against `kubectl logs` on the same API server,
 //! which proxies both to the simulated kubelets' log endpoint: the same lines for the tail,
 //! with timestamps, for a container's previous run, and the same refusals (no previous run,
-//! no such container). A log grows a line every two seconds, so each comparison is
+//! no such container); for a pod no node has taken kubectl prints nothing and fabrik says why. A log grows a line every two seconds, so each comparison is
 //! bracketed: kubectl, fabrik, kubectl; only a read whose two kubectl reads agree is compared.
 
 use std::path::Path;
@@ -110,6 +110,33 @@ pub fn compare(kubeconfig: &Path) -> Vec<String> {
     let prev = text(&run(BIN, kubeconfig, &["logs", &cpod, "-n", &cns, "--previous"]));
     if !prev.contains("exiting with code") {
         failures.push(format!("logs --previous of {cns}/{cpod} should end with the crash:\n{prev}"));
+    }
+    // A pod no node has taken: kubectl prints nothing; fabrik says why there is no log.
+    let pending: Value = serde_json::from_str(&super::kubectl(
+        kubeconfig,
+        &["get", "pods", "-A", "--field-selector", "spec.nodeName=,status.phase=Pending", "-o", "json"],
+    ))
+    .expect("kubectl JSON");
+    match pending["items"].as_array().and_then(|a| a.first()) {
+        Some(p) => {
+            let (pns, ppod) = id(p);
+            let k = run("kubectl", kubeconfig, &["logs", &ppod, "-n", &pns]);
+            let f = run(BIN, kubeconfig, &["logs", &ppod, "-n", &pns]);
+            let fe = String::from_utf8_lossy(&f.stderr);
+            if !k.status.success()
+                || !text(&k).is_empty()
+                || f.status.code() != Some(1)
+                || !fe.contains("not scheduled yet")
+            {
+                failures.push(format!(
+                    "logs of pending {pns}/{ppod}: kubectl {:?} {:?}, fabrik {:?}: {fe}",
+                    k.status,
+                    text(&k),
+                    f.status
+                ));
+            }
+        }
+        None => failures.push("logs: the cross-check has a pending pod (oncall/too-big) to read".to_string()),
     }
     failures.extend(follow(kubeconfig, &ns, &pod));
     failures

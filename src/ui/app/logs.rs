@@ -59,6 +59,12 @@ impl App {
                 "L shows a pod's log: select a pod (5), a GPU or MIG instance a pod holds, or an event about one",
             );
         };
+        if p.node.is_none() && f.str_of(p.node_name).is_empty() {
+            return self.ui.warn(format!(
+                "{} is not scheduled yet, so it has no log; its WAITING column (pods view) says why",
+                p.name
+            ));
+        }
         let req = LogRequest::new(0, f.str_of(p.namespace), &p.name);
         self.ask_logs(req);
         self.push(Screen::Logs);
