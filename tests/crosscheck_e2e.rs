@@ -273,6 +273,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("util_pct", Unknown, "no node agent"),
             ("idle", Unknown, "no node agent"),
             ("owner", Exact, "the controller kind (ReplicaSet, Job, ...), - for bare pods"),
+            ("owner_name", Exact, "the name of the ownerReference with controller: true, null for bare pods"),
             (
                 "waiting",
                 Exact,
@@ -412,6 +413,8 @@ struct PodFacts {
     /// (claim, class, count, allocated device uuids).
     dra: Vec<(String, String, i64, Vec<String>)>,
     owner: String,
+    /// The controller ownerReference's name.
+    owner_name: Option<String>,
     created_ms: u64,
     /// `status.startTime`.
     started_ms: Option<u64>,
@@ -539,6 +542,11 @@ fn truth(api: &Api) -> Truth {
                 p["status"]["phase"].as_str().unwrap_or("Pending").to_string()
             },
             owner: p["metadata"]["ownerReferences"][0]["kind"].as_str().unwrap_or("-").to_string(),
+            owner_name: p["metadata"]["ownerReferences"]
+                .as_array()
+                .and_then(|r| r.iter().find(|o| o["controller"] == true))
+                .and_then(|o| o["name"].as_str())
+                .map(str::to_string),
             created_ms: ts_ms(&p["metadata"]["creationTimestamp"]),
             started_ms: p["status"]["startTime"].is_string().then(|| ts_ms(&p["status"]["startTime"])),
             ns: ns.clone(),
@@ -602,6 +610,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("phase", json!(p.phase));
         r.insert("request", json!({ "gpus": p.gpus, "mig": mig, "dra": dra }));
         r.insert("owner", json!(p.owner));
+        r.insert("owner_name", json!(p.owner_name));
         r.insert("waiting", waiting.get(&format!("{}/{}", p.ns, p.name)).cloned().unwrap_or(Value::Null));
         r.insert("created_ms", json!(p.created_ms));
         if !p.dra.is_empty() {

@@ -35,6 +35,12 @@ pub fn pod_owner(p: &k8s_openapi::api::core::v1::Pod) -> crate::model::Owner {
     }
 }
 
+/// The name of the object that controls a pod (`ownerReferences[controller: true]`).
+pub fn pod_owner_name(p: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+    let refs = p.metadata.owner_references.as_ref()?;
+    refs.iter().find(|o| o.controller == Some(true)).map(|o| o.name.clone())
+}
+
 /// A pod's deletion under way, as the API server has it (`None` until one is asked for); the
 /// kube feed and the executor read the same facts.
 pub fn pod_deletion(p: &k8s_openapi::api::core::v1::Pod) -> Option<crate::model::Deletion> {

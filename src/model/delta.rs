@@ -64,6 +64,8 @@ pub struct PodSpec {
     /// `status.startTime`: when the kubelet started the pod (None until then).
     pub started: Option<Ts>,
     pub owner: Owner,
+    /// The controlling owner's name (`ownerReferences[controller]`); empty without one.
+    pub owner_name: String,
     pub app: String,
     pub empty_dir: bool,
     pub gpus: u16,

@@ -44,6 +44,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         created: 0,
         started: None,
         owner: Owner::ReplicaSet,
+        owner_name: String::new(),
         app: "app".into(),
         empty_dir: false,
         gpus,

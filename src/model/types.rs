@@ -266,6 +266,8 @@ pub struct Pod {
     /// When the kubelet started it (`status.startTime`).
     pub started: Option<Ts>,
     pub owner: Owner,
+    /// The controlling owner's name; empty without one.
+    pub owner_name: Sym,
     pub app: Sym,
     pub empty_dir: bool,
     /// Whole GPUs requested (`nvidia.com/gpu`), or replicas on a shared node...

@@ -246,6 +246,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         created: 0,
         started: None,
         owner,
+        owner_name: String::new(),
         app: name.into(),
         empty_dir: false,
         gpus,

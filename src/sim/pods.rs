@@ -57,6 +57,13 @@ impl Sim {
         };
         let ticks_left = a.job_ticks.map(|(lo, hi)| self.rng.range(lo as u64, hi as u64) as u32);
         let key = format!("{}/{}", a.namespace, name);
+        // Named as the controllers name their pods: a StatefulSet's `<set>-<i>`; a ReplicaSet's
+        // (or Job's) `<owner>-<hash>`, the owner itself `<app>-<hash>`.
+        let owner_name = match a.owner {
+            Owner::None => String::new(),
+            Owner::StatefulSet => a.name.clone(),
+            _ => name.rsplit_once('-').map(|(o, _)| o.to_string()).unwrap_or_default(),
+        };
         let spec = PodSpec {
             namespace: a.namespace.clone(),
             name,
@@ -65,6 +72,7 @@ impl Sim {
             created,
             started: None,
             owner: a.owner,
+            owner_name,
             app: a.name.clone(),
             empty_dir: a.empty_dir,
             gpus: if a.dra { 0 } else { a.gpus },

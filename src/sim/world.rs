@@ -331,6 +331,7 @@ impl Sim {
                 created: n.spec.created,
                 started: Some(n.spec.created),
                 owner: Owner::DaemonSet,
+                owner_name: "nvidia-device-plugin-daemonset".into(),
                 app: "nvidia-device-plugin-daemonset".into(),
                 empty_dir: false,
                 gpus: 0,

@@ -372,6 +372,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         created: ts(p.metadata.creation_timestamp.as_ref()),
         started: p.status.as_ref().and_then(|s| s.start_time.as_ref()).map(|t| ts(Some(t))),
         owner: crate::cluster::pod_owner(p),
+        owner_name: crate::cluster::pod_owner_name(p).unwrap_or_default(),
         app,
         empty_dir: spec.volumes.iter().flatten().any(|v| v.empty_dir.is_some()),
         gpus,

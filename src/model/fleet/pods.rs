@@ -81,6 +81,7 @@ impl Fleet {
             created: spec.created,
             started: spec.started,
             owner: spec.owner,
+            owner_name: self.interner.intern(&spec.owner_name),
             app: self.interner.intern(&spec.app),
             empty_dir: spec.empty_dir,
             gpus: spec.gpus,

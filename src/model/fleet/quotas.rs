@@ -164,6 +164,7 @@ mod quota_scope_tests {
             created: 0,
             started: None,
             owner: Owner::Job,
+            owner_name: String::new(),
             app: "app".into(),
             empty_dir: false,
             gpus,

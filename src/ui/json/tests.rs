@@ -179,6 +179,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
         created: 0,
         started: None,
         owner: Owner::Job,
+        owner_name: String::new(),
         app: "app".into(),
         empty_dir: false,
         gpus,

@@ -250,6 +250,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "util_pct": col("UTIL"),
         "idle": opt(util.and_then(|(u, idle)| u.map(|_| idle))),
         "owner": col("OWNER"),
+        "owner_name": Some(f.str_of(p.owner_name)).filter(|n| !n.is_empty()),
         "waiting": f.waiting(p).map(|w| json!({ "why": w.category(), "text": w.text() })),
         "created_ms": col("AGE"),
         "age_s": age_s(f, p.created),
