@@ -81,11 +81,12 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre:
 }
 
 /// What the demo's containers have written by `now_ms` for `req` (`L` in the demo): the text
-/// `fabrik sim`'s kubelets serve (see `kubesim::logs`), from runs made up from the pod's name.
-pub fn demo_log(req: &crate::model::LogRequest, now_ms: i64) -> Vec<crate::model::LogEvent> {
+/// `fabrik sim`'s kubelets serve (see `kubesim::logs`), from runs made up from the pod's name
+/// and `anchor_ms` (the demo's start: a run began up to two hours before it).
+pub fn demo_log(req: &crate::model::LogRequest, anchor_ms: i64, now_ms: i64) -> Vec<crate::model::LogEvent> {
     use crate::model::LogEvent;
     let container = req.container.clone().unwrap_or_else(|| "main".to_string());
-    let (current, previous) = crate::kubesim::logs::demo_runs(&req.pod, now_ms);
+    let (current, previous) = crate::kubesim::logs::demo_runs(&req.pod, anchor_ms);
     let opened = LogEvent::Opened { containers: vec!["main".into()], container: container.clone() };
     if container != "main" {
         return vec![LogEvent::Ended(Some(format!(
@@ -115,6 +116,9 @@ pub fn demo_log(req: &crate::model::LogRequest, now_ms: i64) -> Vec<crate::model
 /// The demo's `L`: the log so far, then (following) each line as the container "writes" it.
 fn demo_logs(tx: mpsc::Sender<crate::model::Batch>) -> impl FnMut(Option<&crate::model::LogRequest>) + Send {
     let mut current: Option<tokio::task::JoinHandle<()>> = None;
+    // Runs are placed from the demo's start, so a log grows while it is watched and reads the
+    // same when it is opened again.
+    let anchor = jiff::Timestamp::now().as_millisecond();
     move |req| {
         if let Some(t) = current.take() {
             t.abort();
@@ -128,7 +132,7 @@ fn demo_logs(tx: mpsc::Sender<crate::model::Batch>) -> impl FnMut(Option<&crate:
                 tx.send(batch)
             };
             let mut seen = jiff::Timestamp::now().as_millisecond();
-            let first = demo_log(&req, seen);
+            let first = demo_log(&req, anchor, seen);
             let ended = first.iter().any(|e| matches!(e, crate::model::LogEvent::Ended(_)));
             if send(first).await.is_err() || ended {
                 return;
@@ -138,7 +142,7 @@ fn demo_logs(tx: mpsc::Sender<crate::model::Batch>) -> impl FnMut(Option<&crate:
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
                 let now = jiff::Timestamp::now().as_millisecond();
                 // The lines written since the last look: the whole log then, less what was sent.
-                let (before, after) = (demo_log(&once, seen), demo_log(&once, now));
+                let (before, after) = (demo_log(&once, anchor, seen), demo_log(&once, anchor, now));
                 let count = |e: &[crate::model::LogEvent]| {
                     e.iter().map(|e| if let crate::model::LogEvent::Lines(l) = e { l.len() } else { 0 }).sum::<usize>()
                 };
@@ -292,26 +296,30 @@ mod tests {
     fn demo_logs_follow_tail_and_refuse_as_a_kubelet_does() {
         let now = 1_800_000_000_000;
         let mut req = LogRequest::new(1, "ns", "llm-train-0");
-        let all = demo_log(&req, now);
+        let all = demo_log(&req, now, now);
         assert!(matches!(&all[0], LogEvent::Opened { container, .. } if container == "main"));
         assert!(!all.iter().any(|e| matches!(e, LogEvent::Ended(_))), "following: the stream stays open");
         assert!(lines(&all)[0].contains("loading checkpoint"), "{:?}", lines(&all).first());
+        // Watched for ten seconds, the log has five more lines and the same ones before them.
+        let later = lines(&demo_log(&req, now, now + 10_000));
+        assert_eq!(later.len(), lines(&all).len() + 5);
+        assert_eq!(later[..lines(&all).len()], lines(&all)[..]);
         req.tail = Some(3);
         req.follow = false;
-        let tail = demo_log(&req, now);
+        let tail = demo_log(&req, now, now);
         assert_eq!(lines(&tail), lines(&all)[lines(&all).len() - 3..].to_vec());
         assert_eq!(tail.last(), Some(&LogEvent::Ended(None)));
         // Previous: the crashed run's last words, or the kubelet's refusal.
         let crashed = (0..100).map(|i| format!("p-{i}")).find(|p| crate::kubesim::logs::demo_runs(p, now).1.is_some());
         let clean = (0..100).map(|i| format!("p-{i}")).find(|p| crate::kubesim::logs::demo_runs(p, now).1.is_none());
-        let previous = |pod: &str| demo_log(&LogRequest { previous: true, ..LogRequest::new(2, "ns", pod) }, now);
+        let previous = |pod: &str| demo_log(&LogRequest { previous: true, ..LogRequest::new(2, "ns", pod) }, now, now);
         let crash = previous(&crashed.expect("one pod in six crashed"));
         assert!(lines(&crash).last().is_some_and(|l| l.contains("exiting with code 1")), "{crash:?}");
         let refused = previous(&clean.expect("most did not"));
         assert!(
             matches!(refused.last(), Some(LogEvent::Ended(Some(e))) if e.contains("previous terminated container"))
         );
-        let other = demo_log(&LogRequest { container: Some("x".into()), ..LogRequest::new(3, "ns", "p") }, now);
+        let other = demo_log(&LogRequest { container: Some("x".into()), ..LogRequest::new(3, "ns", "p") }, now, now);
         assert!(matches!(other.last(), Some(LogEvent::Ended(Some(e))) if e.contains("no container \"x\"")));
     }
 }

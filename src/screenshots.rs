@@ -46,7 +46,7 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         if let Some(req) = app.ui.nav.logs.clone() {
             let now = app.fleet.now as i64;
             let request = req.id;
-            let events = crate::demo::demo_log(&req, now);
+            let events = crate::demo::demo_log(&req, now, now);
             app.apply(events.into_iter().map(|event| crate::model::Delta::Log { request, event }));
         }
         let buf = render_app(&mut app, 140, 40);

@@ -275,7 +275,11 @@ pub async fn serve(store: Store<Pod>) -> Result<u16, String> {
     let port = listener.local_addr().map_err(|e| format!("kubelet log endpoint: {e}"))?.port();
     tokio::spawn(async move {
         loop {
-            let Ok((tcp, _)) = listener.accept().await else { continue };
+            let Ok((tcp, _)) = listener.accept().await else {
+                // Out of descriptors, say: wait rather than spin.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            };
             let (acceptor, store) = (acceptor.clone(), store.clone());
             tokio::spawn(async move {
                 let Ok(tls) = acceptor.accept(tcp).await else { return };
