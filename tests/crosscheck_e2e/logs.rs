@@ -70,7 +70,7 @@ fn both_refuse(kubeconfig: &Path, ns: &str, pod: &str, extra: &[&str], says: &st
 }
 
 /// The comparisons, on the sim's running pods: one that crashed once (it has a previous
-/// run) and one that did not.
+/// run) and one that did not and is not a Job's (it keeps running while it is followed).
 pub fn compare(kubeconfig: &Path) -> Vec<String> {
     let pods: Value = serde_json::from_str(&super::kubectl(
         kubeconfig,
@@ -86,8 +86,10 @@ pub fn compare(kubeconfig: &Path) -> Vec<String> {
         )
     };
     let mut failures = Vec::new();
+    // Not a Job's pod: a Job ends within minutes, and its log stream with it.
+    let lasting = |p: &&&Value| p["metadata"]["ownerReferences"][0]["kind"] != "Job";
     let (Some(crashed), Some(clean)) =
-        (running.iter().find(|p| restarts(p) > 0), running.iter().find(|p| restarts(p) == 0))
+        (running.iter().find(|p| restarts(p) > 0), running.iter().filter(lasting).find(|p| restarts(p) == 0))
     else {
         return vec![format!("logs: want a running pod with a restart and one without among {}", running.len())];
     };
