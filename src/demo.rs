@@ -137,23 +137,19 @@ fn demo_logs(tx: mpsc::Sender<crate::model::Batch>) -> impl FnMut(Option<&crate:
             if send(first).await.is_err() || ended {
                 return;
             }
-            let once = crate::model::LogRequest { follow: false, tail: None, ..req.clone() };
+            // Following the current run: each line as it is written, as the sim's kubelet sends it.
+            use crate::kubesim::logs;
+            let run = logs::demo_runs(&req.pod, anchor).0;
+            let container = req.container.clone().unwrap_or_else(|| "main".to_string());
+            let q = logs::Query { timestamps: req.timestamps, ..logs::Query::default() };
+            let mut done = logs::ticks(&run, seen);
             loop {
                 tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-                let now = jiff::Timestamp::now().as_millisecond();
-                // The lines written since the last look: the whole log then, less what was sent.
-                let (before, after) = (demo_log(&once, anchor, seen), demo_log(&once, anchor, now));
-                let count = |e: &[crate::model::LogEvent]| {
-                    e.iter().map(|e| if let crate::model::LogEvent::Lines(l) = e { l.len() } else { 0 }).sum::<usize>()
-                };
-                let fresh: Vec<String> = after
-                    .into_iter()
-                    .filter_map(|e| if let crate::model::LogEvent::Lines(l) = e { Some(l) } else { None })
-                    .flatten()
-                    .skip(count(&before))
-                    .collect();
-                seen = now;
-                if !fresh.is_empty() && send(vec![crate::model::LogEvent::Lines(fresh)]).await.is_err() {
+                seen = jiff::Timestamp::now().as_millisecond();
+                let fresh = logs::ticks_since(&req.pod, &container, &run, done, seen);
+                done += fresh.len() as i64;
+                let text: Vec<String> = logs::render(&q, &fresh).lines().map(str::to_string).collect();
+                if !text.is_empty() && send(vec![crate::model::LogEvent::Lines(text)]).await.is_err() {
                     return;
                 }
             }

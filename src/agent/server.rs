@@ -25,7 +25,8 @@ use super::metrics::{self, SelfStats};
 use super::podres;
 use super::wire::NodeSample;
 
-type Body = BoxBody<Bytes, Infallible>;
+/// A response body: whole, or streamed chunk by chunk.
+pub(crate) type Body = BoxBody<Bytes, Infallible>;
 
 pub const PATHS: [&str; 4] = ["/metrics", "/v1/snapshot", "/v1/stream", "/healthz"];
 
@@ -149,7 +150,8 @@ pub fn spawn_sampler(
     Ok(Shared { latest: rx, stats })
 }
 
-fn full(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
+/// A whole response of `ctype` (also the simulated kubelets' answers, `kubesim::logs`).
+pub(crate) fn full(status: StatusCode, ctype: &str, body: impl Into<Bytes>) -> Response<Body> {
     let mut r = Response::new(Full::new(body.into()).boxed());
     *r.status_mut() = status;
     if let Ok(v) = ctype.parse() {
@@ -417,11 +419,16 @@ fn stream(query: Option<&str>, shared: &Shared, cfg: &AgentConfig, kill: Arc<wat
         }
         stats.readers.fetch_sub(1, Ordering::SeqCst);
     });
+    streamed(rx, "application/x-ndjson")
+}
+
+/// A 200 response of `ctype` whose body is what `rx` yields, until its sender is dropped.
+pub(crate) fn streamed(rx: mpsc::Receiver<Bytes>, ctype: &str) -> Response<Body> {
     let body = StreamBody::new(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
     }));
     let mut r = Response::new(BodyExt::boxed(body));
-    if let Ok(v) = "application/x-ndjson".parse() {
+    if let Ok(v) = ctype.parse() {
         r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
     }
     r

@@ -12,8 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Full, StreamBody, combinators::BoxBody};
-use hyper::body::{Frame, Incoming};
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
@@ -32,7 +31,10 @@ pub const HOST: &str = "localhost";
 /// A container writes a line this often (ms).
 const EVERY_MS: i64 = 2_000;
 
-type Body = BoxBody<Bytes, Infallible>;
+use crate::agent::server::Body;
+
+/// What the kubelet answers logs as.
+const TEXT: &str = "text/plain; charset=utf-8";
 
 /// One run of a container: when it started and, once it ended, when and how.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -124,21 +126,25 @@ fn last_words(f: Flavour, code: i32) -> Vec<String> {
 /// The log of `run` up to `until` (ms), as (time, text): a line per tick, then the last
 /// words if the run ended by then.
 pub fn lines(pod: &str, container: &str, run: &Run, until: i64) -> Vec<(i64, String)> {
-    let f = flavour(pod);
-    let key = format!("{pod}/{container}/{}", run.start_ms);
-    let stop = run.end.map_or(until, |(end, _)| end.min(until));
-    let mut out = Vec::new();
-    let mut n = 0;
-    while run.start_ms + n * EVERY_MS <= stop {
-        out.push((run.start_ms + n * EVERY_MS, line(f, &key, n)));
-        n += 1;
-    }
+    let mut out = ticks_since(pod, container, run, 0, until);
     if let Some((end, code)) = run.end
         && end <= until
     {
-        out.extend(last_words(f, code).into_iter().map(|l| (end, l)));
+        out.extend(last_words(flavour(pod), code).into_iter().map(|l| (end, l)));
     }
     out
+}
+
+/// How many tick lines `run` has written by `until`.
+pub fn ticks(run: &Run, until: i64) -> i64 {
+    let stop = run.end.map_or(until, |(end, _)| end.min(until));
+    if stop < run.start_ms { 0 } else { (stop - run.start_ms) / EVERY_MS + 1 }
+}
+
+/// The tick lines `from..` that `run` has written by `until` (what a follower has not read).
+pub fn ticks_since(pod: &str, container: &str, run: &Run, from: i64, until: i64) -> Vec<(i64, String)> {
+    let (f, key) = (flavour(pod), format!("{pod}/{container}/{}", run.start_ms));
+    (from..ticks(run, until)).map(|n| (run.start_ms + n * EVERY_MS, line(f, &key, n))).collect()
 }
 
 fn ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
@@ -230,7 +236,8 @@ fn stamp(ms: i64) -> String {
         .unwrap_or_else(|_| ms.to_string())
 }
 
-fn render(q: &Query, lines: &[(i64, String)]) -> String {
+/// Lines as the kubelet writes them: each ended, the query's timestamps in front.
+pub fn render(q: &Query, lines: &[(i64, String)]) -> String {
     let mut out = String::new();
     for (t, l) in lines {
         if q.timestamps {
@@ -295,12 +302,7 @@ pub async fn serve(store: Store<Pod>) -> Result<u16, String> {
 }
 
 fn text(status: StatusCode, body: String) -> Response<Body> {
-    let mut r = Response::new(Full::new(Bytes::from(body)).boxed());
-    *r.status_mut() = status;
-    if let Ok(v) = "text/plain; charset=utf-8".parse() {
-        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    }
-    r
+    crate::agent::server::full(status, TEXT, body)
 }
 
 fn now_ms() -> i64 {
@@ -361,9 +363,7 @@ fn handle(req: &Request<Incoming>, store: &Store<Pod>) -> Response<Body> {
         if tx.send(cut(first, &mut left)).await.is_err() {
             return;
         }
-        let mut done = lines(&name, &container, &run, now).len() as i64;
-        let f = flavour(&name);
-        let key = format!("{name}/{container}/{}", run.start_ms);
+        let mut done = ticks(&run, now);
         while left > 0 {
             let next = run.start_ms + done * EVERY_MS;
             let wait = (next - now_ms()).max(0) as u64;
@@ -374,21 +374,14 @@ fn handle(req: &Request<Incoming>, store: &Store<Pod>) -> Response<Body> {
             if still.is_none_or(|r| r.start_ms != run.start_ms || r.end.is_some()) {
                 return;
             }
-            let chunk = render(&q, &[(next, line(f, &key, done))]);
-            if tx.send(cut(chunk, &mut left)).await.is_err() {
+            let fresh = ticks_since(&name, &container, &run, done, now_ms());
+            done += fresh.len() as i64;
+            if !fresh.is_empty() && tx.send(cut(render(&q, &fresh), &mut left)).await.is_err() {
                 return;
             }
-            done += 1;
         }
     });
-    let body = StreamBody::new(futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(Frame::data(b)), rx))
-    }));
-    let mut r = Response::new(BodyExt::boxed(body));
-    if let Ok(v) = "text/plain; charset=utf-8".parse() {
-        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
-    }
-    r
+    crate::agent::server::streamed(rx, TEXT)
 }
 
 #[cfg(test)]

@@ -144,8 +144,12 @@ pub fn compare(kubeconfig: &Path) -> Vec<String> {
     failures
 }
 
-/// `-f`: both followers, started together with timestamps, see the same new lines.
+/// `-f`: both followers, started together with timestamps, see the same new lines. They run
+/// until each has read 4 lines (the tail and 3 new ones: 6 s of the log), at most 30 s, so a
+/// slow start on a loaded machine does not look like a short stream.
 fn follow(kubeconfig: &Path, ns: &str, pod: &str) -> Option<String> {
+    use std::io::BufRead;
+    use std::sync::{Arc, Mutex};
     let args = ["logs", pod, "-n", ns, "-f", "--tail", "1", "--timestamps"];
     let spawn = |bin: &str| {
         let mut c = Command::new(bin);
@@ -153,21 +157,39 @@ fn follow(kubeconfig: &Path, ns: &str, pod: &str) -> Option<String> {
         if bin == BIN {
             c.env("HOME", std::env::temp_dir().join("fabrik-crosscheck-home"));
         }
-        c.spawn().unwrap_or_else(|e| panic!("spawn {bin}: {e}"))
+        let mut child = c.spawn().unwrap_or_else(|e| panic!("spawn {bin}: {e}"));
+        let read: Arc<Mutex<Vec<String>>> = Arc::default();
+        let (out, into) = (child.stdout.take(), read.clone());
+        std::thread::spawn(move || {
+            for l in out.map(std::io::BufReader::new).into_iter().flat_map(|r| r.lines()).map_while(Result::ok) {
+                into.lock().expect("lock").push(l);
+            }
+        });
+        (child, read)
     };
-    let (mut k, mut f) = (spawn("kubectl"), spawn(BIN));
-    std::thread::sleep(Duration::from_secs(7));
+    let ((mut k, kr), (mut f, fr)) = (spawn("kubectl"), spawn(BIN));
+    let started = std::time::Instant::now();
+    let enough = |r: &Arc<Mutex<Vec<String>>>| r.lock().expect("lock").len() >= 4;
+    while !(enough(&kr) && enough(&fr)) && started.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let _ = (k.kill(), f.kill());
-    let (k, f) = (k.wait_with_output().map(|o| text(&o)), f.wait_with_output().map(|o| text(&o)));
-    let (k, f) = (k.unwrap_or_default(), f.unwrap_or_default());
-    let (kl, fl): (Vec<&str>, Vec<&str>) = (k.lines().collect(), f.lines().collect());
+    let _ = (k.wait(), f.wait());
+    let (kl, fl) = (kr.lock().expect("lock").clone(), fr.lock().expect("lock").clone());
     // Lines both saw, and every line fabrik saw within the time kubectl read is one kubectl saw.
-    let common: Vec<&&str> = fl.iter().filter(|l| kl.contains(l)).collect();
+    let common = fl.iter().filter(|l| kl.contains(l)).count();
     let at = |l: &str| l.split(' ').next().unwrap_or("").to_string();
     let (first_k, last_k) =
         (kl.first().map(|l| at(l)).unwrap_or_default(), kl.last().map(|l| at(l)).unwrap_or_default());
-    let stray: Vec<&&str> = fl.iter().filter(|l| !kl.contains(l) && at(l) >= first_k && at(l) <= last_k).collect();
-    (fl.len() < 3 || common.len() < 2 || !stray.is_empty()).then(|| {
-        format!("logs -f {ns}/{pod} for 7 s: fabrik {} lines, kubectl {}, {} in common, differing {stray:?}\nfabrik:\n{f}\nkubectl:\n{k}", fl.len(), kl.len(), common.len())
+    let stray: Vec<&String> = fl.iter().filter(|l| !kl.contains(l) && at(l) >= first_k && at(l) <= last_k).collect();
+    (fl.len() < 4 || common < 2 || !stray.is_empty()).then(|| {
+        format!(
+            "logs -f {ns}/{pod} for {:.0?}: fabrik {} lines, kubectl {}, {common} in common, differing {stray:?}\nfabrik:\n{}\nkubectl:\n{}",
+            started.elapsed(),
+            fl.len(),
+            kl.len(),
+            fl.join("\n"),
+            kl.join("\n")
+        )
     })
 }

@@ -87,7 +87,7 @@ impl App {
                 let event = crate::model::LogEvent::Ended(Some(
                     "the simulated factory has no containers to read logs from; L streams them on a cluster".into(),
                 ));
-                self.fleet.apply(crate::model::Delta::Log { request: req.id, event });
+                self.apply(vec![crate::model::Delta::Log { request: req.id, event }]);
             }
         }
         self.ui.nav.logs = Some(req);

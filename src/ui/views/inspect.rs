@@ -64,12 +64,7 @@ fn stamp(ms: Ts) -> String {
 }
 
 /// `line` in spans, each case-insensitive (ASCII) occurrence of `find` in `hit` style.
-pub(crate) fn found<'a>(
-    line: &'a str,
-    find: &str,
-    style: ratatui::style::Style,
-    hit: ratatui::style::Style,
-) -> Vec<Span<'a>> {
+fn found<'a>(line: &'a str, find: &str, style: ratatui::style::Style, hit: ratatui::style::Style) -> Vec<Span<'a>> {
     if find.is_empty() {
         return vec![Span::styled(line, style)];
     }
@@ -86,6 +81,17 @@ pub(crate) fn found<'a>(
     }
     spans.push(Span::styled(&line[at..], style));
     spans
+}
+
+/// Pane line `n` in `tok`'s style with every match of the `/` search marked, the current
+/// match also bold and underlined (the inspect and logs panes).
+pub(crate) fn marked_line(n: usize, text: &str, tok: &str, nav: &Navigation, theme: &Theme) -> Line<'static> {
+    let mut hit = theme.style("ui.selection");
+    if nav.inspect_match == Some(n) {
+        hit = hit.add_modifier(ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED);
+    }
+    let spans = found(text, &nav.inspect_find, theme.style(tok), hit);
+    Line::from(spans.into_iter().map(|s| Span::styled(s.content.into_owned(), s.style)).collect::<Vec<_>>())
 }
 
 /// The answer to the last request, once it arrived.
@@ -120,12 +126,7 @@ pub fn render(frame: &mut Frame, area: Rect, nav: &Navigation, theme: &Theme) {
                 } else {
                     "ui.text"
                 };
-                // Every match marked; the current one also bold and underlined.
-                let mut hit = theme.style("ui.selection");
-                if nav.inspect_match == Some(n) {
-                    hit = hit.add_modifier(ratatui::style::Modifier::BOLD | ratatui::style::Modifier::UNDERLINED);
-                }
-                Line::from(found(l, &nav.inspect_find, theme.style(tok), hit))
+                marked_line(n, l, tok, nav, theme)
             });
             (shown.collect(), total, top)
         }

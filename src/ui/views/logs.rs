@@ -4,7 +4,6 @@
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Paragraph, Wrap};
 
@@ -83,14 +82,7 @@ pub fn render(frame: &mut Frame, area: Rect, f: &Fleet, nav: &Navigation, theme:
                 } else {
                     "ui.text"
                 };
-                let mut hit = theme.style("ui.selection");
-                if nav.inspect_match == Some(n) {
-                    hit = hit.add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
-                }
-                let spans = super::inspect::found(&text, &nav.inspect_find, theme.style(tok), hit);
-                body.push(Line::from(
-                    spans.into_iter().map(|s| Span::styled(s.content.into_owned(), s.style)).collect::<Vec<_>>(),
-                ));
+                body.push(super::inspect::marked_line(n, &text, tok, nav, theme));
                 last = n + 1;
             }
             if total == 0 && matches!(b.state, LogState::Streaming | LogState::Ended) {
