@@ -96,6 +96,26 @@ pub const PATCH_CLUSTERQUEUES: Perm = Perm::cluster("patch", "kueue.x-k8s.io", "
 pub const CREATE_TAINT_RULES: Perm = Perm::cluster("create", "resource.k8s.io", "devicetaintrules");
 pub const DELETE_TAINT_RULES: Perm = Perm::cluster("delete", "resource.k8s.io", "devicetaintrules");
 
+/// A reclaim marks a ReplicaSet's pod with its deletion cost (a patch of the pod)...
+pub const PATCH_PODS: Perm = Perm::ns("patch", "", "pods", "");
+/// ...after checking which Deployment the pod's ReplicaSet belongs to...
+pub const GET_REPLICASETS: Perm = Perm::ns("get", "apps", "replicasets", "");
+/// ...and patches the owner's replicas, or a Job's suspension.
+pub const PATCH_DEPLOYMENTS: Perm = Perm::ns("patch", "apps", "deployments", "");
+pub const PATCH_REPLICASETS: Perm = Perm::ns("patch", "apps", "replicasets", "");
+pub const PATCH_STATEFULSETS: Perm = Perm::ns("patch", "apps", "statefulsets", "");
+pub const PATCH_JOBS: Perm = Perm::ns("patch", "batch", "jobs", "");
+
+/// The permission to write `kind`'s replicas or suspension.
+pub fn patch_workload(kind: super::Workload) -> Perm {
+    match kind {
+        super::Workload::Deployment => PATCH_DEPLOYMENTS,
+        super::Workload::ReplicaSet => PATCH_REPLICASETS,
+        super::Workload::StatefulSet => PATCH_STATEFULSETS,
+        super::Workload::Job => PATCH_JOBS,
+    }
+}
+
 /// What each kind of operation needs, before the plan says where.
 pub fn requirements(kind: OpKind) -> Vec<Perm> {
     match kind {
@@ -110,10 +130,12 @@ pub fn requirements(kind: OpKind) -> Vec<Perm> {
         OpKind::SetQuota => vec![PATCH_QUOTAS],
         OpKind::TaintGpu => vec![CREATE_TAINT_RULES],
         OpKind::UntaintGpu => vec![DELETE_TAINT_RULES],
+        // The owner decides which: each is asked again for the plan's namespace.
+        OpKind::Reclaim => vec![PATCH_DEPLOYMENTS, PATCH_STATEFULSETS, PATCH_JOBS, PATCH_PODS, EVICT_PODS],
     }
 }
 
-pub const KINDS: [OpKind; 7] = [
+pub const KINDS: [OpKind; 8] = [
     OpKind::Cordon,
     OpKind::Uncordon,
     OpKind::Drain,
@@ -121,6 +143,7 @@ pub const KINDS: [OpKind; 7] = [
     OpKind::SetQuota,
     OpKind::TaintGpu,
     OpKind::UntaintGpu,
+    OpKind::Reclaim,
 ];
 
 /// Asks the API server whether this identity may do `p`.

@@ -15,6 +15,7 @@ mod executor;
 pub mod kube;
 pub mod mig_ack;
 mod quota;
+pub mod reclaim;
 mod reslice;
 pub mod retry;
 mod serve;
@@ -24,6 +25,7 @@ pub mod target;
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
+pub use reclaim::{ReclaimAction, ReclaimPlan, Workload};
 pub use reslice::{GpuReslice, ReslicePlan, describe_layout, partitioned_by_dra as reslice_blocked_by_dra};
 pub use serve::{KubeExecutor, Refuse, serve_ops};
 pub use taint::{RuleSpec, TaintEffect, TaintPlan};
@@ -67,6 +69,11 @@ pub enum OpRequest {
     UntaintGpu {
         node: String,
         gpu: u8,
+    },
+    /// Frees the GPUs of one pod by acting on its owner ([`reclaim`]).
+    Reclaim {
+        namespace: String,
+        pod: String,
     },
 }
 
@@ -127,6 +134,7 @@ pub enum OpKind {
     SetQuota,
     TaintGpu,
     UntaintGpu,
+    Reclaim,
 }
 
 impl OpKind {
@@ -139,6 +147,7 @@ impl OpKind {
             OpKind::SetQuota => "set-quota",
             OpKind::TaintGpu => "taint-gpu",
             OpKind::UntaintGpu => "untaint-gpu",
+            OpKind::Reclaim => "reclaim",
         }
     }
 }
@@ -150,6 +159,7 @@ pub enum PlanDetail {
     Reslice(ReslicePlan),
     Quota(QuotaPlan),
     Taint(TaintPlan),
+    Reclaim(ReclaimPlan),
 }
 
 /// A planned operation: everything the preview shows, and everything the executor needs.
@@ -239,6 +249,14 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
             })
         }
         OpRequest::UntaintGpu { node, gpu } => taint::plan(fleet, node, *gpu, None, "", req.clone()),
+        OpRequest::Reclaim { namespace, pod } => reclaim::plan(fleet, namespace, pod, req.clone()).map(|mut p| {
+            let t = exec::ExecOptions::default().drain_timeout;
+            p.effects.push(format!(
+                "deadline: {} for the pod to go; past it fabrik stops and says what is left",
+                minutes(t)
+            ));
+            p
+        }),
     }
 }
 

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::cordon::CordonMark;
 use super::exec::{Run, Step};
 use super::mig_ack::{Caps, MigSeen};
-use super::{PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
+use super::{PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan, Workload};
 use crate::cluster::labels;
 use crate::model::{Deletion, Owner};
 
@@ -109,6 +109,23 @@ impl PodRef {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// A workload controller (Deployment, ReplicaSet, StatefulSet, Job) as a reclaim needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WorkloadView {
+    pub uid: String,
+    /// `spec.replicas` (not for a Job).
+    pub replicas: Option<i32>,
+    /// `status.replicas` once the controller has acted on the latest spec
+    /// (`status.observedGeneration` ≥ `metadata.generation`); `None` before.
+    pub settled: Option<i32>,
+    /// A Job's `spec.suspend`.
+    pub suspended: bool,
+    /// Its controlling owner: kind and name.
+    pub controller: Option<(String, String)>,
+    /// The Kueue queue it is submitted to (`kueue.x-k8s.io/queue-name`).
+    pub queue: Option<String>,
 }
 
 /// A read that failed through its retries.
@@ -205,4 +222,41 @@ pub trait Target {
         pool: &str,
         devices: &[String],
     ) -> Step<Result<Vec<String>, ReadFailure>>;
+
+    /// A workload controller now (`None`: gone).
+    async fn read_workload(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+    ) -> Step<Result<Option<WorkloadView>, ReadFailure>>;
+    /// Sets the annotation `key: value` on the pod, its uid as precondition. `Err`: refused,
+    /// in words (nothing was changed).
+    async fn annotate_pod(
+        &mut self,
+        run: &mut Run<'_>,
+        pod: &PodRef,
+        key: &str,
+        value: &str,
+    ) -> Step<Result<(), String>>;
+    /// Sets the replicas of a workload from `from` to `to`, written only while its uid and
+    /// replicas are still those read (a JSON patch `test`). `Err`: refused, in words.
+    async fn scale(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+        seen: &WorkloadView,
+        to: i32,
+    ) -> Step<Result<(), String>>;
+    /// Sets `spec.suspend: true` on the Job, its uid as precondition. `Err`: refused, in words.
+    async fn suspend_job(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Step<Result<(), String>>;
 }

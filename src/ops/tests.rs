@@ -362,3 +362,146 @@ fn a_whole_node_reslice_waits_for_pods_still_terminating_there() {
         p.effects
     );
 }
+
+/// A running pod of `app` on a ready node that holds a device the fleet can name.
+fn holder(f: &Fleet, app: &str, pred: impl Fn(&crate::model::Pod) -> bool) -> (String, String) {
+    f.pod_ids()
+        .filter_map(|p| f.pod(p))
+        .filter(|p| f.str_of(p.app) == app && p.phase == Phase::Running && p.deletion.is_none())
+        .filter(|p| !p.bound_gpus.is_empty() || !p.bound_mig.is_empty())
+        .find(|p| pred(p))
+        .map(|p| (f.str_of(p.namespace).to_string(), p.name.to_string()))
+        .unwrap_or_else(|| panic!("the demo runs a pod of {app} holding a device"))
+}
+
+fn reclaim(f: &Fleet, (namespace, pod): &(String, String)) -> Result<Plan, PlanError> {
+    plan(f, &OpRequest::Reclaim { namespace: namespace.clone(), pod: pod.clone() })
+}
+
+#[test]
+fn reclaim_scales_a_deployment_down_with_the_pod_marked_first() {
+    let f = fleet();
+    let pod = holder(&f, "ft-debug", |_| true);
+    let p = reclaim(&f, &pod).unwrap();
+    assert!(p.can_execute(), "{:?}", p.blockers);
+    let PlanDetail::Reclaim(r) = &p.detail else { panic!("reclaim detail") };
+    let rs = pod.1.rsplit_once('-').unwrap().0.to_string();
+    assert_eq!(
+        r.action,
+        ReclaimAction::ScaleDown { kind: Workload::Deployment, name: "ft-debug".into(), rs: Some(rs.clone()) }
+    );
+    assert_eq!(p.target, "Deployment llm-finetune-dev/ft-debug");
+    assert!(p.effects.iter().any(|e| e.contains(reclaim::DELETION_COST) && e.contains(&rs)), "{:?}", p.effects);
+    assert!(p.effects.iter().any(|e| e.starts_with("scale Deployment llm-finetune-dev/ft-debug down by one")));
+    assert!(p.effects.iter().any(|e| e.starts_with("frees GPU ")), "names the GPUs freed: {:?}", p.effects);
+    assert!(p.effects.last().unwrap().starts_with("deadline: "));
+    // The preview's figure for the replicas is the pods the fleet shows of that owner.
+    let owner = f.pod(f.pod_by_name(&pod.0, &pod.1).unwrap()).unwrap().owner_name;
+    let have = f.pod_ids().filter_map(|q| f.pod(q)).filter(|q| q.owner_name == owner).count();
+    assert_eq!(r.siblings + 1, have);
+    assert!(p.effects.iter().any(|e| e.contains(&format!("({have} → {}", have - 1))), "{:?}", p.effects);
+}
+
+#[test]
+fn reclaim_says_whether_the_devices_are_idle() {
+    let f = fleet();
+    let idle = f
+        .pod_ids()
+        .filter_map(|p| f.pod(p))
+        .find(|p| p.phase == Phase::Running && p.bound_gpus.iter().any(|g| f.gpu(*g).is_some_and(|g| g.idle_allocated)))
+        .map(|p| (f.str_of(p.namespace).to_string(), p.name.to_string()))
+        .expect("an idle-but-allocated pod in the demo");
+    let p = reclaim(&f, &idle).unwrap();
+    assert!(p.effects.iter().any(|e| e.starts_with("frees") && e.contains("(idle ")), "{:?}", p.effects);
+    let busy = f
+        .pod_ids()
+        .filter_map(|p| f.pod(p))
+        .find(|p| {
+            p.phase == Phase::Running
+                && p.bound_gpus.len() == 1
+                && p.bound_gpus.iter().all(|g| f.gpu(*g).is_some_and(|g| g.busy && !g.idle_allocated))
+        })
+        .map(|p| (f.str_of(p.namespace).to_string(), p.name.to_string()))
+        .expect("a busy pod in the demo");
+    let p = reclaim(&f, &busy).unwrap();
+    assert!(
+        p.warnings.iter().any(|w| w == "the device is busy: reclaiming stops work in progress"),
+        "{:?}",
+        p.warnings
+    );
+    assert!(p.effects.iter().any(|e| e.contains("(busy ")), "{:?}", p.effects);
+}
+
+#[test]
+fn reclaim_of_a_statefulset_pod_only_for_its_highest_ordinal() {
+    let f = fleet();
+    let ordinal = |n: &str| n.rsplit('-').next().and_then(|o| o.parse::<u32>().ok()).unwrap();
+    let set: Vec<(String, String)> = f
+        .pod_ids()
+        .filter_map(|p| f.pod(p))
+        .filter(|p| f.str_of(p.app) == "pretrain-llama-70b")
+        .map(|p| (f.str_of(p.namespace).to_string(), p.name.to_string()))
+        .collect();
+    let top = set.iter().max_by_key(|(_, n)| ordinal(n)).unwrap().clone();
+    let low = holder(&f, "pretrain-llama-70b", |p| ordinal(&p.name) < ordinal(&top.1));
+    let refused = reclaim(&f, &low).unwrap();
+    assert!(!refused.can_execute());
+    assert!(refused.blockers[0].contains(&format!("highest ordinal first ({})", top.1)), "{:?}", refused.blockers);
+    if f.pod(f.pod_by_name(&top.0, &top.1).unwrap()).is_some_and(|p| !p.bound_gpus.is_empty()) {
+        let ok = reclaim(&f, &top).unwrap();
+        assert!(ok.can_execute(), "{:?}", ok.blockers);
+        let PlanDetail::Reclaim(r) = &ok.detail else { panic!() };
+        assert!(matches!(&r.action, ReclaimAction::ScaleDown { kind: Workload::StatefulSet, rs: None, .. }));
+    }
+}
+
+#[test]
+fn reclaim_suspends_a_job_and_evicts_a_pod_without_owner() {
+    let f = fleet();
+    let job = holder(&f, "ft-mistral-lora", |_| true);
+    let p = reclaim(&f, &job).unwrap();
+    let PlanDetail::Reclaim(r) = &p.detail else { panic!() };
+    let owner = job.1.rsplit_once('-').unwrap().0.to_string();
+    assert_eq!(r.action, ReclaimAction::Suspend { job: owner.clone() });
+    assert!(
+        p.effects[0].starts_with(&format!("suspend Job llm-finetune/{owner} (spec.suspend: true)")),
+        "{:?}",
+        p.effects
+    );
+    let nb = holder(&f, "jupyter", |_| true);
+    let p = reclaim(&f, &nb).unwrap();
+    let PlanDetail::Reclaim(r) = &p.detail else { panic!() };
+    assert_eq!(r.action, ReclaimAction::Evict);
+    assert_eq!(p.target, format!("pod {}/{}", nb.0, nb.1));
+}
+
+#[test]
+fn reclaim_refuses_what_it_cannot_free() {
+    let mut f = fleet();
+    let e = reclaim(&f, &("ml".into(), "nope".into())).unwrap_err();
+    assert!(e.to_string().contains("pod ml/nope is not in the fleet"), "{e}");
+    // A pending pod holds nothing yet.
+    let mut pending = pod_on("x", "waiting-1", Phase::Pending, Owner::None, 2);
+    pending.node = None;
+    f.apply(crate::model::Delta::PodUpsert(pending));
+    let e = reclaim(&f, &("batch".into(), "waiting-1".into())).unwrap_err();
+    assert!(e.to_string().contains("is not scheduled: it holds no GPU yet"), "{e}");
+    // A DaemonSet's pod holding a GPU: its controller puts it back on the node.
+    let node = h100_node(&f);
+    let gpu = f
+        .node(f.node_by_name(&node).unwrap())
+        .unwrap()
+        .gpus
+        .iter()
+        .filter_map(|g| f.gpu(*g))
+        .map(|g| f.str_of(g.uuid).to_string())
+        .next()
+        .unwrap();
+    let mut ds = pod_on(&node, "gpu-burn-x1", Phase::Running, Owner::DaemonSet, 1);
+    ds.owner_name = "gpu-burn".into();
+    ds.bound_gpus = vec![gpu];
+    f.apply(crate::model::Delta::PodUpsert(ds));
+    let p = reclaim(&f, &("batch".into(), "gpu-burn-x1".into())).unwrap();
+    assert!(!p.can_execute());
+    assert!(p.blockers[0].contains("belongs to a DaemonSet"), "{:?}", p.blockers);
+}

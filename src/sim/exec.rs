@@ -26,8 +26,8 @@ use crate::model::{Delta, Phase, Ts};
 use crate::ops::cordon::CordonMark;
 use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
 use crate::ops::mig_ack::Caps;
-use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target, pdb_refusal};
-use crate::ops::{ExecRequest, Plan, PlanDetail, QuotaField, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
+use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target, WorkloadView, pdb_refusal};
+use crate::ops::{ExecRequest, Plan, PlanDetail, QuotaField, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan, Workload};
 
 /// A request the simulator serves between its ticks: the feed that runs it knows no more.
 pub trait SimRequest: Send + 'static {
@@ -297,7 +297,7 @@ fn take_out(op: &RunningOp) -> Vec<Delta> {
 
 /// A simulated pod's uid: a replacement with the same name (a StatefulSet's) is created
 /// later, so it has another.
-fn uid(p: &SPod) -> String {
+pub(super) fn uid(p: &SPod) -> String {
     format!("sim-{}-{}", p.spec.name, p.spec.created)
 }
 
@@ -428,5 +428,56 @@ impl Target for SimTarget {
         let PlanDetail::Taint(p) = &run.plan.detail else { return Ok(Ok(Vec::new())) };
         let uuid = p.uuid.clone();
         Ok(Ok(self.with(move |s| s.pods_on_gpu(&uuid)).await))
+    }
+
+    async fn read_workload(
+        &mut self,
+        _run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+    ) -> Step<Result<Option<WorkloadView>, ReadFailure>> {
+        let (ns, name) = (namespace.to_string(), name.to_string());
+        Ok(Ok(self.with(move |s| s.workload_view(&ns, kind, &name)).await))
+    }
+
+    async fn annotate_pod(
+        &mut self,
+        run: &mut Run<'_>,
+        pod: &PodRef,
+        key: &str,
+        value: &str,
+    ) -> Step<Result<(), String>> {
+        run.sending(&format!("annotating {} {key}={value}", pod.key()))?;
+        let (pod, key, value) = (pod.clone(), key.to_string(), value.to_string());
+        Ok(self.with(move |s| s.annotate(&pod, &key, &value)).await)
+    }
+
+    async fn scale(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+        seen: &WorkloadView,
+        to: i32,
+    ) -> Step<Result<(), String>> {
+        let from = seen.replicas.unwrap_or(1);
+        run.sending(&format!("scaling {} {namespace}/{name} {from} → {to}", kind.as_str()))?;
+        let (ns, name) = (namespace.to_string(), name.to_string());
+        Ok(self.with(move |s| s.scale_down(&ns, kind, &name, from, to)).await)
+    }
+
+    async fn suspend_job(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        _uid: &str,
+    ) -> Step<Result<(), String>> {
+        run.sending(&format!("suspending Job {namespace}/{name}"))?;
+        let (ns, name) = (namespace.to_string(), name.to_string());
+        self.with(move |s| s.suspend_job(&ns, &name)).await;
+        Ok(Ok(()))
     }
 }

@@ -9,6 +9,7 @@
 mod dra;
 mod exec;
 mod pods;
+mod reclaim;
 mod setup;
 mod sharing;
 mod taint;

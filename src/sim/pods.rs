@@ -327,6 +327,7 @@ impl Sim {
 
     pub(super) fn delete_pod(&mut self, key: &str) {
         self.release(key);
+        self.deletion_cost.remove(key);
         self.sched_said.remove(key);
         if let Some(p) = self.pods.remove(key) {
             if p.spec.owner == Owner::StatefulSet

@@ -492,3 +492,52 @@ fn without_sharing_nothing_changes() {
         assert!(!label(spec, crate::cluster::labels::GPU_PRODUCT).unwrap_or_default().ends_with("-SHARED"));
     }
 }
+
+/// A running pod of `app` holding a device the fleet names, by namespace and name.
+fn holding(f: &Fleet, app: &str) -> (String, String) {
+    f.pod_ids()
+        .filter_map(|p| f.pod(p))
+        .find(|p| f.str_of(p.app) == app && p.phase == Phase::Running && !p.bound_gpus.is_empty())
+        .map(|p| (f.str_of(p.namespace).to_string(), p.name.to_string()))
+        .unwrap_or_else(|| panic!("a running {app} pod holding a GPU"))
+}
+
+#[test]
+fn reclaim_scales_down_suspends_or_evicts_and_is_done_when_the_pod_is_gone() {
+    let (mut sim, mut f) = start(42, 48);
+    // A Deployment's pod: marked, the replicas down by one, and that pod — not another — goes.
+    let (ns, pod) = holding(&f, "ft-debug");
+    let a = sim.workload_of["ft-debug"];
+    let before = sim.workloads[a].replicas;
+    let plan = ops::plan(&f, &OpRequest::Reclaim { namespace: ns.clone(), pod: pod.clone() }).unwrap();
+    let states = drive(&mut sim, &mut f, 1, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?} {:?}", f.op(1).map(|o| &o.log));
+    assert!(f.pod_by_name(&ns, &pod).is_none(), "the reclaimed pod is gone");
+    assert_eq!(sim.workloads[a].replicas, before - 1);
+    let op = f.op(1).unwrap();
+    assert!(op.log.iter().any(|l| l.starts_with(&format!("marked {ns}/{pod} {}", ops::reclaim::DELETION_COST))));
+    assert!(op.log.iter().any(|l| l == &format!("scaled Deployment {ns}/ft-debug {before} → {}", before - 1)));
+    assert!(op.log.iter().any(|l| l == &format!("{ns}/{pod} is gone")));
+    assert_eq!((op.done, op.total), (3, 3), "the announced steps are the steps taken");
+    run(&mut sim, &mut f, 30);
+    let live = f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| f.str_of(p.app) == "ft-debug").count() as u32;
+    assert!(live < before, "no replacement comes back: {live} pods for {} replicas", before - 1);
+
+    // A Job's pod: the Job is suspended; only that Job's pods go.
+    let (ns, pod) = holding(&f, "ft-mistral-lora");
+    let plan = ops::plan(&f, &OpRequest::Reclaim { namespace: ns.clone(), pod: pod.clone() }).unwrap();
+    let states = drive(&mut sim, &mut f, 2, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    assert!(f.pod_by_name(&ns, &pod).is_none());
+    let job = pod.rsplit_once('-').unwrap().0;
+    assert!(f.op(2).unwrap().log.iter().any(|l| l == &format!("suspended Job {ns}/{job}")));
+
+    // A notebook without an owner: evicted.
+    let (ns, pod) = holding(&f, "jupyter");
+    let plan = ops::plan(&f, &OpRequest::Reclaim { namespace: ns.clone(), pod: pod.clone() }).unwrap();
+    let states = drive(&mut sim, &mut f, 3, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    assert!(f.pod_by_name(&ns, &pod).is_none());
+    assert!(f.op(3).unwrap().log.iter().any(|l| l == &format!("evicted {ns}/{pod}")));
+    check_invariants(&f);
+}

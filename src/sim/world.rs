@@ -148,6 +148,10 @@ pub struct Sim {
     pub(super) sched_said: std::collections::HashMap<String, String>,
     pub(super) workload_of: std::collections::HashMap<String, usize>,
     pub(super) dra: super::dra::DraAlpha,
+    /// `pod-deletion-cost` written on pods (by key), for a scale-down's choice.
+    pub(super) deletion_cost: BTreeMap<String, i32>,
+    /// Jobs a reclaim suspended (`namespace/name`).
+    pub(super) suspended_jobs: std::collections::BTreeSet<String>,
 }
 
 fn short(model: GpuModel) -> &'static str {
@@ -186,6 +190,8 @@ impl Sim {
             sched_said: Default::default(),
             workload_of: Default::default(),
             dra: Default::default(),
+            deletion_cost: BTreeMap::new(),
+            suspended_jobs: Default::default(),
         };
         let n = cfg.nodes.max(1);
         // Shared nodes are counted among the nodes that are not MIG-partitioned, so that

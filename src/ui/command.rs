@@ -178,6 +178,8 @@ commands! {
             aliases: &["taint"], arg: Arg::Optional, op: Some(OpKind::TaintGpu);
         UntaintGpu => "untaint_gpu", "Remove fabrik's DRA taint from the selected GPU (preview first)",
             aliases: &["untaint"], op: Some(OpKind::UntaintGpu);
+        Reclaim => "reclaim", "Free the GPUs of the selected pod through its owner: scale down, suspend the Job, or evict (preview first)",
+            aliases: &["reclaim"], arg: Arg::Optional, op: Some(OpKind::Reclaim);
         Confirm => "confirm", "Confirm the previewed operation";
         Cancel => "cancel", "Cancel the dialog or the running operation";
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
@@ -339,7 +341,8 @@ mod tests {
                 Command::Reslice,
                 Command::EditQuota,
                 Command::TaintGpu,
-                Command::UntaintGpu
+                Command::UntaintGpu,
+                Command::Reclaim
             ]
         );
     }

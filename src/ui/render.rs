@@ -611,6 +611,7 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::SetQuota => "Set quota",
         crate::ops::OpKind::TaintGpu => "Taint",
         crate::ops::OpKind::UntaintGpu => "Untaint",
+        crate::ops::OpKind::Reclaim => "Reclaim",
     }
 }
 

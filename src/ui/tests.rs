@@ -2851,3 +2851,39 @@ fn logs_of_a_pod_no_node_has_taken_say_why_there_are_none() {
     assert!(message(&app).contains("is not scheduled yet"), "{}", message(&app));
     assert_eq!(app.ui.screen(), crate::ui::state::Screen::Table(ViewKind::Pods));
 }
+
+#[test]
+fn reclaim_from_the_pods_view_previews_then_runs_through_the_simulator() {
+    let mut rig = Rig::new(5);
+    let pod = rig
+        .app
+        .fleet
+        .pod_ids()
+        .filter_map(|p| rig.app.fleet.pod(p))
+        .find(|p| {
+            rig.app.fleet.str_of(p.app) == "ft-debug"
+                && p.phase == crate::model::Phase::Running
+                && !p.bound_gpus.is_empty()
+        })
+        .map(|p| p.name.to_string())
+        .expect("a running ft-debug pod");
+    send(&mut rig.app, &format!(":pods {pod}<Enter>R"));
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, &format!("Reclaim the GPUs of llm-finetune-dev/{pod}")).is_some(), "{s}");
+    assert!(line_with(&s, "scale Deployment llm-finetune-dev/ft-debug down by one").is_some(), "{s}");
+    assert!(rig.executes().is_empty(), "nothing is sent before the confirmation");
+    send(&mut rig.app, "y");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1);
+    rig.forward();
+    assert_eq!(rig.run_until_finished(ex[0].0), OpState::Succeeded);
+    assert!(rig.app.fleet.pod_by_name("llm-finetune-dev", &pod).is_none(), "the pod is gone");
+    // By name from the `:` line; a name without its namespace is refused with the form.
+    send(&mut rig.app, ":reclaim nope<Enter>");
+    assert!(message(&rig.app).contains("name the pod as NAMESPACE/NAME"), "{}", message(&rig.app));
+    send(&mut rig.app, ":reclaim ml/nope<Enter>");
+    assert!(message(&rig.app).starts_with("no pod ml/nope in the fleet"), "{}", message(&rig.app));
+    // A node row names no pod.
+    send(&mut rig.app, ":fleet<Enter>R");
+    assert!(message(&rig.app).starts_with("R frees a pod's GPUs"), "{}", message(&rig.app));
+}

@@ -65,6 +65,7 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("kueue.x-k8s.io", "clusterqueues", &["get", "list", "watch"], ""),
         ("kueue.x-k8s.io", "localqueues", &["list", "watch"], ""),
         ("", "pods/proxy", &["get"], ""),
+        ("", "pods/log", &["get"], ""),
     ])
 }
 
@@ -82,6 +83,13 @@ fn operator_grants() -> BTreeSet<Grant> {
         // A GPU taint: its DeviceTaintRules written, read back, deleted (a NoExecute one
         // waits on the claims that hold the GPU, through the viewer's list).
         ("resource.k8s.io", "devicetaintrules", &["create", "get", "delete"], ""),
+        // A reclaim: the owner read and patched (replicas, or a Job's suspension); the
+        // deletion-cost annotation on a ReplicaSet's pod.
+        ("apps", "deployments", &["get", "patch"], ""),
+        ("apps", "replicasets", &["get", "patch"], ""),
+        ("apps", "statefulsets", &["get", "patch"], ""),
+        ("batch", "jobs", &["get", "patch"], ""),
+        ("", "pods", &["patch"], ""),
     ]));
     g
 }
@@ -256,7 +264,8 @@ pub async fn least_privilege(c: &kube::Client, kubeconfig: &Path, audit_dir: &Pa
         "kubectl auth can-i update configmaps/other -n gpu-operator",
         "kubectl auth can-i update clusterqueues.kueue.x-k8s.io",
         "kubectl auth can-i create pods --subresource=exec -n e2e-ops",
-        "kubectl auth can-i patch deployments.apps -n e2e-ops",
+        "kubectl auth can-i delete deployments.apps -n e2e-ops",
+        "kubectl auth can-i update jobs.batch -n e2e-ops",
     ] {
         assert!(!can_i(&viewer_kc, line) && !can_i(&operator_kc, line), "neither may: {line}");
     }

@@ -182,6 +182,10 @@ impl Fleet {
     pub fn gpu_by_uuid(&self, uuid: &str) -> Option<GpuId> {
         self.idx.gpu_by_uuid.get(&self.interner.get(uuid)?).copied()
     }
+    /// The pods of namespace `namespace`, in no particular order.
+    pub fn pods_in_namespace(&self, namespace: Sym) -> impl Iterator<Item = PodId> + '_ {
+        self.idx.pods_in(namespace)
+    }
     pub fn pod_by_name(&self, namespace: &str, name: &str) -> Option<PodId> {
         let ns = self.interner.get(namespace)?;
         self.idx.pod_by_name.get(&ns)?.get(name).copied()

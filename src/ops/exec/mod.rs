@@ -20,6 +20,7 @@
 
 mod drain;
 pub mod progress;
+mod reclaim;
 mod reslice;
 mod taint;
 
@@ -87,6 +88,8 @@ impl ExecOptions {
             OpKind::Cordon | OpKind::Uncordon | OpKind::SetQuota | OpKind::UntaintGpu => self.call_timeout * 4,
             // Writing the rules, then (NoExecute) waiting for the pods using the GPU to go.
             OpKind::TaintGpu => self.call_timeout * 4 + self.drain_timeout,
+            // A few reads and one or two writes, then waiting for the pod to go.
+            OpKind::Reclaim => self.call_timeout * 6 + self.drain_timeout,
         }
     }
 }
@@ -335,6 +338,7 @@ async fn steps<T: Target>(t: &mut T, run: &mut Run<'_>, plan: &Plan) -> Step<Str
             Ok(outcome)
         }
         PlanDetail::Taint(p) => taint::taint_op(t, run, p).await,
+        PlanDetail::Reclaim(r) => reclaim::reclaim_op(t, run, r).await,
     }
 }
 

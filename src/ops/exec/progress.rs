@@ -24,6 +24,12 @@ pub fn step_total(plan: &Plan) -> u32 {
                 + u32::from(t.effect.is_some())
                 + u32::from(t.effect == Some(super::super::TaintEffect::NoExecute))
         }
+        // The write to the owner (with the deletion cost first on a ReplicaSet's pod) and
+        // the pod gone.
+        PlanDetail::Reclaim(r) => match &r.action {
+            super::super::ReclaimAction::ScaleDown { rs: Some(_), .. } => 3,
+            _ => 2,
+        },
     }
 }
 

@@ -28,6 +28,7 @@ mod drain;
 mod evict;
 mod node;
 mod quota;
+mod reclaim;
 mod reslice;
 mod taint;
 
@@ -42,8 +43,8 @@ use super::cordon::CordonMark;
 use super::exec::{self, Env, Run, Sink, Step};
 use super::mig_ack::Caps;
 pub use super::target::PodRef;
-use super::target::{Evicted, NodeView, PodView, ReadFailure, Target};
-use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan};
+use super::target::{Evicted, NodeView, PodView, ReadFailure, Target, WorkloadView};
+use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReclaimAction, ReslicePlan, RuleSpec, TaintPlan, Workload};
 use crate::cluster::{describe, labels};
 use crate::model::{Delta, QuotaSourceSpec};
 pub use call::Kube;
@@ -52,6 +53,7 @@ pub use super::exec::{ExecOptions, leftovers, reconcile};
 pub use drain::{drain_action, drain_action_at, holds_gpus};
 pub use evict::{pdb_selects, pod_view};
 pub use node::node_view;
+pub use reclaim::workload_view;
 
 /// The field manager fabrik's writes are recorded under (managedFields), so that
 /// mig-manager's later writes can be told from ours.
@@ -198,6 +200,48 @@ impl Target for Kube {
     ) -> Step<Result<Vec<String>, ReadFailure>> {
         self.pods_using(run, pool, devices).await
     }
+
+    async fn read_workload(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+    ) -> Step<Result<Option<WorkloadView>, ReadFailure>> {
+        self.workload(run, namespace, kind, name).await
+    }
+
+    async fn annotate_pod(
+        &mut self,
+        run: &mut Run<'_>,
+        pod: &PodRef,
+        key: &str,
+        value: &str,
+    ) -> Step<Result<(), String>> {
+        self.annotate(run, pod, key, value).await
+    }
+
+    async fn scale(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        kind: Workload,
+        name: &str,
+        seen: &WorkloadView,
+        to: i32,
+    ) -> Step<Result<(), String>> {
+        self.scale_to(run, namespace, kind, name, seen, to).await
+    }
+
+    async fn suspend_job(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) -> Step<Result<(), String>> {
+        self.suspend(run, namespace, name, uid).await
+    }
 }
 
 /// The permissions a plan needs, scoped to the namespaces it touches.
@@ -234,6 +278,20 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
         },
         PlanDetail::Taint(t) => {
             v.push(if t.effect.is_some() { access::CREATE_TAINT_RULES } else { access::DELETE_TAINT_RULES })
+        }
+        PlanDetail::Reclaim(r) => {
+            let ns = r.namespace.as_str();
+            match &r.action {
+                ReclaimAction::ScaleDown { kind, rs, .. } => {
+                    if rs.is_some() {
+                        v.push(access::PATCH_PODS.in_namespace(ns));
+                        v.push(access::GET_REPLICASETS.in_namespace(ns));
+                    }
+                    v.push(access::patch_workload(*kind).in_namespace(ns));
+                }
+                ReclaimAction::Suspend { .. } => v.push(access::patch_workload(Workload::Job).in_namespace(ns)),
+                ReclaimAction::Evict => v.push(access::EVICT_PODS.in_namespace(ns)),
+            }
         }
     }
     v

@@ -37,6 +37,7 @@ impl App {
             Command::Context => self.switch_context(arg),
             Command::Kubectl => self.run_kubectl(arg),
             Command::TaintGpu => self.start_taint(arg),
+            Command::Reclaim => self.start_reclaim(arg),
             other => {
                 if let Some(v) = other.view() {
                     self.open_view(v);

@@ -238,6 +238,59 @@ impl App {
         self.preview(OpRequest::TaintGpu { node, gpu: index, effect, value });
     }
 
+    /// `R` / `:reclaim [NAMESPACE/POD]`: frees the GPUs of the selected pod (or of the pod on
+    /// the selected GPU or MIG instance, or the one an alert is about) by acting on its owner.
+    pub(super) fn start_reclaim(&mut self, arg: &str) {
+        if let Err(denied) = self.may_run(ops::OpKind::Reclaim) {
+            self.ui.error(denied.on_start("reclaim"));
+            return;
+        }
+        let f = &self.fleet;
+        let arg = arg.trim();
+        let pod = if arg.is_empty() {
+            // A shared GPU's pods are several: the person picks one.
+            let shared = match self.ui.screen() {
+                Screen::Table(v) => match self.ui.selected_id(v) {
+                    Some(RowId::Gpu(g)) => f.gpu(g),
+                    _ => None,
+                },
+                Screen::Gpu(g) => {
+                    f.gpu(g).filter(|g| g.instances.get(self.ui.nav.gpu_row).is_none_or(|i| i.pod.is_none()))
+                }
+                _ => None,
+            };
+            if let Some(g) = shared.filter(|g| g.pods.len() > 1) {
+                let node = f.node(g.node).map(|n| f.str_of(n.name)).unwrap_or_default();
+                return self.ui.warn(format!(
+                    "GPU {} of {node} is shared by {} pods: pick one in the pods view (5), or :reclaim NAMESPACE/POD",
+                    g.index,
+                    g.pods.len()
+                ));
+            }
+            match self.pod_under_selection() {
+                Some(p) => p,
+                None => {
+                    return self.ui.warn(
+                        "R frees a pod's GPUs: select a pod (5), a GPU or MIG instance a pod holds, or an alert about one",
+                    );
+                }
+            }
+        } else {
+            let Some((ns, name)) = arg.split_once('/') else {
+                return self.ui.error(format!(
+                    "{arg:?}: name the pod as NAMESPACE/NAME (e.g. :reclaim ml/notebook-alice), or select it and press R"
+                ));
+            };
+            match f.pod_by_name(ns, name) {
+                Some(p) => p,
+                None => return self.ui.error(format!("no pod {arg} in the fleet; the pods view (5) lists them")),
+            }
+        };
+        let Some(p) = f.pod(pod) else { return self.ui.warn("the selected pod is gone") };
+        let req = OpRequest::Reclaim { namespace: f.str_of(p.namespace).to_string(), pod: p.name.to_string() };
+        self.preview(req);
+    }
+
     fn preview(&mut self, req: OpRequest) {
         match ops::plan(&self.fleet, &req) {
             Ok(plan) => self.open_preview(plan),

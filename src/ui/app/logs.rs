@@ -25,8 +25,32 @@ impl App {
     /// selected MIG instance or GPU (GPUs view, GPU screen), or the pod an event or alert is
     /// about (directly, or through its GPU): the way from an alert to its cause.
     pub(super) fn logs_selected(&mut self) {
+        if self.ui.screen() == Screen::Logs {
+            return self.ui.warn("this is the log; Esc goes back");
+        }
         let f = &self.fleet;
-        let pod = match self.ui.screen() {
+        let Some(p) = self.pod_under_selection().and_then(|p| f.pod(p)) else {
+            return self.ui.warn(
+                "L shows a pod's log: select a pod (5), a GPU or MIG instance a pod holds, or an event about one",
+            );
+        };
+        if p.node.is_none() && f.str_of(p.node_name).is_empty() {
+            return self.ui.warn(format!(
+                "{} is not scheduled yet, so it has no log; its WAITING column (pods view) says why",
+                p.name
+            ));
+        }
+        let req = LogRequest::new(0, f.str_of(p.namespace), &p.name);
+        self.ask_logs(req);
+        self.push(Screen::Logs);
+    }
+
+    /// The pod under the selection: a pods-view row, the pod holding the selected MIG
+    /// instance or GPU (GPUs view, GPU screen; a shared GPU's first), or the pod an event or
+    /// alert is about (directly, or through its GPU).
+    pub(super) fn pod_under_selection(&self) -> Option<crate::model::PodId> {
+        let f = &self.fleet;
+        match self.ui.screen() {
             Screen::Table(v) => match self.ui.selected_id(v) {
                 Some(RowId::Pod(p)) => Some(p),
                 // An event or alert: the pod it is about, or the pod on the GPU it is about.
@@ -51,23 +75,9 @@ impl App {
             Screen::Gpu(g) => f.gpu(g).and_then(|g| {
                 g.instances.get(self.ui.nav.gpu_row).and_then(|m| m.pod).or_else(|| g.pods.first().copied())
             }),
-            Screen::Logs => return self.ui.warn("this is the log; Esc goes back"),
+            Screen::Logs => self.ui.nav.logs.as_ref().and_then(|r| f.pod_by_name(&r.namespace, &r.pod)),
             _ => None,
-        };
-        let Some(p) = pod.and_then(|p| f.pod(p)) else {
-            return self.ui.warn(
-                "L shows a pod's log: select a pod (5), a GPU or MIG instance a pod holds, or an event about one",
-            );
-        };
-        if p.node.is_none() && f.str_of(p.node_name).is_empty() {
-            return self.ui.warn(format!(
-                "{} is not scheduled yet, so it has no log; its WAITING column (pods view) says why",
-                p.name
-            ));
         }
-        let req = LogRequest::new(0, f.str_of(p.namespace), &p.name);
-        self.ask_logs(req);
-        self.push(Screen::Logs);
     }
 
     /// Sends `req` under a new number and resets the pane to its start (sticking to the
