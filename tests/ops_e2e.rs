@@ -43,6 +43,8 @@ mod etcd;
 mod fault_proxy;
 #[path = "ops_e2e/rbac.rs"]
 mod rbac;
+#[path = "ops_e2e/reclaim.rs"]
+mod reclaim;
 #[path = "ops_e2e/restart.rs"]
 mod restart;
 

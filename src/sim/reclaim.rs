@@ -47,15 +47,16 @@ impl Sim {
                     ..Default::default()
                 })
             }
+            // The world keeps one replica count per Deployment: its ReplicaSet has it.
             Workload::ReplicaSet => {
                 let pods = self.owned(ns, Owner::ReplicaSet, name);
-                let first = self.pods.get(pods.first()?)?;
-                let live = pods.iter().filter(|k| self.pods.get(*k).is_some_and(|p| p.terminating.is_none())).count();
+                let a = self.pods.get(pods.first()?)?.workload;
+                let w = self.workloads.get(a)?;
                 Some(WorkloadView {
                     uid,
-                    replicas: Some(live as i32),
-                    settled: Some(live as i32),
-                    controller: Some(("Deployment".into(), first.spec.app.clone())),
+                    replicas: Some(w.replicas as i32),
+                    settled: Some(self.live_of(a).count() as i32),
+                    controller: Some(("Deployment".into(), w.name.clone())),
                     ..Default::default()
                 })
             }

@@ -541,3 +541,26 @@ fn reclaim_scales_down_suspends_or_evicts_and_is_done_when_the_pod_is_gone() {
     assert!(f.op(3).unwrap().log.iter().any(|l| l == &format!("evicted {ns}/{pod}")));
     check_invariants(&f);
 }
+
+#[test]
+fn a_reclaim_whose_replicaset_removes_another_pod_fails_and_says_how_to_scale_back() {
+    let (mut sim, mut f) = start(42, 48);
+    let (ns, pod) = holding(&f, "ft-debug");
+    let plan = ops::plan(&f, &OpRequest::Reclaim { namespace: ns.clone(), pod: pod.clone() }).unwrap();
+    // A replica no node runs yet, within the Deployment's count: the ReplicaSet removes it
+    // first, whatever the deletion cost of the pod fabrik marked.
+    let a = sim.workload_of["ft-debug"];
+    let live = sim.pods.values().filter(|p| p.workload == a && p.terminating.is_none()).count() as u32;
+    sim.workloads[a].replicas = live + 1;
+    let extra = sim.create_pod(a, false);
+    f.apply(Delta::PodUpsert(sim.pods[&extra].spec.clone()));
+    let states = drive(&mut sim, &mut f, 1, plan, 60);
+    let Some(OpState::Failed(why)) = states.last() else { panic!("{states:?}") };
+    assert!(why.contains(&format!("with {ns}/{pod} still running")), "{why}");
+    assert!(
+        why.ends_with(&format!("Scale back with: kubectl scale deployment/ft-debug -n {ns} --replicas={}", live + 1)),
+        "{why}"
+    );
+    assert!(f.pod_by_name(&ns, &pod).is_some(), "the marked pod runs on");
+    assert!(!sim.pods.contains_key(&extra) || sim.pods[&extra].terminating.is_some(), "the pending one went");
+}

@@ -421,4 +421,7 @@ pub async fn least_privilege(c: &kube::Client, kubeconfig: &Path, audit_dir: &Pa
         viewer_grants().len(),
         want.len()
     );
+
+    // ---------- a reclaim through each kind of owner (issue 16 item 5), as these two ----------
+    super::reclaim::through_owners(c, kubeconfig, audit_dir, &mut as_operator, &mut as_viewer).await;
 }

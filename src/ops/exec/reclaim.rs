@@ -184,8 +184,9 @@ async fn wait_gone<T: Target>(
                         Ok(Some(q)) if q.uid == pod.uid && q.deletion.is_none());
                     if settled && still {
                         return failed(format!(
-                            "ReplicaSet {rs} came down to {want} but removed another pod: {key} still holds its GPUs \
-                             (a pending or not-ready pod goes first whatever its deletion cost). Scale back with: {back}"
+                            "ReplicaSet {rs} settled at {want} with {key} still running (it removed a pending or \
+                             not-ready pod first, whatever the deletion cost, or had fewer pods than it wanted): its \
+                             GPUs are not freed. Scale back with: {back}"
                         ));
                     }
                     run.blocked(format!("waiting for ReplicaSet {rs} to remove {key}")).await?;
