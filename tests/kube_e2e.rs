@@ -723,6 +723,11 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     let _ = tmux(&["send-keys", "-t", "fabrik", "g"]);
     let log_top = wait_for(&|s: &str| s.contains("· 1-"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
+    // `R` on the same pod: the reclaim preview names its owner and what it frees; `n` sends nothing.
+    let _ = tmux(&["send-keys", "-t", "fabrik", "R"]);
+    let reclaim = wait_for(&|s: &str| s.contains("Reclaim the GPUs of"));
+    let _ = tmux(&["send-keys", "-t", "fabrik", "n"]);
+    let after_no = wait_for(&|s: &str| !s.contains("Reclaim the GPUs of"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
     std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["kill-server"]);
@@ -737,6 +742,11 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
         pane_first.trim_start_matches(['│', ' ']).starts_with(first_line),
         "the pane's first line is kubectl's {first_line:?}:\n{log_top}"
     );
+    assert!(reclaim.contains(&format!("Reclaim the GPUs of {log_ns}/{log_pod}")), "R on {log_pod}:\n{reclaim}");
+    assert!(reclaim.contains("frees ") && reclaim.contains("done when"), "the preview says what it frees:\n{reclaim}");
+    assert!(!after_no.contains("Reclaim the GPUs of"), "n closes the preview:\n{after_no}");
+    let still = common::kubectl(kubeconfig, &["get", "pod", log_pod, "-n", log_ns, "-o", "name"]);
+    assert_eq!(still.trim(), format!("pod/{log_pod}"), "a cancelled preview sends nothing");
     assert!(!node.is_empty(), "a node row on the fleet view:\n{fleet_screen}");
     assert!(pane.contains(&format!("node/{node}")) && pane.contains("kind: Node"), "y on {node}:\n{pane}");
     // (The YAML itself is compared with kubectl's in crosscheck_e2e's `fabrik describe`.)
