@@ -27,6 +27,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("domains", vec![], Some("domains")),
         // On call (issue 16): a pod's log, as `L` streams it (the demo's generated text).
         ("logs", vec![Command::Down, Command::Down, Command::Logs], Some("pods vllm")),
+        // ...and reclaiming an idle notebook's GPU through its owner (R).
+        ("reclaim-preview", vec![Command::Reclaim], Some("pods ft-debug-75bf4")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());

@@ -216,7 +216,16 @@ pub(super) fn plan(fleet: &Fleet, namespace: &str, pod: &str, request: OpRequest
         return Err(PlanError::Invalid(format!("pod {key} {why}; reclaim frees the GPUs of a pod that holds them")));
     }
     let owner = fleet.str_of(p.owner_name).to_string();
-    let same_owner = |q: &&Pod| q.namespace == p.namespace && q.owner_name == p.owner_name && q.name != p.name;
+    // A Deployment's pods are those of all its ReplicaSets (a rollout has two).
+    let deployment = (p.owner == Owner::ReplicaSet).then(|| deployment_of(&owner)).flatten();
+    let same_owner = |q: &&Pod| {
+        q.namespace == p.namespace
+            && q.name != p.name
+            && match deployment {
+                Some(d) => q.owner == Owner::ReplicaSet && deployment_of(fleet.str_of(q.owner_name)) == Some(d),
+                None => q.owner_name == p.owner_name,
+            }
+    };
     let siblings: Vec<&Pod> = if p.owner_name == Sym::default() {
         Vec::new()
     } else {
@@ -247,6 +256,7 @@ pub(super) fn plan(fleet: &Fleet, namespace: &str, pod: &str, request: OpRequest
             }
             let early: Vec<String> = siblings
                 .iter()
+                .filter(|q| q.owner_name == p.owner_name)
                 .filter(|q| q.node.is_none() || !matches!(q.phase, crate::model::Phase::Running))
                 .map(|q| q.name.to_string())
                 .collect();

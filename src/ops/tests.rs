@@ -395,9 +395,16 @@ fn reclaim_scales_a_deployment_down_with_the_pod_marked_first() {
     assert!(p.effects.iter().any(|e| e.starts_with("scale Deployment llm-finetune-dev/ft-debug down by one")));
     assert!(p.effects.iter().any(|e| e.starts_with("frees GPU ")), "names the GPUs freed: {:?}", p.effects);
     assert!(p.effects.last().unwrap().starts_with("deadline: "));
-    // The preview's figure for the replicas is the pods the fleet shows of that owner.
-    let owner = f.pod(f.pod_by_name(&pod.0, &pod.1).unwrap()).unwrap().owner_name;
-    let have = f.pod_ids().filter_map(|q| f.pod(q)).filter(|q| q.owner_name == owner).count();
+    // The preview's figure for the replicas is the pods the fleet shows of the Deployment,
+    // across its ReplicaSets (`ft-debug-<hash>`; not `ft-debug-ts-<hash>`'s).
+    let have = f
+        .pod_ids()
+        .filter_map(|q| f.pod(q))
+        .filter(|q| {
+            q.owner == Owner::ReplicaSet && f.str_of(q.owner_name).rsplit_once('-').map(|x| x.0) == Some("ft-debug")
+        })
+        .count();
+    assert!(have > 1, "the demo's ft-debug Deployment has several pods: {have}");
     assert_eq!(r.siblings + 1, have);
     assert!(p.effects.iter().any(|e| e.contains(&format!("({have} → {}", have - 1))), "{:?}", p.effects);
 }
