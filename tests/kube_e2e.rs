@@ -650,10 +650,20 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     };
     let home = std::env::temp_dir().join(&socket);
     let _ = std::fs::create_dir_all(home.join("config"));
+    // `E` hands the object to `kubectl edit`; this editor adds a label to the first
+    // `labels:` under metadata, as a person would, and saves.
+    let editor = home.join("editor.sh");
+    std::fs::write(
+        &editor,
+        "#!/bin/sh\nsed -i -e '0,/^  labels:$/s//  labels:\\n    fabrik-e2e-edited: by-kubectl-edit/' \"$1\"\n",
+    )
+    .expect("write the editor script");
+    let _ = Command::new("chmod").arg("+x").arg(&editor).status();
     let cmd = format!(
-        "HOME={} XDG_CONFIG_HOME={} {BIN} --kubeconfig {}",
+        "HOME={} XDG_CONFIG_HOME={} KUBE_EDITOR={} {BIN} --kubeconfig {}",
         home.display(),
         home.join("config").display(),
+        editor.display(),
         kubeconfig.display()
     );
     let o = tmux(&["new-session", "-d", "-s", "fabrik", "-x", "160", "-y", "45", &cmd]);
@@ -723,11 +733,17 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     let _ = tmux(&["send-keys", "-t", "fabrik", "g"]);
     let log_top = wait_for(&|s: &str| s.contains("· 1-"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "Escape"]);
+    // Back on the pods view before the next key: an Escape and a key sent together read as alt-key.
+    let _ = wait_for(&|s: &str| s.contains("Pods [") && !s.contains("logs pod/"));
     // `R` on the same pod: the reclaim preview names its owner and what it frees; `n` sends nothing.
     let _ = tmux(&["send-keys", "-t", "fabrik", "R"]);
     let reclaim = wait_for(&|s: &str| s.contains("Reclaim the GPUs of"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "n"]);
     let after_no = wait_for(&|s: &str| !s.contains("Reclaim the GPUs of"));
+    // `E` on the same pod: kubectl edit in the editor above, and the cockpit back after.
+    let _ = tmux(&["send-keys", "-t", "fabrik", "E"]);
+    // (The main screen still shows the x hand-off's prompt: only the cockpit's word counts.)
+    let edited = wait_for(&|s: &str| s.contains("back from kubectl"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "q"]);
     std::thread::sleep(Duration::from_millis(300));
     let _ = tmux(&["kill-server"]);
@@ -747,6 +763,12 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     assert!(!after_no.contains("Reclaim the GPUs of"), "n closes the preview:\n{after_no}");
     let still = common::kubectl(kubeconfig, &["get", "pod", log_pod, "-n", log_ns, "-o", "name"]);
     assert_eq!(still.trim(), format!("pod/{log_pod}"), "a cancelled preview sends nothing");
+    assert!(edited.contains("back from kubectl"), "kubectl edit ran and the cockpit took the terminal back:\n{edited}");
+    let label = common::kubectl(
+        kubeconfig,
+        &["get", "pod", log_pod, "-n", log_ns, "-o", "jsonpath={.metadata.labels.fabrik-e2e-edited}"],
+    );
+    assert_eq!(label.trim(), "by-kubectl-edit", "kubectl reads the label the editor wrote through E");
     assert!(!node.is_empty(), "a node row on the fleet view:\n{fleet_screen}");
     assert!(pane.contains(&format!("node/{node}")) && pane.contains("kind: Node"), "y on {node}:\n{pane}");
     // (The YAML itself is compared with kubectl's in crosscheck_e2e's `fabrik describe`.)

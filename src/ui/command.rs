@@ -185,6 +185,8 @@ commands! {
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
         Describe => "describe", "Show the selected object as the API server holds it: YAML and its events",
             aliases: &["yaml", "describe"];
+        Edit => "edit", "Edit the selected object in $KUBE_EDITOR / $EDITOR (kubectl edit); the terminal comes back when it exits",
+            aliases: &["edit"];
         Shell => "shell", "Open a shell in the selected pod (kubectl exec -it); the terminal comes back when it exits",
             aliases: &["shell", "exec", "sh"];
         FindNext => "find_next", "In a pane: the next line with the text found by /";

@@ -2887,3 +2887,26 @@ fn reclaim_from_the_pods_view_previews_then_runs_through_the_simulator() {
     send(&mut rig.app, ":fleet<Enter>R");
     assert!(message(&rig.app).starts_with("R frees a pod's GPUs"), "{}", message(&rig.app));
 }
+
+#[test]
+fn shift_e_hands_the_selected_object_to_kubectl_edit_on_a_cluster_and_never_readonly() {
+    let mut app = app_at(5);
+    // The demo has no API server.
+    send(&mut app, "5/Running<Enter>E");
+    assert!(message(&app).contains("no API server to edit objects on"), "{}", message(&app));
+    assert_eq!(app.ui.handoff, None);
+    app.ui.session.kubectl = vec!["--context".into(), "prod".into()];
+    send(&mut app, "E");
+    let p = app.ui.selected_id(ViewKind::Pods).and_then(|r| r.pod()).and_then(|p| app.fleet.pod(p)).expect("pod");
+    let want = ["--context", "prod", "edit", &format!("pod/{}", p.name), "-n", app.fleet.str_of(p.namespace)];
+    assert_eq!(app.ui.handoff.take().expect("a hand-off"), want.map(String::from));
+    // A node (cluster-scoped: no namespace); a quota, by where it lives.
+    send(&mut app, "1E");
+    let cmd = app.ui.handoff.take().expect("a hand-off");
+    assert!(cmd[3].starts_with("node/") && cmd.len() == 4, "{cmd:?}");
+    // --readonly: refused, nothing handed off.
+    app.ui.session.readonly = true;
+    send(&mut app, "E");
+    assert_eq!(app.ui.handoff, None);
+    assert!(message(&app).contains("--readonly: kubectl edit writes"), "{}", message(&app));
+}

@@ -207,6 +207,30 @@ impl App {
 }
 
 impl App {
+    /// `E`: the selected object in the person's editor through `kubectl edit` (which saves
+    /// it only if it changed, and refuses a stale version). It writes, so not with
+    /// `--readonly`; the terminal driver runs it and takes the terminal back.
+    pub(super) fn edit_selected(&mut self) {
+        // In the `y` pane: the object it shows (not a `:kubectl` answer).
+        let shown = self.ui.nav.inspect.clone().filter(|t| self.ui.screen() == Screen::Inspect && !t.is_kubectl());
+        let target = match shown.map_or_else(|| self.selected_object(), Ok) {
+            Ok(t) => t,
+            Err(why) => return self.ui.warn(why),
+        };
+        if self.ui.session.readonly {
+            return self.ui.warn("--readonly: kubectl edit writes the object, so E is off");
+        }
+        if self.ui.session.kubectl.is_empty() {
+            return self.ui.warn("the simulated factory has no API server to edit objects on; E works on a cluster");
+        }
+        let mut cmd = self.ui.session.kubectl.clone();
+        cmd.extend(["edit".to_string(), format!("{}/{}", target.kind.to_ascii_lowercase(), target.name)]);
+        if let Some(ns) = &target.namespace {
+            cmd.extend(["-n".to_string(), ns.clone()]);
+        }
+        self.ui.handoff = Some(cmd);
+    }
+
     /// `x`: a shell in the selected pod. `kubectl exec` can change anything in the container,
     /// so not with `--readonly`; the terminal driver runs it and takes the terminal back.
     pub(super) fn shell_selected(&mut self) {

@@ -125,6 +125,7 @@ impl App {
             Command::Describe => self.describe_selected(),
             Command::Copy => self.copy_selected(),
             Command::Shell => self.shell_selected(),
+            Command::Edit => self.edit_selected(),
             Command::Logs => self.logs_selected(),
             Command::LogFollow
             | Command::LogPrevious
