@@ -18,7 +18,7 @@ use std::time::Duration;
 use fabrik::model::{Delta, OpProgress, QuotaSourceSpec};
 use fabrik::ops::audit::Audit;
 use fabrik::ops::kube::{ExecOptions, KubeExec};
-use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
+use fabrik::ops::{OpRequest, QuotaField, QuotaKey, StopPolicy};
 use serde_json::{Value, json};
 
 mod common;
@@ -141,6 +141,39 @@ fn fabrik_cq(kubeconfig: &Path) -> (Value, Value) {
     (row["hard"].clone(), row["used"].clone())
 }
 
+/// Plans `req` on the cockpit's model of the cluster now and runs it as the cockpit does.
+async fn run_op(c: &kube::Client, dir: &Path, req: OpRequest) -> Result<String, String> {
+    let f = fabrik::live::load_fleet(
+        c.clone(),
+        Default::default(),
+        fabrik::model::Thresholds::default(),
+        Duration::from_secs(60),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("the cockpit's model: {e}"));
+    let plan = fabrik::ops::plan(&f, &req).unwrap_or_else(|e| panic!("plan {req:?}: {e}"));
+    let (out, mut rx) = tokio::sync::mpsc::channel(256);
+    let ex =
+        KubeExec { client: c.clone(), audit: Audit::new(&dir.join("audit"), "e2e"), opts: ExecOptions::default(), out };
+    let (cancel_tx, cancel) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        let _keep = cancel_tx;
+        fabrik::ops::kube::execute(&ex, 1, plan, cancel).await
+    });
+    tokio::time::timeout(WAIT, async {
+        while let Some(batch) = rx.recv().await {
+            for d in batch {
+                if let Delta::Op(OpProgress::Finished { outcome, .. }) = d {
+                    return outcome;
+                }
+            }
+        }
+        Err("the executor's channel closed".to_string())
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{req:?} did not finish within {WAIT:?}"))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
     let dir = std::env::temp_dir().join(format!("fabrik-kueue-e2e-{}", std::process::id()));
@@ -207,42 +240,14 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
 
     // Raise nominalQuota through fabrik's operation: Kueue then admits train-b.
     let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
-    let f = fabrik::live::load_fleet(
-        conn.client.clone(),
-        Default::default(),
-        fabrik::model::Thresholds::default(),
-        Duration::from_secs(60),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("the cockpit's model: {e}"));
+    let c = conn.client.clone();
     let key = QuotaKey {
         source: QuotaSourceSpec::ClusterQueue { queue: "cq-train".into(), flavor: "h100".into() },
         resource: "nvidia.com/gpu".into(),
         field: QuotaField::Hard,
     };
     let req = OpRequest::SetQuota { tenant: "cq-train".into(), quota: key, value: "4".into() };
-    let plan = fabrik::ops::plan(&f, &req).unwrap_or_else(|e| panic!("plan: {e}"));
-    let (out, mut rx) = tokio::sync::mpsc::channel(256);
-    let ex = KubeExec {
-        client: conn.client.clone(),
-        audit: Audit::new(&dir.join("audit"), "e2e"),
-        opts: ExecOptions::default(),
-        out,
-    };
-    let (_cancel_tx, cancel) = tokio::sync::watch::channel(false);
-    tokio::spawn(async move { fabrik::ops::kube::execute(&ex, 1, plan, cancel).await });
-    let outcome = tokio::time::timeout(WAIT, async {
-        while let Some(batch) = rx.recv().await {
-            for d in batch {
-                if let Delta::Op(OpProgress::Finished { outcome, .. }) = d {
-                    return outcome;
-                }
-            }
-        }
-        Err("the executor's channel closed".to_string())
-    })
-    .await
-    .expect("the quota edit finishes");
+    let outcome = run_op(&c, &dir, req).await;
     assert!(outcome.is_ok(), "set nominalQuota: {outcome:?}");
     assert_eq!(
         jsonpath(
@@ -264,4 +269,45 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
     .await;
     assert_eq!(fabrik_cq(&kubeconfig), (json!(4), json!(4)), "fabrik reads nominalQuota 4, used 4, as kubectl");
     assert_eq!(jsonpath(&kubeconfig, &["-n", NS, "get", "job", "train-b"], "{.spec.suspend}"), "false");
+
+    // ---------- hold and drain the queue through fabrik, then resume it (issue 16 item 4) ----------
+    let hold = |policy| OpRequest::QueueStop { queue: "cq-train".into(), policy };
+    let outcome = run_op(&c, &dir, hold(StopPolicy::HoldAndDrain)).await;
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("held and drained")), "{outcome:?}");
+    let cq = |path: &str| jsonpath(&kubeconfig, &["get", "clusterqueue", "cq-train"], path);
+    assert_eq!(cq("{.spec.stopPolicy}"), "HoldAndDrain");
+    assert_eq!(cq("{.status.conditions[?(@.type==\"Active\")].reason}"), "Stopped", "Kueue reports it stopped");
+    for j in ["train-a", "train-b"] {
+        eventually(&format!("Kueue suspends {j} again"), WAIT, || {
+            let kc = kubeconfig.clone();
+            async move {
+                let s = jsonpath(&kc, &["-n", NS, "get", "job", j], "{.spec.suspend}");
+                if s == "true" { Ok(()) } else { Err(s) }
+            }
+        })
+        .await;
+    }
+    eventually("Kueue's usage of cq-train: 0", WAIT, || {
+        let kc = kubeconfig.clone();
+        async move { if usage(kc.clone()) == "0" { Ok(()) } else { Err(usage(kc)) } }
+    })
+    .await;
+    assert_eq!(fabrik_cq(&kubeconfig), (json!(4), json!(0)), "fabrik reads the drained queue as kubectl");
+    // Held: nothing is admitted again meanwhile.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!admitted(&kubeconfig, "train-a").unwrap_or(true) && !admitted(&kubeconfig, "train-b").unwrap_or(true));
+
+    let outcome = run_op(&c, &dir, hold(StopPolicy::None)).await;
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("resumed")), "{outcome:?}");
+    assert_eq!(cq("{.spec.stopPolicy}"), "None");
+    assert_eq!(cq("{.status.conditions[?(@.type==\"Active\")].status}"), "True");
+    for j in ["train-a", "train-b"] {
+        eventually(&format!("Kueue admits {j} again"), WAIT, || {
+            let kc = kubeconfig.clone();
+            async move { if admitted(&kc, j)? { Ok(()) } else { Err("held".into()) } }
+        })
+        .await;
+    }
+    let audit = std::fs::read_to_string(dir.join("audit").join(fabrik::ops::audit::FILE_NAME)).expect("the audit log");
+    assert!(audit.contains("hold-queue") && audit.contains("resume-queue"), "both are in the audit log");
 }

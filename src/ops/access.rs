@@ -132,10 +132,11 @@ pub fn requirements(kind: OpKind) -> Vec<Perm> {
         OpKind::UntaintGpu => vec![DELETE_TAINT_RULES],
         // The owner decides which: each is asked again for the plan's namespace.
         OpKind::Reclaim => vec![PATCH_DEPLOYMENTS, PATCH_STATEFULSETS, PATCH_JOBS, PATCH_PODS, EVICT_PODS],
+        OpKind::HoldQueue | OpKind::ResumeQueue => vec![PATCH_CLUSTERQUEUES],
     }
 }
 
-pub const KINDS: [OpKind; 8] = [
+pub const KINDS: [OpKind; 10] = [
     OpKind::Cordon,
     OpKind::Uncordon,
     OpKind::Drain,
@@ -144,6 +145,8 @@ pub const KINDS: [OpKind; 8] = [
     OpKind::TaintGpu,
     OpKind::UntaintGpu,
     OpKind::Reclaim,
+    OpKind::HoldQueue,
+    OpKind::ResumeQueue,
 ];
 
 /// Asks the API server whether this identity may do `p`.

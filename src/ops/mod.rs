@@ -14,6 +14,7 @@ pub mod exec;
 mod executor;
 pub mod kube;
 pub mod mig_ack;
+pub mod queue;
 mod quota;
 pub mod reclaim;
 mod reslice;
@@ -24,6 +25,7 @@ pub mod target;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
+pub use queue::{QueuePlan, StopPolicy};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
 pub use reclaim::{ReclaimAction, ReclaimPlan, Workload};
 pub use reslice::{GpuReslice, ReslicePlan, describe_layout, partitioned_by_dra as reslice_blocked_by_dra};
@@ -74,6 +76,11 @@ pub enum OpRequest {
     Reclaim {
         namespace: String,
         pod: String,
+    },
+    /// Sets a Kueue ClusterQueue's `spec.stopPolicy` ([`queue`]): hold, hold and drain, resume.
+    QueueStop {
+        queue: String,
+        policy: StopPolicy,
     },
 }
 
@@ -135,6 +142,8 @@ pub enum OpKind {
     TaintGpu,
     UntaintGpu,
     Reclaim,
+    HoldQueue,
+    ResumeQueue,
 }
 
 impl OpKind {
@@ -148,6 +157,8 @@ impl OpKind {
             OpKind::TaintGpu => "taint-gpu",
             OpKind::UntaintGpu => "untaint-gpu",
             OpKind::Reclaim => "reclaim",
+            OpKind::HoldQueue => "hold-queue",
+            OpKind::ResumeQueue => "resume-queue",
         }
     }
 }
@@ -160,6 +171,7 @@ pub enum PlanDetail {
     Quota(QuotaPlan),
     Taint(TaintPlan),
     Reclaim(ReclaimPlan),
+    Queue(QueuePlan),
 }
 
 /// A planned operation: everything the preview shows, and everything the executor needs.
@@ -257,6 +269,7 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
             ));
             p
         }),
+        OpRequest::QueueStop { queue, policy } => queue::plan(fleet, queue, *policy, req.clone()),
     }
 }
 

@@ -16,7 +16,7 @@ use k8s_openapi::jiff::Timestamp;
 use super::cordon::CordonMark;
 use super::exec::{Run, Step};
 use super::mig_ack::{Caps, MigSeen};
-use super::{PodAction, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan, Workload};
+use super::{PodAction, QuotaPlan, ReslicePlan, RuleSpec, StopPolicy, TaintPlan, Workload};
 use crate::cluster::labels;
 use crate::model::{Deletion, Owner};
 
@@ -126,6 +126,18 @@ pub struct WorkloadView {
     pub controller: Option<(String, String)>,
     /// The Kueue queue it is submitted to (`kueue.x-k8s.io/queue-name`).
     pub queue: Option<String>,
+}
+
+/// A Kueue ClusterQueue as a hold or resume needs it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QueueView {
+    /// `spec.stopPolicy` (`None` when unset).
+    pub stop_policy: String,
+    /// The `Active` condition: status, reason, message; `None` before Kueue wrote one.
+    pub active: Option<(bool, String, String)>,
+    /// `status.reservingWorkloads` and `status.admittedWorkloads`.
+    pub reserving: i64,
+    pub admitted: i64,
 }
 
 /// A read that failed through its retries.
@@ -259,4 +271,10 @@ pub trait Target {
         name: &str,
         uid: &str,
     ) -> Step<Result<(), String>>;
+
+    /// A Kueue ClusterQueue now (`None`: gone).
+    async fn read_queue(&mut self, run: &mut Run<'_>, queue: &str) -> Step<Result<Option<QueueView>, ReadFailure>>;
+    /// Sets its `spec.stopPolicy`. `Err`: refused, in words (nothing was changed).
+    async fn set_stop_policy(&mut self, run: &mut Run<'_>, queue: &str, policy: StopPolicy)
+    -> Step<Result<(), String>>;
 }

@@ -26,8 +26,12 @@ use crate::model::{Delta, Phase, Ts};
 use crate::ops::cordon::CordonMark;
 use crate::ops::exec::{self, Env, ExecOptions, Run, Sink, Step, Stop};
 use crate::ops::mig_ack::Caps;
-use crate::ops::target::{Evicted, NodeView, PodRef, PodView, ReadFailure, Target, WorkloadView, pdb_refusal};
-use crate::ops::{ExecRequest, Plan, PlanDetail, QuotaField, QuotaPlan, ReslicePlan, RuleSpec, TaintPlan, Workload};
+use crate::ops::target::{
+    Evicted, NodeView, PodRef, PodView, QueueView, ReadFailure, Target, WorkloadView, pdb_refusal,
+};
+use crate::ops::{
+    ExecRequest, Plan, PlanDetail, QuotaField, QuotaPlan, ReslicePlan, RuleSpec, StopPolicy, TaintPlan, Workload,
+};
 
 /// A request the simulator serves between its ticks: the feed that runs it knows no more.
 pub trait SimRequest: Send + 'static {
@@ -479,5 +483,21 @@ impl Target for SimTarget {
         let (ns, name) = (namespace.to_string(), name.to_string());
         self.with(move |s| s.suspend_job(&ns, &name)).await;
         Ok(Ok(()))
+    }
+
+    async fn read_queue(&mut self, _run: &mut Run<'_>, queue: &str) -> Step<Result<Option<QueueView>, ReadFailure>> {
+        let queue = queue.to_string();
+        Ok(Ok(self.with(move |s| s.queue_view(&queue)).await))
+    }
+
+    async fn set_stop_policy(
+        &mut self,
+        run: &mut Run<'_>,
+        queue: &str,
+        policy: StopPolicy,
+    ) -> Step<Result<(), String>> {
+        run.sending(&format!("setting stopPolicy {} on ClusterQueue {queue}", policy.as_str()))?;
+        let queue = queue.to_string();
+        Ok(self.with(move |s| s.set_stop_policy(&queue, policy)).await)
     }
 }

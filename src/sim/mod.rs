@@ -9,6 +9,7 @@
 mod dra;
 mod exec;
 mod pods;
+mod queue;
 mod reclaim;
 mod setup;
 mod sharing;

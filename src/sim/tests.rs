@@ -564,3 +564,30 @@ fn a_reclaim_whose_replicaset_removes_another_pod_fails_and_says_how_to_scale_ba
     assert!(f.pod_by_name(&ns, &pod).is_some(), "the marked pod runs on");
     assert!(!sim.pods.contains_key(&extra) || sim.pods[&extra].terminating.is_some(), "the pending one went");
 }
+
+#[test]
+fn a_held_queue_admits_nothing_new_a_drained_one_stops_its_pods_and_a_resume_lets_them_back() {
+    let (mut sim, mut f) = start(42, 48);
+    let queue = "cq-inference-prod";
+    let live =
+        |f: &Fleet| f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| f.str_of(p.namespace) == "inference-prod").count();
+    let before = live(&f);
+    assert!(before > 0, "the Kueue tenant runs pods");
+    let hold = |p| OpRequest::QueueStop { queue: queue.into(), policy: p };
+    let plan = ops::plan(&f, &hold(ops::StopPolicy::HoldAndDrain)).unwrap();
+    assert_eq!(plan.title, format!("Hold and drain ClusterQueue {queue}"));
+    assert!(plan.warnings.iter().any(|w| w.contains("running work of ClusterQueue")), "{:?}", plan.warnings);
+    let states = drive(&mut sim, &mut f, 1, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?} {:?}", f.op(1).map(|o| &o.log));
+    run(&mut sim, &mut f, 20);
+    assert_eq!(live(&f), 0, "drained, and nothing new started while held");
+    let plan = ops::plan(&f, &hold(ops::StopPolicy::None)).unwrap();
+    let states = drive(&mut sim, &mut f, 2, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    assert!(f.op(2).unwrap().log.iter().any(|l| l == &format!("ClusterQueue {queue}: stopPolicy HoldAndDrain → None")));
+    run(&mut sim, &mut f, 30);
+    assert!(live(&f) > 0, "resumed: pods start again");
+    let e =
+        ops::plan(&f, &OpRequest::QueueStop { queue: "cq-nope".into(), policy: ops::StopPolicy::Hold }).unwrap_err();
+    assert!(e.to_string().contains("no Kueue ClusterQueue \"cq-nope\""), "{e}");
+}

@@ -92,6 +92,10 @@ impl Sim {
         // Jobs arrive to replace finished ones; controllers keep their replica counts.
         for a in 0..self.workloads.len() {
             let workload = &self.workloads[a];
+            // A held ClusterQueue admits nothing new.
+            if !self.queue_policy.is_empty() && self.held(&workload.namespace) {
+                continue;
+            }
             let live = live.get(a).copied().unwrap_or(0);
             let want = workload.replicas;
             if live < want {

@@ -152,6 +152,8 @@ pub struct Sim {
     pub(super) deletion_cost: BTreeMap<String, i32>,
     /// Jobs a reclaim suspended (`namespace/name`).
     pub(super) suspended_jobs: std::collections::BTreeSet<String>,
+    /// ClusterQueues a hold (or a resume) set `stopPolicy` on.
+    pub(super) queue_policy: BTreeMap<String, crate::ops::StopPolicy>,
 }
 
 fn short(model: GpuModel) -> &'static str {
@@ -192,6 +194,7 @@ impl Sim {
             dra: Default::default(),
             deletion_cost: BTreeMap::new(),
             suspended_jobs: Default::default(),
+            queue_policy: BTreeMap::new(),
         };
         let n = cfg.nodes.max(1);
         // Shared nodes are counted among the nodes that are not MIG-partitioned, so that

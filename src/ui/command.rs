@@ -178,6 +178,10 @@ commands! {
             aliases: &["taint"], arg: Arg::Optional, op: Some(OpKind::TaintGpu);
         UntaintGpu => "untaint_gpu", "Remove fabrik's DRA taint from the selected GPU (preview first)",
             aliases: &["untaint"], op: Some(OpKind::UntaintGpu);
+        HoldQueue => "hold_queue", "Hold a Kueue ClusterQueue (:hold [QUEUE] [drain]; the selected queue's quota row by default; preview first)",
+            aliases: &["hold"], arg: Arg::Optional, op: Some(OpKind::HoldQueue);
+        ResumeQueue => "resume_queue", "Resume a held Kueue ClusterQueue (:resume [QUEUE]; preview first)",
+            aliases: &["resume"], arg: Arg::Optional, op: Some(OpKind::ResumeQueue);
         Reclaim => "reclaim", "Free the GPUs of the selected pod through its owner: scale down, suspend the Job, or evict (preview first)",
             aliases: &["reclaim"], arg: Arg::Optional, op: Some(OpKind::Reclaim);
         Confirm => "confirm", "Confirm the previewed operation";
@@ -344,6 +348,8 @@ mod tests {
                 Command::EditQuota,
                 Command::TaintGpu,
                 Command::UntaintGpu,
+                Command::HoldQueue,
+                Command::ResumeQueue,
                 Command::Reclaim
             ]
         );

@@ -612,6 +612,8 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::TaintGpu => "Taint",
         crate::ops::OpKind::UntaintGpu => "Untaint",
         crate::ops::OpKind::Reclaim => "Reclaim",
+        crate::ops::OpKind::HoldQueue => "Hold",
+        crate::ops::OpKind::ResumeQueue => "Resume",
     }
 }
 

@@ -2910,3 +2910,22 @@ fn shift_e_hands_the_selected_object_to_kubectl_edit_on_a_cluster_and_never_read
     assert_eq!(app.ui.handoff, None);
     assert!(message(&app).contains("--readonly: kubectl edit writes"), "{}", message(&app));
 }
+
+#[test]
+fn h_holds_the_selected_cluster_queue_and_hold_and_resume_name_one() {
+    let mut app = app_at(5);
+    send(&mut app, ":quotas cq-inference-prod<Enter>H");
+    let s = screen(&mut app);
+    assert!(line_with(&s, "Hold ClusterQueue cq-inference-prod").is_some(), "{s}");
+    assert!(line_with(&s, "set spec.stopPolicy: Hold on ClusterQueue cq-inference-prod").is_some(), "{s}");
+    send(&mut app, "n:hold cq-inference-prod drain<Enter>");
+    let s = screen(&mut app);
+    assert!(line_with(&s, "Hold and drain ClusterQueue cq-inference-prod").is_some(), "{s}");
+    send(&mut app, "n:resume cq-inference-prod<Enter>");
+    assert!(line_with(&screen(&mut app), "Resume ClusterQueue cq-inference-prod").is_some());
+    // A ResourceQuota row names no queue; an unknown queue is refused with where to look.
+    send(&mut app, "n:fleet<Enter>H");
+    assert!(message(&app).starts_with("name the ClusterQueue"), "{}", message(&app));
+    send(&mut app, ":hold cq-nope<Enter>");
+    assert!(message(&app).contains("no Kueue ClusterQueue \"cq-nope\""), "{}", message(&app));
+}

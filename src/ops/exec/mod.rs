@@ -20,6 +20,7 @@
 
 mod drain;
 pub mod progress;
+mod queue;
 mod reclaim;
 mod reslice;
 mod taint;
@@ -90,6 +91,8 @@ impl ExecOptions {
             OpKind::TaintGpu => self.call_timeout * 4 + self.drain_timeout,
             // A few reads and one or two writes, then waiting for the pod to go.
             OpKind::Reclaim => self.call_timeout * 6 + self.drain_timeout,
+            // One read and one write, then Kueue's answer (a drain: its evictions too).
+            OpKind::HoldQueue | OpKind::ResumeQueue => self.call_timeout * 4 + self.drain_timeout,
         }
     }
 }
@@ -339,6 +342,7 @@ async fn steps<T: Target>(t: &mut T, run: &mut Run<'_>, plan: &Plan) -> Step<Str
         }
         PlanDetail::Taint(p) => taint::taint_op(t, run, p).await,
         PlanDetail::Reclaim(r) => reclaim::reclaim_op(t, run, r).await,
+        PlanDetail::Queue(q) => queue::queue_op(t, run, q).await,
     }
 }
 

@@ -26,6 +26,8 @@ pub fn step_total(plan: &Plan) -> u32 {
         }
         // The write to the owner (with the deletion cost first on a ReplicaSet's pod) and
         // the pod gone.
+        // The write, and Kueue's answer.
+        PlanDetail::Queue(_) => 2,
         PlanDetail::Reclaim(r) => match &r.action {
             super::super::ReclaimAction::ScaleDown { rs: Some(_), .. } => 3,
             _ => 2,

@@ -27,6 +27,7 @@ mod call;
 mod drain;
 mod evict;
 mod node;
+mod queue;
 mod quota;
 mod reclaim;
 mod reslice;
@@ -43,8 +44,10 @@ use super::cordon::CordonMark;
 use super::exec::{self, Env, Run, Sink, Step};
 use super::mig_ack::Caps;
 pub use super::target::PodRef;
-use super::target::{Evicted, NodeView, PodView, ReadFailure, Target, WorkloadView};
-use super::{Plan, PlanDetail, PodAction, QuotaPlan, ReclaimAction, ReslicePlan, RuleSpec, TaintPlan, Workload};
+use super::target::{Evicted, NodeView, PodView, QueueView, ReadFailure, Target, WorkloadView};
+use super::{
+    Plan, PlanDetail, PodAction, QuotaPlan, ReclaimAction, ReslicePlan, RuleSpec, StopPolicy, TaintPlan, Workload,
+};
 use crate::cluster::{describe, labels};
 use crate::model::{Delta, QuotaSourceSpec};
 pub use call::Kube;
@@ -53,6 +56,7 @@ pub use super::exec::{ExecOptions, leftovers, reconcile};
 pub use drain::{drain_action, drain_action_at, holds_gpus};
 pub use evict::{pdb_selects, pod_view};
 pub use node::node_view;
+pub use queue::queue_view;
 pub use reclaim::workload_view;
 
 /// The field manager fabrik's writes are recorded under (managedFields), so that
@@ -242,6 +246,19 @@ impl Target for Kube {
     ) -> Step<Result<(), String>> {
         self.suspend(run, namespace, name, uid).await
     }
+
+    async fn read_queue(&mut self, run: &mut Run<'_>, queue: &str) -> Step<Result<Option<QueueView>, ReadFailure>> {
+        self.queue(run, queue).await
+    }
+
+    async fn set_stop_policy(
+        &mut self,
+        run: &mut Run<'_>,
+        queue: &str,
+        policy: StopPolicy,
+    ) -> Step<Result<(), String>> {
+        self.stop_policy(run, queue, policy).await
+    }
 }
 
 /// The permissions a plan needs, scoped to the namespaces it touches.
@@ -279,6 +296,7 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
         PlanDetail::Taint(t) => {
             v.push(if t.effect.is_some() { access::CREATE_TAINT_RULES } else { access::DELETE_TAINT_RULES })
         }
+        PlanDetail::Queue(_) => v.push(access::PATCH_CLUSTERQUEUES),
         PlanDetail::Reclaim(r) => {
             let ns = r.namespace.as_str();
             match &r.action {

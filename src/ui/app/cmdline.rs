@@ -38,6 +38,7 @@ impl App {
             Command::Kubectl => self.run_kubectl(arg),
             Command::TaintGpu => self.start_taint(arg),
             Command::Reclaim => self.start_reclaim(arg),
+            Command::HoldQueue | Command::ResumeQueue => self.start_queue_stop(c, arg),
             other => {
                 if let Some(v) = other.view() {
                     self.open_view(v);

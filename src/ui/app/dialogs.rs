@@ -291,6 +291,41 @@ impl App {
         self.preview(req);
     }
 
+    /// `:hold [QUEUE] [drain]`, `:resume [QUEUE]`: a Kueue ClusterQueue's stopPolicy; the
+    /// queue of the selected quota row when none is named.
+    pub(super) fn start_queue_stop(&mut self, c: Command, arg: &str) {
+        let kind = if c == Command::HoldQueue { ops::OpKind::HoldQueue } else { ops::OpKind::ResumeQueue };
+        if let Err(denied) = self.may_run(kind) {
+            self.ui.error(denied.on_start(if c == Command::HoldQueue { "hold" } else { "resume" }));
+            return;
+        }
+        let mut words: Vec<&str> = arg.split_whitespace().collect();
+        let drain = words.last().is_some_and(|w| w.eq_ignore_ascii_case("drain"));
+        if drain {
+            words.pop();
+        }
+        let selected = match self.ui.selected_id(ViewKind::Quotas) {
+            Some(RowId::Quota(q)) if self.ui.screen() == Screen::Table(ViewKind::Quotas) => {
+                self.fleet.quota(crate::model::QuotaId(q)).and_then(|q| match q.source {
+                    crate::model::QuotaSource::ClusterQueue { queue, .. } => Some(self.fleet.str_of(queue).to_string()),
+                    crate::model::QuotaSource::ResourceQuota { .. } => None,
+                })
+            }
+            _ => None,
+        };
+        let Some(queue) = words.first().map(|w| w.to_string()).or(selected) else {
+            return self.ui.warn(
+                "name the ClusterQueue (:hold cq-train, :hold cq-train drain, :resume cq-train), or select its row in the quotas view (4)",
+            );
+        };
+        let policy = match (c, drain) {
+            (Command::ResumeQueue, _) => ops::StopPolicy::None,
+            (_, true) => ops::StopPolicy::HoldAndDrain,
+            _ => ops::StopPolicy::Hold,
+        };
+        self.preview(OpRequest::QueueStop { queue, policy });
+    }
+
     fn preview(&mut self, req: OpRequest) {
         match ops::plan(&self.fleet, &req) {
             Ok(plan) => self.open_preview(plan),
