@@ -2929,3 +2929,26 @@ fn h_holds_the_selected_cluster_queue_and_hold_and_resume_name_one() {
     send(&mut app, ":hold cq-nope<Enter>");
     assert!(message(&app).contains("no Kueue ClusterQueue \"cq-nope\""), "{}", message(&app));
 }
+
+#[test]
+fn a_scrolled_log_keeps_its_lines_in_view_when_the_oldest_fall_off() {
+    use crate::model::{KEEP_LINES, LogEvent};
+    let mut app = app_at(5);
+    app.on_logs(|_| {});
+    send(&mut app, "5L");
+    let id = app.ui.nav.logs.as_ref().expect("a request").id;
+    let log = |app: &mut App, event: LogEvent| app.apply(vec![Delta::Log { request: id, event }]);
+    log(&mut app, LogEvent::Opened { containers: vec!["main".into()], container: "main".into() });
+    log(&mut app, LogEvent::Lines((0..KEEP_LINES).map(|i| format!("line {i}")).collect()));
+    // Scrolled up to line 5000, with a match on it.
+    send(&mut app, "g");
+    app.ui.nav.inspect_scroll = 5000;
+    app.ui.nav.inspect_match = Some(5000);
+    assert!(screen(&mut app).contains("│line 5000 "), "{}", screen(&mut app));
+    // 300 new lines push 300 old ones out: the same text stays at the top of the pane.
+    log(&mut app, LogEvent::Lines((KEEP_LINES..KEEP_LINES + 300).map(|i| format!("line {i}")).collect()));
+    assert_eq!(app.ui.nav.inspect_scroll, 4700);
+    assert_eq!(app.ui.nav.inspect_match, Some(4700));
+    let s = screen(&mut app);
+    assert!(s.contains("│line 5000 "), "the first line shown is still line 5000:\n{s}");
+}

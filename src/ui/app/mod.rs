@@ -99,9 +99,23 @@ impl App {
     pub fn apply(&mut self, deltas: impl IntoIterator<Item = Delta>) -> bool {
         let mut dirty = false;
         let mut progress = false;
+        let dropped =
+            |app: &Self| crate::ui::views::logs::buffer(&app.fleet, &app.ui.nav).map(|b| (b.request, b.dropped));
+        let before = dropped(self);
         for d in deltas {
             progress |= matches!(d, Delta::Op(_));
             dirty |= self.fleet.apply(d);
+        }
+        // Lines that fell off the front of the log a person has scrolled in: the first line
+        // shown (and the match found) keep pointing at the same text.
+        if let (Some((req, was)), Some((now_req, now))) = (before, dropped(self))
+            && req == now_req
+            && now > was
+            && !self.ui.nav.logs_stick
+        {
+            let gone = (now - was) as usize;
+            self.ui.nav.inspect_scroll = self.ui.nav.inspect_scroll.saturating_sub(gone);
+            self.ui.nav.inspect_match = self.ui.nav.inspect_match.and_then(|m| m.checked_sub(gone));
         }
         // Live progress replaces a passing note ("started: …") in the status line.
         if progress && matches!(self.ui.message, Some((crate::model::Severity::Info, _))) {
