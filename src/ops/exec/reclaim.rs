@@ -85,10 +85,7 @@ pub(crate) async fn reclaim_op<T: Target>(t: &mut T, run: &mut Run<'_>, r: &Recl
             run.step(format!("scaled {what} {from} → {}", from - 1)).await?;
             // What the ReplicaSet should come down to: one below what it had.
             let watch = rs.as_deref().zip(rs_seen.and_then(|v| v.replicas)).map(|(rs, n)| (rs, n - 1));
-            let back = format!(
-                "kubectl scale {}/{name} -n {ns} --replicas={from}",
-                if *kind == Workload::Deployment { "deployment" } else { kind.kubectl() }
-            );
+            let back = format!("kubectl scale {}/{name} -n {ns} --replicas={from}", kind.kubectl());
             wait_gone(t, run, &pod, watch, &back).await?;
             Ok(format!("{what} scaled {from} → {}: {key} is gone, freeing {freed}", from - 1))
         }
