@@ -210,6 +210,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         NodeUpsert(_) | NodeRemove(_) => "node",
         GpuUpsert(_) | GpuRemove(_) | GpuDra { .. } => "gpu",
         DomainUpsert(_) | DomainRemove { .. } => "domain",
+        WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

@@ -185,6 +185,7 @@ pub fn view_kind(v: ViewArg) -> ViewKind {
         ViewArg::Events => ViewKind::Events,
         ViewArg::Ops => ViewKind::Ops,
         ViewArg::Domains => ViewKind::Domains,
+        ViewArg::Workloads => ViewKind::Workloads,
     }
 }
 

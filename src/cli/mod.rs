@@ -413,6 +413,7 @@ pub enum ViewArg {
     Events,
     Ops,
     Domains,
+    Workloads,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]

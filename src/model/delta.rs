@@ -296,6 +296,13 @@ pub enum Delta {
         namespace: String,
         name: String,
     },
+    /// A Kueue Workload appeared or changed...
+    WorkloadUpsert(super::kueue::KueueWorkload),
+    /// ...or went away.
+    WorkloadRemove {
+        namespace: String,
+        name: String,
+    },
     Telemetry(Vec<TelemetrySample>),
     GpuFault {
         gpu_uuid: String,

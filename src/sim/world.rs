@@ -154,6 +154,12 @@ pub struct Sim {
     pub(super) suspended_jobs: std::collections::BTreeSet<String>,
     /// ClusterQueues a hold (or a resume) set `stopPolicy` on.
     pub(super) queue_policy: BTreeMap<String, crate::ops::StopPolicy>,
+    /// Kueue Workloads as last sent (`namespace/name`), and those deactivated.
+    pub(super) kueue_sent: BTreeMap<String, KueueWorkload>,
+    /// Per Workload fabrik (or the demo's start) deactivated: since when (`None`: active
+    /// again, reactivated at `kueue_on`).
+    pub(super) kueue_off: BTreeMap<String, Option<Ts>>,
+    pub(super) kueue_on: BTreeMap<String, Ts>,
 }
 
 fn short(model: GpuModel) -> &'static str {
@@ -195,6 +201,9 @@ impl Sim {
             deletion_cost: BTreeMap::new(),
             suspended_jobs: Default::default(),
             queue_policy: BTreeMap::new(),
+            kueue_sent: BTreeMap::new(),
+            kueue_off: BTreeMap::new(),
+            kueue_on: BTreeMap::new(),
         };
         let n = cfg.nodes.max(1);
         // Shared nodes are counted among the nodes that are not MIG-partitioned, so that
@@ -291,6 +300,7 @@ impl Sim {
         }
         sim.rng = rng;
         sim.setup_tenants();
+        sim.kueue_setup();
         sim.setup_mig_fault();
         if cfg.dra_alpha {
             sim.setup_dra_alpha();
@@ -362,6 +372,7 @@ impl Sim {
         let running = self.census().running;
         self.update_pdbs(&running);
         self.dra_sync();
+        self.kueue_sync();
         out.append(&mut self.out);
         for p in &self.pdbs {
             out.push(Delta::PdbUpsert(p.clone()));
@@ -411,6 +422,9 @@ impl Sim {
         self.advance_mig();
         self.dra_sync();
         self.refresh_quota_usage();
+        if self.tick.is_multiple_of(5) {
+            self.kueue_sync();
+        }
         self.late_faults();
         let mut out = std::mem::take(&mut self.out);
         // Telemetry last so it reflects this tick's bindings.

@@ -79,6 +79,10 @@ pub fn bundle(
                 let why: Vec<String> = by.iter().map(|(w, k)| format!("{k} {w}")).collect();
                 out.push_str(&format!("- pending: {n} ({})\n", md(&why.join(", "))));
             }
+            let queued = queued_text(&f.tenant_queued(*id));
+            if !queued.is_empty() {
+                out.push_str(&format!("- held back by Kueue: {}\n", md(&queued)));
+            }
             for (object, q) in f.tenant_quota_refusals(*id) {
                 out.push_str(&format!("- refused by quota `{}`: {} — {}\n", md(&q.quota), md(object), md(&q.text)));
             }
@@ -238,6 +242,11 @@ fn row_in(f: &Fleet, s: &In, v: ViewKind, r: super::views::column::RowId) -> boo
         }),
         (_, RowId::Event(i)) => tables::event_at(f, i).is_some_and(|e| target_in(f, s, &e.object)),
         (_, RowId::Op(i)) => tables::op_at(f, i).is_some_and(|o| target_in(f, s, &o.target)),
+        (_, RowId::Workload(_)) => tables::workload_of(f, r).is_some_and(|(_, w)| match s {
+            In::Node { id, .. } => f.workload_pods(w).iter().any(|p| p.node == Some(*id)),
+            In::Tenant { namespaces, .. } => namespaces.contains(&w.namespace),
+            In::Fleet => true,
+        }),
         (_, RowId::Domain(_)) => tables::domain_of(f, r).is_some_and(|(_, d)| match s {
             In::Node { name, .. } => d.nodes.iter().any(|n| n.name == *name),
             In::Tenant { namespaces, .. } => namespaces.contains(&d.namespace),

@@ -164,11 +164,13 @@ commands! {
         ViewTenants => "view_tenants", "Open the tenants view", aliases: &["tenants", "tenant", "t", "teams"], arg: VIEW;
         ViewQuotas => "view_quotas", "Open the quotas view",
             aliases: &["quotas", "quota", "q", "rq", "resourcequotas", "cq"], arg: VIEW;
-        ViewPods => "view_pods", "Open the GPU pods view", aliases: &["pods", "pod", "po", "p", "workloads"], arg: VIEW;
+        ViewPods => "view_pods", "Open the GPU pods view", aliases: &["pods", "pod", "po", "p"], arg: VIEW;
         ViewEvents => "view_events", "Open the events view", aliases: &["events", "event", "ev", "alerts"], arg: VIEW;
         ViewOps => "view_ops", "Open the operations view", aliases: &["ops", "operations", "op", "audit"], arg: VIEW;
         ViewDomains => "view_domains", "Open the ComputeDomains view (multi-node NVLink, IMEX)",
             aliases: &["domains", "domain", "computedomains", "cd"], arg: VIEW;
+        ViewWorkloads => "view_workloads", "Open the Kueue Workloads view (queued, admitted, evicted, preempted)",
+            aliases: &["workloads", "workload", "wl", "kueue"], arg: VIEW;
         Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
         Uncordon => "uncordon", "Uncordon the selected node", op: Some(OpKind::Uncordon);
         Drain => "drain", "Drain the selected node (preview first)", op: Some(OpKind::Drain);
@@ -231,10 +233,11 @@ pub enum ViewKind {
     Events,
     Ops,
     Domains,
+    Workloads,
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 8] = [
+    pub const ALL: [ViewKind; 9] = [
         ViewKind::Fleet,
         ViewKind::Gpus,
         ViewKind::Tenants,
@@ -243,6 +246,7 @@ impl ViewKind {
         ViewKind::Events,
         ViewKind::Ops,
         ViewKind::Domains,
+        ViewKind::Workloads,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -254,6 +258,7 @@ impl ViewKind {
             ViewKind::Events => "events",
             ViewKind::Ops => "ops",
             ViewKind::Domains => "domains",
+            ViewKind::Workloads => "workloads",
         }
     }
     pub fn title(self) -> &'static str {
@@ -266,6 +271,7 @@ impl ViewKind {
             ViewKind::Events => "Events",
             ViewKind::Ops => "Operations",
             ViewKind::Domains => "Domains",
+            ViewKind::Workloads => "Workloads",
         }
     }
     /// Its `:` names, from the command table.
@@ -286,6 +292,7 @@ impl ViewKind {
             ViewKind::Events => Command::ViewEvents,
             ViewKind::Ops => Command::ViewOps,
             ViewKind::Domains => Command::ViewDomains,
+            ViewKind::Workloads => Command::ViewWorkloads,
         }
     }
 }
@@ -388,9 +395,10 @@ mod tests {
         let lines = cmdline_help();
         assert_eq!(lines[0], "  :fleet :nodes :node :no :n Fleet");
         assert_eq!(lines[7], "  :domains :domain :computedomains :cd Domains");
-        assert_eq!(lines[8], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
-        assert_eq!(lines[9], "  :q  :quit                      quit (asks first while operations run)");
-        assert_eq!(lines[10], "  :q!                            quit at once (running operations: interrupted)");
-        assert_eq!(lines.len(), 11);
+        assert_eq!(lines[8], "  :workloads :workload :wl :kueue Workloads");
+        assert_eq!(lines[9], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
+        assert_eq!(lines[10], "  :q  :quit                      quit (asks first while operations run)");
+        assert_eq!(lines[11], "  :q!                            quit at once (running operations: interrupted)");
+        assert_eq!(lines.len(), 12);
     }
 }

@@ -560,6 +560,8 @@ fn tab_cycles_the_views_and_backtab_goes_back() {
     expect.push(ViewKind::Fleet);
     assert_eq!(seen, expect);
     send(&mut app, "<BackTab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Workloads));
+    send(&mut app, "<BackTab>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
     assert!(screen(&mut app).contains(" Domains [0/0]"));
     send(&mut app, "<BackTab>");
@@ -1684,6 +1686,11 @@ fn agentless_app() -> App {
 }
 
 /// The text of one cell of the row of view `v` whose first cell is `name`.
+/// The index of view `v`'s column `name`.
+fn col(v: ViewKind, name: &str) -> usize {
+    tables::columns(v).iter().position(|c| c.name == name).unwrap_or_else(|| panic!("{v:?} has no column {name}"))
+}
+
 fn cell_of(app: &App, v: ViewKind, name: &str, col: usize) -> String {
     let f = &app.fleet;
     let cols = tables::columns(v);
@@ -1720,7 +1727,7 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 10), "4", "the tenant's MIG instances");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "MIG")), "4", "the tenant's MIG instances");
     assert_eq!(pod_cell(&app, "asr-1", 7), "1g.10gb×2 held, instance unknown without an agent");
     assert_eq!(pod_cell(&app, "big", 7), "3g.40gb×1 held, instance unknown without an agent");
     // No GPU is said to be free while an instance of its profile may be the one held.
@@ -1742,9 +1749,9 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy — "), "no source measures any GPU: {header}");
     assert!(header.contains("idle-alloc — "), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "—", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 12), "—", "IDLE");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 13), "—", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "BUSY")), "—", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "IDLE")), "—", "IDLE");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "BUSY%")), "—", "BUSY%");
     for node in ["m1", "w1"] {
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 6), "—", "{node} UTIL");
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 10), "—", "{node} IDLE");
@@ -1760,8 +1767,8 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     let header = screen(&mut app).lines().next().unwrap_or_default().to_string();
     assert!(header.contains("busy 100% of 1 measured"), "{header}");
     assert!(header.contains("idle-alloc 0 of 1 measured"), "{header}");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 11), "1", "BUSY");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", 13), "100% of 1", "BUSY%");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "BUSY")), "1", "BUSY");
+    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "BUSY%")), "100% of 1", "BUSY%");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "90% of 1", "UTIL");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "40% of 1", "MEM");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 8), "300W of 1", "POWER");

@@ -64,6 +64,7 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("resource.nvidia.com", "computedomains", &["list", "watch"], ""),
         ("kueue.x-k8s.io", "clusterqueues", &["get", "list", "watch"], ""),
         ("kueue.x-k8s.io", "localqueues", &["list", "watch"], ""),
+        ("kueue.x-k8s.io", "workloads", &["get", "list", "watch"], ""),
         ("", "pods/proxy", &["get"], ""),
         ("", "pods/log", &["get"], ""),
     ])

@@ -7,6 +7,7 @@
 //! tenant on the first try; the other kinds start when those two are synced.
 
 pub mod dra;
+pub mod kueue;
 pub mod translate;
 mod translator;
 
@@ -59,6 +60,8 @@ pub enum Kind {
     TaintRules,
     /// The NVIDIA DRA driver's ComputeDomains (a CRD: often not installed).
     Domains,
+    /// Kueue's Workloads.
+    Workloads,
 }
 
 impl Kind {
@@ -77,10 +80,11 @@ impl Kind {
             Kind::ClusterQueues => "kueue clusterqueues",
             Kind::TaintRules => "devicetaintrules",
             Kind::Domains => "computedomains",
+            Kind::Workloads => "kueue workloads",
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 10] = [
+    const REST: [Kind; 11] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -91,6 +95,7 @@ impl Kind {
         Kind::ClusterQueues,
         Kind::TaintRules,
         Kind::Domains,
+        Kind::Workloads,
     ];
 }
 
@@ -109,6 +114,7 @@ pub enum Msg {
     ClusterQueue(Event<DynamicObject>),
     TaintRule(Event<DynamicObject>),
     Domain(Event<DynamicObject>),
+    Workload(Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -199,6 +205,7 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::ClusterQueues => optional(c, KUEUE, "ClusterQueue", kind, Msg::ClusterQueue, tx),
         Kind::TaintRules => optional(c, TAINT_RULES, "DeviceTaintRule", kind, Msg::TaintRule, tx),
         Kind::Domains => optional(c, DOMAINS, "ComputeDomain", kind, Msg::Domain, tx),
+        Kind::Workloads => optional(c, KUEUE, "Workload", kind, Msg::Workload, tx),
     }
 }
 
@@ -222,6 +229,7 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::ClusterQueues => optional_reachable(&c, KUEUE, "ClusterQueue", "clusterqueues").await,
             Kind::TaintRules => optional_reachable(&c, TAINT_RULES, "DeviceTaintRule", "devicetaintrules").await,
             Kind::Domains => optional_reachable(&c, DOMAINS, "ComputeDomain", "computedomains").await,
+            Kind::Workloads => optional_reachable(&c, KUEUE, "Workload", "workloads").await,
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;

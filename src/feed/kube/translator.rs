@@ -13,6 +13,7 @@ use kube::runtime::watcher::Event;
 use super::translate::{self, ClaimInfo, SliceDevice};
 
 mod dra;
+mod kueue;
 use super::{Kind, KubeFeedConfig, Msg};
 use crate::model::{
     Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, QuotaSpec, Severity, TenantSpec, Ts,
@@ -115,6 +116,9 @@ pub struct Translator {
     local_queues: HashMap<String, String>,
     ns_kueue: HashMap<String, String>,
     cq_quotas: HashMap<String, Vec<(String, String)>>,
+    /// Workloads as read (before their ClusterQueue is filled in from the LocalQueue), so a
+    /// LocalQueue that changes its ClusterQueue moves the Workloads waiting in it.
+    workloads: HashMap<String, crate::model::KueueWorkload>,
     dra: dra::DraJoins,
 }
 
@@ -144,6 +148,7 @@ impl Translator {
             local_queues: HashMap::new(),
             ns_kueue: HashMap::new(),
             cq_quotas: HashMap::new(),
+            workloads: HashMap::new(),
             dra: dra::DraJoins::default(),
         }
     }
@@ -204,6 +209,7 @@ impl Translator {
             Msg::ClusterQueue(e) => self.on_event(Kind::ClusterQueues, e, &mut out, Self::cluster_queue),
             Msg::TaintRule(e) => self.on_event(Kind::TaintRules, e, &mut out, Self::taint_rule),
             Msg::Domain(e) => self.on_event(Kind::Domains, e, &mut out, Self::domain),
+            Msg::Workload(e) => self.on_event(Kind::Workloads, e, &mut out, Self::workload),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }
@@ -418,6 +424,7 @@ impl Translator {
         };
         let exists = self.known.get(&Kind::Namespaces).is_none_or(|k| k.keys.contains(&ns));
         self.retenant(&ns, exists, out);
+        self.requeue_workloads(key, out);
     }
 
     /// A Kueue ClusterQueue: nominal quota per flavor for GPU and MIG resources.

@@ -11,6 +11,7 @@ mod dra;
 mod events;
 mod gpus;
 mod indexes;
+mod kueue;
 mod nodes;
 mod pods;
 mod quotas;
@@ -62,6 +63,8 @@ pub struct Fleet {
     pub pdbs: Vec<Pdb>,
     /// ComputeDomains by `namespace/name`.
     pub domains: BTreeMap<String, ComputeDomainSpec>,
+    /// Kueue Workloads by `namespace/name`.
+    pub workloads: BTreeMap<String, super::kueue::KueueWorkload>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     /// The last object inspected (`y`): the answer the inspect pane shows.
     pub inspected: Option<Box<super::Inspected>>,
@@ -107,6 +110,15 @@ pub struct Fleet {
     mig_pending: BTreeSet<NodeId>,
     frag: FastMap<GpuId, Fragmentation>,
     gpu_resources: Vec<Sym>,
+    /// Each queued Workload's place in its ClusterQueue (see [`Fleet::workload_position`]).
+    wl_pos: FastMap<String, u32>,
+    /// Workload uid → `namespace/name` (Kueue names a preemptor by uid).
+    wl_by_uid: FastMap<String, String>,
+    /// Each Workload's row id while it exists (`namespace/name` ↔ id), so a row keeps its
+    /// Workload while others come and go; ids are not reused.
+    wl_ids: FastMap<String, u32>,
+    wl_keys: FastMap<u32, String>,
+    next_wl: u32,
 }
 
 impl Default for Fleet {
@@ -130,6 +142,7 @@ impl Fleet {
             quotas: Slab::new(),
             pdbs: Vec::new(),
             domains: BTreeMap::new(),
+            workloads: BTreeMap::new(),
             alerts: BTreeMap::new(),
             inspected: None,
             logs: None,
@@ -153,6 +166,11 @@ impl Fleet {
             mig_pending: BTreeSet::new(),
             frag: FastMap::default(),
             gpu_resources,
+            wl_pos: FastMap::default(),
+            wl_by_uid: FastMap::default(),
+            wl_ids: FastMap::default(),
+            wl_keys: FastMap::default(),
+            next_wl: 0,
         }
     }
 
@@ -260,6 +278,16 @@ impl Fleet {
             }
             Delta::DomainRemove { namespace, name } => {
                 let changed = self.remove_domain(&format!("{namespace}/{name}"));
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::WorkloadUpsert(w) => {
+                self.upsert_workload(w);
+                self.structure_gen += 1;
+                true
+            }
+            Delta::WorkloadRemove { namespace, name } => {
+                let changed = self.remove_workload(&format!("{namespace}/{name}"));
                 self.structure_gen += changed as u64;
                 changed
             }

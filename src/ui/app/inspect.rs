@@ -70,6 +70,8 @@ impl App {
                     .map(|ns| InspectTarget::new("Namespace", None, f.str_of(*ns))),
                 (_, Some(r @ RowId::Domain(_))) => tables::domain_of(f, r)
                     .map(|(_, d)| InspectTarget::new("ComputeDomain", Some(&d.namespace), &d.name)),
+                (_, Some(r @ RowId::Workload(_))) => tables::workload_of(f, r)
+                    .map(|(_, w)| InspectTarget::new("Workload", Some(&w.namespace), &w.name)),
                 (_, Some(_)) => None,
             },
         };
@@ -186,6 +188,7 @@ impl App {
                 Some(RowId::Event(e)) => tables::event_at(f, e).map(|e| e.message.clone()),
                 Some(RowId::Op(o)) => tables::op_at(f, o).map(|o| o.target.clone()),
                 Some(r @ RowId::Domain(_)) => tables::domain_of(f, r).map(|(_, d)| d.name.clone()),
+                Some(r @ RowId::Workload(_)) => tables::workload_of(f, r).map(|(_, w)| w.name.clone()),
             },
         };
         let Some(mut text) = text.filter(|t| !t.is_empty()) else {

@@ -113,6 +113,7 @@ impl App {
             Command::ViewEvents => self.open_view(ViewKind::Events),
             Command::ViewOps => self.open_view(ViewKind::Ops),
             Command::ViewDomains => self.open_view(ViewKind::Domains),
+            Command::ViewWorkloads => self.open_view(ViewKind::Workloads),
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
             }
@@ -263,7 +264,15 @@ impl App {
                                     format!("; {} controllers refused by quota {}", more.len(), quotas.join(", "))
                                 }
                             };
-                            self.ui.info(format!("pods of tenant {name}{pending}{refused}; Esc clears the filter"));
+                            // Kueue's suspended Jobs have no pods yet: what it holds back, and why.
+                            let queued = id.tenant().map(|t| self.fleet.tenant_queued(t)).unwrap_or_default();
+                            let queued = match crate::model::queued_text(&queued) {
+                                s if s.is_empty() => s,
+                                s => format!("; Kueue holds {s}"),
+                            };
+                            self.ui.info(format!(
+                                "pods of tenant {name}{pending}{refused}{queued}; Esc clears the filter"
+                            ));
                         }
                     }
                     ViewKind::Pods => {
@@ -288,6 +297,7 @@ impl App {
                         }
                     }
                     ViewKind::Domains => self.open_domain_node(id),
+                    ViewKind::Workloads => self.open_workload(id),
                     ViewKind::Ops => {
                         if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
@@ -327,6 +337,27 @@ impl App {
                 };
                 self.ui.info(msg);
             }
+        }
+    }
+
+    /// Enter on a Workload: its Job's pods (the pods view filtered by the Job's name) when it
+    /// has any, with its story; else its story alone.
+    fn open_workload(&mut self, id: crate::ui::views::RowId) {
+        let Some((key, w)) = tables::workload_of(&self.fleet, id) else { return };
+        let story = crate::ui::views::workloads::timeline_text(&self.fleet, w);
+        let why = crate::ui::views::workloads::why(&self.fleet, w);
+        let why = if why.is_empty() { String::new() } else { format!(" — {why}") };
+        let msg = format!("{key} ({}): {story}{why}", w.state().as_str());
+        let job = w.owner.strip_prefix("Job/").map(str::to_string);
+        match job.filter(|_| !self.fleet.workload_pods(w).is_empty()) {
+            Some(job) => {
+                self.open_view(ViewKind::Pods);
+                let t = self.ui.table_mut(ViewKind::Pods);
+                t.filter = job;
+                t.selected = 0;
+                self.ui.info(format!("{msg}; Esc clears the filter"));
+            }
+            None => self.ui.info(msg),
         }
     }
 

@@ -27,6 +27,8 @@ pub enum RowId {
     /// A ComputeDomain, by a hash of its `namespace/name` (see `domains::row_id`): the row
     /// stays on its domain while others come and go.
     Domain(u32),
+    /// A Kueue Workload, by the id the fleet gives it (see `Fleet::workload_by_id`).
+    Workload(u32),
 }
 
 impl RowId {
@@ -57,6 +59,9 @@ impl RowId {
     }
     pub fn domain(self) -> Option<u32> {
         if let RowId::Domain(d) = self { Some(d) } else { None }
+    }
+    pub fn workload(self) -> Option<u32> {
+        if let RowId::Workload(w) = self { Some(w) } else { None }
     }
     /// A row listed under another (a MIG instance under its GPU): it follows its parent
     /// rather than being sorted itself.

@@ -22,5 +22,6 @@ pub mod pods;
 pub mod quotas;
 pub mod tables;
 pub mod tenants;
+pub mod workloads;
 
 pub use column::RowId;

@@ -3,7 +3,7 @@
 //! visible rows; the snapshot formats all of them with the same cells.
 
 use super::column::{Column, RowId, SortKey, Value, find};
-use super::{domains, events, fleet, gpus, ops, pods, quotas, tenants};
+use super::{domains, events, fleet, gpus, ops, pods, quotas, tenants, workloads};
 use crate::model::*;
 use crate::ui::command::ViewKind;
 
@@ -11,6 +11,7 @@ pub use super::cell::{Cell, age, pct, util_token};
 pub use super::domains::domain_of;
 pub use super::events::event_at;
 pub use super::ops::{op_at, op_state};
+pub use super::workloads::workload_of;
 
 pub fn columns(v: ViewKind) -> &'static [Column] {
     match v {
@@ -22,6 +23,7 @@ pub fn columns(v: ViewKind) -> &'static [Column] {
         ViewKind::Events => events::COLUMNS,
         ViewKind::Ops => ops::COLUMNS,
         ViewKind::Domains => domains::COLUMNS,
+        ViewKind::Workloads => workloads::COLUMNS,
     }
 }
 
@@ -47,7 +49,7 @@ pub fn sort_is_live(v: ViewKind, sort: Option<&str>) -> bool {
 
 /// Which objects are rows, unsorted and unfiltered: nodes, GPUs (their MIG instances
 /// follow them, see `children`), tenants with GPU demand or a quota, quotas, pods that ask
-/// for devices, events and operations (newest first), ComputeDomains.
+/// for devices, events and operations (newest first), ComputeDomains, Kueue Workloads.
 pub fn ids(f: &Fleet, v: ViewKind) -> Vec<RowId> {
     match v {
         ViewKind::Fleet => f.node_ids().map(RowId::Node).collect(),
@@ -69,6 +71,7 @@ pub fn ids(f: &Fleet, v: ViewKind) -> Vec<RowId> {
         ViewKind::Events => (0..f.events.len() as u32).map(RowId::Event).collect(),
         ViewKind::Ops => (0..f.ops.len() as u32).map(RowId::Op).collect(),
         ViewKind::Domains => domains::ids(f),
+        ViewKind::Workloads => workloads::ids(f),
     }
 }
 

@@ -52,6 +52,18 @@ pub const COLUMNS: &[Column] = &[
                 n => (n.to_string(), "status.pending"),
             })
         }),
+    // Pods of the tenant's Kueue Workloads that wait for quota or were deactivated: their
+    // Jobs are suspended, so PEND cannot count them.
+    Column::new("QUEUED", 6)
+        .right()
+        .priority(4)
+        .value(|f, r| on(f, r, |_| Value::Num(queued_pods(f, r).into())))
+        .cell(|f, r| {
+            draw(f, r, |_| match queued_pods(f, r) {
+                0 => muted("0"),
+                n => (n.to_string(), "status.pending"),
+            })
+        }),
     Column::new("QUOTA", 5)
         .right()
         .priority(1)
@@ -118,6 +130,10 @@ pub const COLUMNS: &[Column] = &[
     Column::new("STATUS", 10).filter().value(|f, r| Value::of_cell(status(f, r))).cell(status),
 ];
 
+fn queued_pods(f: &Fleet, r: RowId) -> u32 {
+    r.tenant().map_or(0, |t| f.tenant_queued(t).iter().map(|(_, _, p)| p).sum())
+}
+
 /// Share-seconds as hours, cut (not rounded) to one decimal: `12.3`.
 pub fn share_hours(secs: u64) -> String {
     format!("{}.{}", secs / 3600, secs % 3600 * 10 / 3600)
@@ -177,6 +193,12 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "idle_allocated": opt(known.then_some(u.idle_allocated)),
         "status": status(f, r).0,
         "waiting": f.tenant_waiting(r.tenant()?).into_iter().map(|(why, n)| json!({ "why": why, "pods": n })).collect::<Vec<_>>(),
+        // Kueue Workloads held back (their Jobs suspended: no pods to count as pending).
+        "queued": f
+            .tenant_queued(r.tenant()?)
+            .into_iter()
+            .map(|(why, w, p)| json!({ "why": why, "workloads": w, "pods": p }))
+            .collect::<Vec<_>>(),
         "refused_by_quota": f
             .tenant_quota_refusals(r.tenant()?)
             .into_iter()

@@ -1,0 +1,147 @@
+//! Kueue Workloads in the fleet: kept by `namespace/name`, each queued one's place in its
+//! ClusterQueue, the tenant it belongs to, who preempted it, and per tenant what Kueue holds
+//! back and why.
+
+use super::*;
+use crate::model::kueue::{KueueWorkload, WorkloadState};
+
+impl Fleet {
+    pub(super) fn upsert_workload(&mut self, w: KueueWorkload) {
+        let key = w.key();
+        let cq = w.cluster_queue.clone();
+        if let Some(old) = self.workloads.insert(key.clone(), w) {
+            self.wl_by_uid.remove(&old.uid);
+            if old.cluster_queue != cq {
+                self.place_queue(&old.cluster_queue);
+            }
+        }
+        if let Some(w) = self.workloads.get(&key) {
+            self.wl_by_uid.insert(w.uid.clone(), key.clone());
+        }
+        if !self.wl_ids.contains_key(&key) {
+            self.next_wl += 1;
+            self.wl_ids.insert(key.clone(), self.next_wl);
+            self.wl_keys.insert(self.next_wl, key);
+        }
+        self.place_queue(&cq);
+    }
+
+    /// The ids of the Workloads there are (see [`Fleet::workload_by_id`]), in no order.
+    pub fn workload_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.wl_keys.keys().copied()
+    }
+
+    /// The Workload of id `id`, with its `namespace/name`.
+    pub fn workload_by_id(&self, id: u32) -> Option<(&str, &KueueWorkload)> {
+        let key = self.wl_keys.get(&id)?;
+        Some((key.as_str(), self.workloads.get(key)?))
+    }
+
+    /// The id of Workload `namespace/name`.
+    pub fn workload_id(&self, key: &str) -> Option<u32> {
+        self.wl_ids.get(key).copied()
+    }
+
+    pub(super) fn remove_workload(&mut self, key: &str) -> bool {
+        let Some(old) = self.workloads.remove(key) else { return false };
+        self.wl_by_uid.remove(&old.uid);
+        self.wl_pos.remove(key);
+        if let Some(id) = self.wl_ids.remove(key) {
+            self.wl_keys.remove(&id);
+        }
+        self.place_queue(&old.cluster_queue);
+        true
+    }
+
+    /// Numbers the queued Workloads of ClusterQueue `cq` in the order Kueue's queue heads
+    /// them: higher priority first, then the earlier created, then by name. Kueue's own
+    /// numbering (the visibility API) may differ: BestEffortFIFO lets a later one that fits
+    /// go first, and a Workload evicted for PodsReady timeout is ordered by its eviction.
+    fn place_queue(&mut self, cq: &str) {
+        let mut queued: Vec<(&String, &KueueWorkload)> =
+            self.workloads.iter().filter(|(_, w)| w.cluster_queue == cq && w.state().queued()).collect();
+        queued.sort_by(|(ka, a), (kb, b)| {
+            b.priority.cmp(&a.priority).then(a.created.cmp(&b.created)).then_with(|| ka.cmp(kb))
+        });
+        let order: Vec<String> = queued.into_iter().map(|(k, _)| k.clone()).collect();
+        self.wl_pos.retain(|k, _| self.workloads.get(k).is_some_and(|w| w.cluster_queue != cq));
+        for (i, k) in order.into_iter().enumerate() {
+            self.wl_pos.insert(k, i as u32 + 1);
+        }
+    }
+
+    /// The place of a queued Workload in its ClusterQueue (1: next to be considered); `None`
+    /// for one that is not waiting for quota.
+    pub fn workload_position(&self, key: &str) -> Option<u32> {
+        self.wl_pos.get(key).copied()
+    }
+
+    /// How many Workloads wait in ClusterQueue `cq` (pending or evicted, active).
+    pub fn queue_length(&self, cq: &str) -> u32 {
+        self.workloads.values().filter(|w| w.cluster_queue == cq && w.state().queued()).count() as u32
+    }
+
+    /// The tenant of a Workload: its namespace's.
+    pub fn workload_tenant(&self, w: &KueueWorkload) -> Option<&str> {
+        let ns = self.interner.get(&w.namespace)?;
+        let tid = self.idx.tenant_by_ns.get(&ns)?;
+        self.tenant(*tid).map(|t| self.str_of(t.name))
+    }
+
+    /// The pods of a Workload: its Job's (the Job's pods in its namespace), or the pod
+    /// itself (Kueue's pod integration), by name.
+    pub fn workload_pods(&self, w: &KueueWorkload) -> Vec<&Pod> {
+        if let Some(pod) = w.owner.strip_prefix("Pod/") {
+            return self.pod_by_name(&w.namespace, pod).and_then(|p| self.pod(p)).into_iter().collect();
+        }
+        let Some(job) = w.owner.strip_prefix("Job/") else { return Vec::new() };
+        let (Some(ns), Some(job)) = (self.interner.get(&w.namespace), self.interner.get(job)) else {
+            return Vec::new();
+        };
+        let mut pods: Vec<&Pod> = self
+            .idx
+            .pods_in(ns)
+            .filter_map(|p| self.pod(p))
+            .filter(|p| p.owner == Owner::Job && p.owner_name == job)
+            .collect();
+        pods.sort_by(|a, b| a.name.cmp(&b.name));
+        pods
+    }
+
+    /// The Workload that preempted `w`, when Kueue named one this cockpit knows.
+    pub fn workload_preemptor(&self, w: &KueueWorkload) -> Option<&KueueWorkload> {
+        let key = self.wl_by_uid.get(w.preempted_by_uid()?)?;
+        self.workloads.get(key)
+    }
+
+    /// What Kueue holds back of tenant `tid`, by why: `(why, workloads, pods)`, the most pods
+    /// first. Their Jobs are suspended, so no pod of theirs exists to be pending: this is the
+    /// part of a tenant's waiting work that its PEND column cannot count.
+    pub fn tenant_queued(&self, tid: TenantId) -> Vec<(String, u32, u32)> {
+        let mut by: Vec<(String, u32, u32)> = Vec::new();
+        let Some(t) = self.tenant(tid) else { return by };
+        let names: Vec<&str> = t.namespaces.iter().map(|n| self.str_of(*n)).collect();
+        for w in self.workloads.values().filter(|w| names.contains(&w.namespace.as_str())) {
+            let cq = if w.cluster_queue.is_empty() { w.queue.as_str() } else { w.cluster_queue.as_str() };
+            let why = match w.state() {
+                WorkloadState::Pending | WorkloadState::Evicted => format!("waiting for quota in {cq}"),
+                WorkloadState::Inadmissible => {
+                    let m = w.why().map_or("", |c| c.message.as_str());
+                    format!("inadmissible: {}", m.chars().take(60).collect::<String>())
+                }
+                WorkloadState::Reserved => format!("waiting for admission checks in {cq}"),
+                WorkloadState::Inactive if !w.holds_quota() => "deactivated".to_string(),
+                _ => continue,
+            };
+            match by.iter_mut().find(|(k, _, _)| *k == why) {
+                Some(e) => {
+                    e.1 += 1;
+                    e.2 += w.pods;
+                }
+                None => by.push((why, 1, w.pods)),
+            }
+        }
+        by.sort_by(|a, b| b.2.cmp(&a.2).then(b.1.cmp(&a.1)).then_with(|| a.0.cmp(&b.0)));
+        by
+    }
+}
