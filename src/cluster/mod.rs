@@ -3,6 +3,7 @@
 //! the cluster executor. Label and resource names of the GPU stack live in [`labels`].
 
 pub mod inspect;
+pub mod kueue;
 pub mod labels;
 pub mod logs;
 

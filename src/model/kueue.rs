@@ -135,9 +135,10 @@ impl KueueWorkload {
     /// The preemptor's Workload uid, when it was preempted (Kueue writes `Preempted to
     /// accommodate a workload (UID: …, JobUID: …) due to …`).
     pub fn preempted_by_uid(&self) -> Option<&str> {
-        let c = self.condition("Preempted").filter(|c| c.status).or_else(|| {
-            self.condition("Evicted").filter(|c| c.status && c.reason.starts_with("Preempted"))
-        })?;
+        let c = self
+            .condition("Preempted")
+            .filter(|c| c.status)
+            .or_else(|| self.condition("Evicted").filter(|c| c.status && c.reason.starts_with("Preempted")))?;
         let (_, rest) = c.message.split_once("(UID: ")?;
         let uid = rest.split([',', ')']).next()?.trim();
         (!uid.is_empty() && uid != "UNKNOWN").then_some(uid)
@@ -223,7 +224,10 @@ mod tests {
     fn what_kueue_holds_back_reads_as_one_line() {
         assert_eq!(queued_text(&[]), "");
         let by = [("waiting for quota in cq-train".to_string(), 2, 8), ("deactivated".to_string(), 1, 4)];
-        assert_eq!(queued_text(&by), "3 workloads (12 pods): 2 waiting for quota in cq-train (8 pods), 1 deactivated (4 pods)");
+        assert_eq!(
+            queued_text(&by),
+            "3 workloads (12 pods): 2 waiting for quota in cq-train (8 pods), 1 deactivated (4 pods)"
+        );
     }
 
     #[test]

@@ -92,6 +92,8 @@ pub const UPDATE_CONFIGMAPS: Perm =
 pub const PATCH_QUOTAS: Perm = Perm::ns("patch", "", "resourcequotas", "");
 /// A ClusterQueue edit is a JSON patch of one field (deploy/ grants patch, not update).
 pub const PATCH_CLUSTERQUEUES: Perm = Perm::cluster("patch", "kueue.x-k8s.io", "clusterqueues");
+/// Suspending or resuming a Kueue Workload is a JSON patch of `spec.active`.
+pub const PATCH_WORKLOADS: Perm = Perm::ns("patch", "kueue.x-k8s.io", "workloads", "");
 /// A GPU taint is DeviceTaintRules fabrik creates, reads back and (untaint) deletes.
 pub const CREATE_TAINT_RULES: Perm = Perm::cluster("create", "resource.k8s.io", "devicetaintrules");
 pub const DELETE_TAINT_RULES: Perm = Perm::cluster("delete", "resource.k8s.io", "devicetaintrules");
@@ -133,10 +135,11 @@ pub fn requirements(kind: OpKind) -> Vec<Perm> {
         // The owner decides which: each is asked again for the plan's namespace.
         OpKind::Reclaim => vec![PATCH_DEPLOYMENTS, PATCH_STATEFULSETS, PATCH_JOBS, PATCH_PODS, EVICT_PODS],
         OpKind::HoldQueue | OpKind::ResumeQueue => vec![PATCH_CLUSTERQUEUES],
+        OpKind::SuspendWorkload | OpKind::ResumeWorkload => vec![PATCH_WORKLOADS],
     }
 }
 
-pub const KINDS: [OpKind; 10] = [
+pub const KINDS: [OpKind; 12] = [
     OpKind::Cordon,
     OpKind::Uncordon,
     OpKind::Drain,
@@ -147,6 +150,8 @@ pub const KINDS: [OpKind; 10] = [
     OpKind::Reclaim,
     OpKind::HoldQueue,
     OpKind::ResumeQueue,
+    OpKind::SuspendWorkload,
+    OpKind::ResumeWorkload,
 ];
 
 /// Asks the API server whether this identity may do `p`.

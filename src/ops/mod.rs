@@ -13,6 +13,7 @@ mod drain;
 pub mod exec;
 mod executor;
 pub mod kube;
+pub mod kueue;
 pub mod mig_ack;
 pub mod queue;
 mod quota;
@@ -25,6 +26,7 @@ pub mod target;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
+pub use kueue::WorkloadPlan;
 pub use queue::{QueuePlan, StopPolicy};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
 pub use reclaim::{ReclaimAction, ReclaimPlan, Workload};
@@ -81,6 +83,12 @@ pub enum OpRequest {
     QueueStop {
         queue: String,
         policy: StopPolicy,
+    },
+    /// Sets a Kueue Workload's `spec.active` ([`kueue`]): suspend (deactivate) or resume it.
+    WorkloadActive {
+        /// `namespace/name`.
+        workload: String,
+        active: bool,
     },
 }
 
@@ -144,6 +152,8 @@ pub enum OpKind {
     Reclaim,
     HoldQueue,
     ResumeQueue,
+    SuspendWorkload,
+    ResumeWorkload,
 }
 
 impl OpKind {
@@ -159,6 +169,8 @@ impl OpKind {
             OpKind::Reclaim => "reclaim",
             OpKind::HoldQueue => "hold-queue",
             OpKind::ResumeQueue => "resume-queue",
+            OpKind::SuspendWorkload => "suspend-workload",
+            OpKind::ResumeWorkload => "resume-workload",
         }
     }
 }
@@ -172,6 +184,7 @@ pub enum PlanDetail {
     Taint(TaintPlan),
     Reclaim(ReclaimPlan),
     Queue(QueuePlan),
+    Workload(WorkloadPlan),
 }
 
 /// A planned operation: everything the preview shows, and everything the executor needs.
@@ -270,6 +283,7 @@ pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
             p
         }),
         OpRequest::QueueStop { queue, policy } => queue::plan(fleet, queue, *policy, req.clone()),
+        OpRequest::WorkloadActive { workload, active } => kueue::plan(fleet, workload, *active, req.clone()),
     }
 }
 

@@ -216,6 +216,26 @@ pub(super) fn plan(fleet: &Fleet, namespace: &str, pod: &str, request: OpRequest
         return Err(PlanError::Invalid(format!("pod {key} {why}; reclaim frees the GPUs of a pod that holds them")));
     }
     let owner = fleet.str_of(p.owner_name).to_string();
+    // A Job (or pod) Kueue queues is suspended through its Workload: Kueue would resume the
+    // Job itself, and it releases the quota only when the Workload is deactivated.
+    let by_kueue = match p.owner {
+        Owner::Job if !owner.is_empty() => Some(format!("Job/{owner}")),
+        Owner::None => Some(format!("Pod/{pod}")),
+        _ => None,
+    };
+    if let Some(o) = by_kueue
+        && let Some(w) = fleet.workloads.values().find(|w| w.namespace == namespace && w.owner == o && w.active)
+    {
+        let mut plan = super::kueue::plan(fleet, &w.key(), false, request)?;
+        plan.effects.insert(
+            0,
+            format!(
+                "Kueue queues {o}: reclaim suspends its Workload {} (Kueue resumes a Job suspended directly)",
+                w.key()
+            ),
+        );
+        return Ok(plan);
+    }
     // A Deployment's pods are those of all its ReplicaSets (a rollout has two).
     let deployment = (p.owner == Owner::ReplicaSet).then(|| deployment_of(&owner)).flatten();
     let same_owner = |q: &&Pod| {

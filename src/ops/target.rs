@@ -277,4 +277,21 @@ pub trait Target {
     /// Sets its `spec.stopPolicy`. `Err`: refused, in words (nothing was changed).
     async fn set_stop_policy(&mut self, run: &mut Run<'_>, queue: &str, policy: StopPolicy)
     -> Step<Result<(), String>>;
+
+    /// A Kueue Workload now (`None`: gone).
+    async fn read_kueue_workload(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::KueueWorkload>, ReadFailure>>;
+    /// Sets its `spec.active`, its uid as precondition. `Err`: refused, in words.
+    async fn set_workload_active(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        active: bool,
+    ) -> Step<Result<(), String>>;
 }

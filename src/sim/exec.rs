@@ -500,4 +500,27 @@ impl Target for SimTarget {
         let queue = queue.to_string();
         Ok(self.with(move |s| s.set_stop_policy(&queue, policy)).await)
     }
+
+    async fn read_kueue_workload(
+        &mut self,
+        _run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::KueueWorkload>, ReadFailure>> {
+        let key = format!("{namespace}/{name}");
+        Ok(Ok(self.with(move |s| s.kueue_workload(&key).cloned()).await))
+    }
+
+    async fn set_workload_active(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        _uid: &str,
+        active: bool,
+    ) -> Step<Result<(), String>> {
+        run.sending(&format!("setting spec.active: {active} on Workload {namespace}/{name}"))?;
+        let key = format!("{namespace}/{name}");
+        Ok(self.with(move |s| s.kueue_set_active(&key, active)).await)
+    }
 }

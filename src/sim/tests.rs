@@ -591,3 +591,60 @@ fn a_held_queue_admits_nothing_new_a_drained_one_stops_its_pods_and_a_resume_let
         ops::plan(&f, &OpRequest::QueueStop { queue: "cq-nope".into(), policy: ops::StopPolicy::Hold }).unwrap_err();
     assert!(e.to_string().contains("no Kueue ClusterQueue \"cq-nope\""), "{e}");
 }
+
+#[test]
+fn kueue_workloads_queue_in_order_and_suspend_and_resume_when_kueue_says_so() {
+    let (mut sim, mut f) = start(42, 48);
+    let wl = |f: &Fleet, prefix: &str| {
+        f.workloads
+            .values()
+            .find(|w| w.name.starts_with(prefix))
+            .cloned()
+            .unwrap_or_else(|| panic!("a {prefix} Workload"))
+    };
+    // The Kueue tenant's pods are admitted; three suspended Jobs wait, one deactivated.
+    let admitted = f.workloads.values().filter(|w| w.state() == WorkloadState::Admitted).count();
+    let pods = f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| f.str_of(p.namespace) == "inference-prod").count();
+    assert_eq!(admitted, pods, "one Workload per pod of the Kueue tenant");
+    let (eval, bench, load) = (wl(&f, "job-nightly-eval"), wl(&f, "job-canary-bench"), wl(&f, "job-load-test"));
+    assert_eq!(
+        (eval.state(), bench.state(), load.state()),
+        (WorkloadState::Pending, WorkloadState::Evicted, WorkloadState::Inactive)
+    );
+    // Older first at equal priority; the deactivated one is out of line.
+    assert_eq!(f.workload_position(&bench.key()), Some(1));
+    assert_eq!(f.workload_position(&eval.key()), Some(2));
+    assert_eq!(f.workload_position(&load.key()), None);
+    let by = f.workload_preemptor(&bench).expect("its preemptor is listed");
+    assert_eq!(by.state(), WorkloadState::Admitted);
+    let t = f.tenant_by_name("inference-prod").unwrap();
+    assert_eq!(
+        f.tenant_queued(t),
+        vec![("waiting for quota in cq-inference-prod".to_string(), 2, 2), ("deactivated".to_string(), 1, 1)]
+    );
+
+    // Suspend the pending one: Kueue's answer (evicted, Deactivated) ends it; it leaves the line.
+    let suspend = |key: &str, active| OpRequest::WorkloadActive { workload: key.to_string(), active };
+    let plan = ops::plan(&f, &suspend(&eval.key(), false)).unwrap();
+    assert_eq!(plan.title, format!("Suspend Kueue Workload {}", eval.key()));
+    assert!(plan.warnings.iter().any(|w| w.contains("leaves its place in line (2)")), "{:?}", plan.warnings);
+    let states = drive(&mut sim, &mut f, 1, plan, 30);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?} {:?}", f.op(1).map(|o| &o.log));
+    assert_eq!(wl(&f, "job-nightly-eval").state(), WorkloadState::Inactive);
+    assert_eq!(f.workload_position(&eval.key()), None);
+    assert_eq!(f.workload_position(&bench.key()), Some(1));
+    // Resume the one deactivated an hour ago: requeued, in line again.
+    let plan = ops::plan(&f, &suspend(&load.key(), true)).unwrap();
+    let states = drive(&mut sim, &mut f, 2, plan, 30);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    let load = wl(&f, "job-load-test");
+    assert!(load.active && load.condition("Requeued").is_some_and(|c| c.status && c.reason == "Reactivated"));
+    assert_eq!(f.workload_position(&load.key()), Some(1), "the oldest in line");
+    // Nothing to do is refused at plan time, with where to look.
+    let e = ops::plan(&f, &suspend(&load.key(), true)).unwrap_err();
+    assert!(e.to_string().contains("active already"), "{e}");
+    let e = ops::plan(&f, &suspend("inference-prod/nope", false)).unwrap_err();
+    assert!(e.to_string().contains("workloads view (9)"), "{e}");
+    run(&mut sim, &mut f, 10);
+    assert_eq!(wl(&f, "job-nightly-eval").state(), WorkloadState::Inactive, "it stays suspended");
+}

@@ -184,6 +184,10 @@ commands! {
             aliases: &["hold"], arg: Arg::Optional, op: Some(OpKind::HoldQueue);
         ResumeQueue => "resume_queue", "Resume a held Kueue ClusterQueue (:resume [QUEUE]; preview first)",
             aliases: &["resume"], arg: Arg::Optional, op: Some(OpKind::ResumeQueue);
+        SuspendWorkload => "suspend_workload", "Suspend a Kueue Workload: deactivate it, Kueue evicts it and releases its quota (:suspend [NS/NAME]; preview first)",
+            aliases: &["suspend", "deactivate"], arg: Arg::Optional, op: Some(OpKind::SuspendWorkload);
+        ResumeWorkload => "resume_workload", "Resume a suspended Kueue Workload: Kueue requeues it (:unsuspend [NS/NAME]; preview first)",
+            aliases: &["unsuspend", "activate"], arg: Arg::Optional, op: Some(OpKind::ResumeWorkload);
         Reclaim => "reclaim", "Free the GPUs of the selected pod through its owner: scale down, suspend the Job, or evict (preview first)",
             aliases: &["reclaim"], arg: Arg::Optional, op: Some(OpKind::Reclaim);
         Confirm => "confirm", "Confirm the previewed operation";
@@ -357,6 +361,8 @@ mod tests {
                 Command::UntaintGpu,
                 Command::HoldQueue,
                 Command::ResumeQueue,
+                Command::SuspendWorkload,
+                Command::ResumeWorkload,
                 Command::Reclaim
             ]
         );

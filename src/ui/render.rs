@@ -614,6 +614,8 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::Reclaim => "Reclaim",
         crate::ops::OpKind::HoldQueue => "Hold",
         crate::ops::OpKind::ResumeQueue => "Resume",
+        crate::ops::OpKind::SuspendWorkload => "Suspend",
+        crate::ops::OpKind::ResumeWorkload => "Resume",
     }
 }
 

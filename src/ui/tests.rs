@@ -1727,7 +1727,11 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
     assert!(header.contains("alloc ≥62%"), "at least 2 of m1's 4 GPUs, both of w1's, 1 of d1's: {header}");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "m1", 4), "≥2/4", "three 1g.10gb need two GPUs at least");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 4), "2/2");
-    assert_eq!(cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "MIG")), "4", "the tenant's MIG instances");
+    assert_eq!(
+        cell_of(&app, ViewKind::Tenants, "team-a", col(ViewKind::Tenants, "MIG")),
+        "4",
+        "the tenant's MIG instances"
+    );
     assert_eq!(pod_cell(&app, "asr-1", 7), "1g.10gb×2 held, instance unknown without an agent");
     assert_eq!(pod_cell(&app, "big", 7), "3g.40gb×1 held, instance unknown without an agent");
     // No GPU is said to be free while an instance of its profile may be the one held.
@@ -2958,4 +2962,39 @@ fn a_scrolled_log_keeps_its_lines_in_view_when_the_oldest_fall_off() {
     assert_eq!(app.ui.nav.inspect_match, Some(4700));
     let s = screen(&mut app);
     assert!(s.contains("│line 5000 "), "the first line shown is still line 5000:\n{s}");
+}
+
+#[test]
+fn the_workloads_view_lists_kueues_workloads_and_z_and_a_preview_suspend_and_resume() {
+    let mut app = app_at(5);
+    send(&mut app, "9");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Workloads));
+    let s = screen(&mut app);
+    assert!(s.contains(" Workloads ["), "{s}");
+    for id in [":workloads<Enter>", ":wl<Enter>", ":kueue<Enter>"] {
+        send(&mut app, "1");
+        send(&mut app, id);
+        assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Workloads), "{id}");
+    }
+    // The one waiting for quota: its place in line, why, and Enter tells its story.
+    send(&mut app, "/nightly-eval<Enter>");
+    let s = screen(&mut app);
+    let row = line_with(&s, "job-nightly-eval").unwrap_or_else(|| panic!("{s}"));
+    assert!(row.contains("Pending") && row.contains("couldn't assign flavors"), "{row}");
+    send(&mut app, "<Enter>");
+    assert!(message(&app).contains("(Pending): queued"), "{}", message(&app));
+    send(&mut app, "Z");
+    let s = screen(&mut app);
+    assert!(line_with(&s, "Suspend Kueue Workload inference-prod/job-nightly-eval").is_some(), "{s}");
+    assert!(s.contains("set spec.active: false"), "{s}");
+    send(&mut app, "n");
+    // Resuming an active one is refused; a name without a namespace says how to write it.
+    send(&mut app, "A");
+    assert!(message(&app).contains("active already"), "{}", message(&app));
+    send(&mut app, ":unsuspend job-load-test<Enter>");
+    assert!(message(&app).contains("NAMESPACE/NAME"), "{}", message(&app));
+    // H from a Workload holds the ClusterQueue it waits in.
+    send(&mut app, "9H");
+    let s = screen(&mut app);
+    assert!(line_with(&s, "Hold ClusterQueue cq-inference-prod").is_some(), "{} {s}", message(&app));
 }

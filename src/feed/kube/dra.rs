@@ -120,11 +120,11 @@ impl TaintRule {
     }
 }
 
-pub(super) fn text(v: &Value) -> Option<String> {
+fn text(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
-pub(super) fn time(v: &Value) -> Option<u64> {
+fn time(v: &Value) -> Option<u64> {
     let s = v.as_str()?;
     let t: k8s_openapi::jiff::Timestamp = s.parse().ok()?;
     Some(t.as_millisecond().max(0) as u64)

@@ -7,7 +7,6 @@
 //! tenant on the first try; the other kinds start when those two are synced.
 
 pub mod dra;
-pub mod kueue;
 pub mod translate;
 mod translator;
 

@@ -34,7 +34,7 @@ fn keep_label(k: &str) -> bool {
 }
 
 /// An extended or device resource the cockpit counts (GPUs, their shared replicas, MIG slices).
-pub(super) fn gpu_resource(k: &str) -> bool {
+fn gpu_resource(k: &str) -> bool {
     k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
 }
 

@@ -19,6 +19,7 @@
 //! targets).
 
 mod drain;
+mod kueue;
 pub mod progress;
 mod queue;
 mod reclaim;
@@ -93,6 +94,8 @@ impl ExecOptions {
             OpKind::Reclaim => self.call_timeout * 6 + self.drain_timeout,
             // One read and one write, then Kueue's answer (a drain: its evictions too).
             OpKind::HoldQueue | OpKind::ResumeQueue => self.call_timeout * 4 + self.drain_timeout,
+            // One read and one write, then Kueue's answer (a suspension: its pods gone).
+            OpKind::SuspendWorkload | OpKind::ResumeWorkload => self.call_timeout * 4 + self.drain_timeout,
         }
     }
 }
@@ -343,6 +346,7 @@ async fn steps<T: Target>(t: &mut T, run: &mut Run<'_>, plan: &Plan) -> Step<Str
         PlanDetail::Taint(p) => taint::taint_op(t, run, p).await,
         PlanDetail::Reclaim(r) => reclaim::reclaim_op(t, run, r).await,
         PlanDetail::Queue(q) => queue::queue_op(t, run, q).await,
+        PlanDetail::Workload(w) => kueue::workload_op(t, run, w).await,
     }
 }
 

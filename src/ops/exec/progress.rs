@@ -28,6 +28,8 @@ pub fn step_total(plan: &Plan) -> u32 {
         // the pod gone.
         // The write, and Kueue's answer.
         PlanDetail::Queue(_) => 2,
+        // The write, and Kueue's answer.
+        PlanDetail::Workload(_) => 2,
         PlanDetail::Reclaim(r) => match &r.action {
             super::super::ReclaimAction::ScaleDown { rs: Some(_), .. } => 3,
             _ => 2,

@@ -94,8 +94,8 @@ pub(crate) async fn reclaim_op<T: Target>(t: &mut T, run: &mut Run<'_>, r: &Recl
             if let Some(q) = &w.queue {
                 return failed(format!(
                     "Job {ns}/{job} is in Kueue's queue {q} ({KUEUE_QUEUE_LABEL}): Kueue resumes a suspended Job it \
-                     admitted. Deactivate its Workload instead (kubectl patch workload <name> -n {ns} --type merge -p \
-                     '{{\"spec\":{{\"active\":false}}}}'); nothing was sent"
+                     admitted. Suspend its Workload instead (Z in the workloads view, 9, or :suspend {ns}/NAME); \
+                     nothing was sent"
                 ));
             }
             if w.suspended {

@@ -26,6 +26,7 @@
 mod call;
 mod drain;
 mod evict;
+mod kueue;
 mod node;
 mod queue;
 mod quota;
@@ -259,6 +260,26 @@ impl Target for Kube {
     ) -> Step<Result<(), String>> {
         self.stop_policy(run, queue, policy).await
     }
+
+    async fn read_kueue_workload(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::KueueWorkload>, ReadFailure>> {
+        self.kueue_workload(run, namespace, name).await
+    }
+
+    async fn set_workload_active(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+        active: bool,
+    ) -> Step<Result<(), String>> {
+        self.workload_active(run, namespace, name, uid, active).await
+    }
 }
 
 /// The permissions a plan needs, scoped to the namespaces it touches.
@@ -297,6 +318,7 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
             v.push(if t.effect.is_some() { access::CREATE_TAINT_RULES } else { access::DELETE_TAINT_RULES })
         }
         PlanDetail::Queue(_) => v.push(access::PATCH_CLUSTERQUEUES),
+        PlanDetail::Workload(w) => v.push(access::PATCH_WORKLOADS.in_namespace(&w.namespace)),
         PlanDetail::Reclaim(r) => {
             let ns = r.namespace.as_str();
             match &r.action {

@@ -39,6 +39,7 @@ impl App {
             Command::TaintGpu => self.start_taint(arg),
             Command::Reclaim => self.start_reclaim(arg),
             Command::HoldQueue | Command::ResumeQueue => self.start_queue_stop(c, arg),
+            Command::SuspendWorkload | Command::ResumeWorkload => self.start_workload_active(c, arg),
             other => {
                 if let Some(v) = other.view() {
                     self.open_view(v);

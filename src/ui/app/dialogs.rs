@@ -10,7 +10,7 @@ use crate::model::{GpuId, NodeId};
 use crate::ops::{self, ExecRequest, OpRequest, Plan, QuotaKey};
 use crate::ui::command::{Command, Mode, ViewKind};
 use crate::ui::state::{Dialog, EditKind, Screen};
-use crate::ui::views::{RowId, detail};
+use crate::ui::views::{RowId, detail, tables};
 
 impl App {
     pub(super) fn key_editor(&mut self, key: KeyEvent) {
@@ -304,18 +304,25 @@ impl App {
         if drain {
             words.pop();
         }
-        let selected = match self.ui.selected_id(ViewKind::Quotas) {
-            Some(RowId::Quota(q)) if self.ui.screen() == Screen::Table(ViewKind::Quotas) => {
-                self.fleet.quota(crate::model::QuotaId(q)).and_then(|q| match q.source {
-                    crate::model::QuotaSource::ClusterQueue { queue, .. } => Some(self.fleet.str_of(queue).to_string()),
-                    crate::model::QuotaSource::ResourceQuota { .. } => None,
-                })
+        let on = self.ui.screen();
+        let selected = match on {
+            Screen::Table(v @ (ViewKind::Quotas | ViewKind::Workloads)) => self.ui.selected_id(v),
+            _ => None,
+        };
+        let selected = match selected {
+            Some(RowId::Quota(q)) => self.fleet.quota(crate::model::QuotaId(q)).and_then(|q| match q.source {
+                crate::model::QuotaSource::ClusterQueue { queue, .. } => Some(self.fleet.str_of(queue).to_string()),
+                crate::model::QuotaSource::ResourceQuota { .. } => None,
+            }),
+            // The queue a selected Workload waits in, or was admitted to.
+            Some(r @ RowId::Workload(_)) => {
+                tables::workload_of(&self.fleet, r).map(|(_, w)| w.cluster_queue.clone()).filter(|q| !q.is_empty())
             }
             _ => None,
         };
         let Some(queue) = words.first().map(|w| w.to_string()).or(selected) else {
             return self.ui.warn(
-                "name the ClusterQueue (:hold cq-train, :hold cq-train drain, :resume cq-train), or select its row in the quotas view (4)",
+                "name the ClusterQueue (:hold cq-train, :hold cq-train drain, :resume cq-train), or select its row in the quotas view (4) or a Workload of it (9)",
             );
         };
         let policy = match (c, drain) {
@@ -324,6 +331,35 @@ impl App {
             _ => ops::StopPolicy::Hold,
         };
         self.preview(OpRequest::QueueStop { queue, policy });
+    }
+
+    /// `:suspend [NS/NAME]`, `:unsuspend [NS/NAME]`: a Kueue Workload's `spec.active`; the
+    /// selected Workload when none is named.
+    pub(super) fn start_workload_active(&mut self, c: Command, arg: &str) {
+        let active = c == Command::ResumeWorkload;
+        let kind = if active { ops::OpKind::ResumeWorkload } else { ops::OpKind::SuspendWorkload };
+        if let Err(denied) = self.may_run(kind) {
+            self.ui.error(denied.on_start(if active { "resume" } else { "suspend" }));
+            return;
+        }
+        let selected = match self.ui.selected_id(ViewKind::Workloads) {
+            Some(r) if self.ui.screen() == Screen::Table(ViewKind::Workloads) => {
+                tables::workload_of(&self.fleet, r).map(|(k, _)| k.to_string())
+            }
+            _ => None,
+        };
+        let named = arg.split_whitespace().next().map(str::to_string);
+        let Some(workload) = named.or(selected) else {
+            return self.ui.warn(
+                "name the Workload (:suspend NAMESPACE/NAME, :unsuspend NAMESPACE/NAME), or select it in the workloads view (9)",
+            );
+        };
+        if !workload.contains('/') {
+            return self.ui.error(format!(
+                "{workload:?}: name the Workload as NAMESPACE/NAME (the workloads view, 9, lists them so)"
+            ));
+        }
+        self.preview(OpRequest::WorkloadActive { workload, active });
     }
 
     fn preview(&mut self, req: OpRequest) {

@@ -70,8 +70,9 @@ impl App {
                     .map(|ns| InspectTarget::new("Namespace", None, f.str_of(*ns))),
                 (_, Some(r @ RowId::Domain(_))) => tables::domain_of(f, r)
                     .map(|(_, d)| InspectTarget::new("ComputeDomain", Some(&d.namespace), &d.name)),
-                (_, Some(r @ RowId::Workload(_))) => tables::workload_of(f, r)
-                    .map(|(_, w)| InspectTarget::new("Workload", Some(&w.namespace), &w.name)),
+                (_, Some(r @ RowId::Workload(_))) => {
+                    tables::workload_of(f, r).map(|(_, w)| InspectTarget::new("Workload", Some(&w.namespace), &w.name))
+                }
                 (_, Some(_)) => None,
             },
         };

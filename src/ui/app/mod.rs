@@ -360,6 +360,6 @@ pub fn plan_node(plan: &Plan) -> Option<&str> {
         PlanDetail::Reslice(r) => Some(&r.node),
         PlanDetail::Quota(_) => None,
         PlanDetail::Taint(t) => Some(&t.node),
-        PlanDetail::Reclaim(_) | PlanDetail::Queue(_) => None,
+        PlanDetail::Reclaim(_) | PlanDetail::Queue(_) | PlanDetail::Workload(_) => None,
     }
 }

@@ -121,6 +121,7 @@ impl App {
             Command::UntaintGpu => self.start_op(c),
             Command::Reclaim => self.start_reclaim(""),
             Command::HoldQueue | Command::ResumeQueue => self.start_queue_stop(c, ""),
+            Command::SuspendWorkload | Command::ResumeWorkload => self.start_workload_active(c, ""),
             Command::QuitNow => self.request_exit(None, true),
             Command::Context => self.switch_context(""),
             // Dialog commands, and those that need a name from the `:` line.

@@ -266,11 +266,11 @@ fn new_keymaps_start_from_default_or_what_they_inherit() {
 
 #[test]
 fn moving_a_key_between_commands_in_one_file_is_not_a_conflict() {
-    let dir = user_keymap("default", "[normal]\ndrain = [\"c\"]\ncordon = [\"Z\"]\n");
+    let dir = user_keymap("default", "[normal]\ndrain = [\"c\"]\ncordon = [\"V\"]\n");
     let (km, warnings) = Keymap::load("default", Some(dir.path()));
     assert_eq!(warnings, vec![]);
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('c'), KeyModifiers::NONE)), Some(Command::Drain));
-    assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('Z'), KeyModifiers::NONE)), Some(Command::Cordon));
+    assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('V'), KeyModifiers::NONE)), Some(Command::Cordon));
     assert_eq!(km.lookup(Mode::Normal, &press(KeyCode::Char('D'), KeyModifiers::NONE)), None);
 }
 

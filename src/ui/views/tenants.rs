@@ -54,16 +54,14 @@ pub const COLUMNS: &[Column] = &[
         }),
     // Pods of the tenant's Kueue Workloads that wait for quota or were deactivated: their
     // Jobs are suspended, so PEND cannot count them.
-    Column::new("QUEUED", 6)
-        .right()
-        .priority(4)
-        .value(|f, r| on(f, r, |_| Value::Num(queued_pods(f, r).into())))
-        .cell(|f, r| {
+    Column::new("QUEUED", 6).right().priority(4).value(|f, r| on(f, r, |_| Value::Num(queued_pods(f, r).into()))).cell(
+        |f, r| {
             draw(f, r, |_| match queued_pods(f, r) {
                 0 => muted("0"),
                 n => (n.to_string(), "status.pending"),
             })
-        }),
+        },
+    ),
     Column::new("QUOTA", 5)
         .right()
         .priority(1)

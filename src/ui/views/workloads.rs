@@ -1,7 +1,8 @@
 //! The workloads view: one row per Kueue Workload — the queue it waits in or was admitted
 //! to, where it stands (Kueue's conditions), its place in the ClusterQueue, the GPUs and
 //! pods it asks for, the flavor it got, and why: Kueue's last word on its quota, the
-//! eviction, the Workload that preempted it.
+//! eviction, the Workload that preempted it. Its tenant, owner and timeline are in its JSON
+//! row and in what Enter says.
 
 use std::borrow::Cow;
 
@@ -64,15 +65,15 @@ fn state_cell(w: &KueueWorkload) -> Cell {
 }
 
 pub const COLUMNS: &[Column] = &[
-    Column::new("WORKLOAD", 26).min(16).grow(2).filter().value(|f, r| on(f, r, |k, _| Value::text(k))),
-    Column::new("TENANT", 12)
+    Column::new("NAMESPACE", 14)
         .min(8)
         .grow(1)
-        .priority(3)
+        .priority(2)
         .filter()
-        .value(|f, r| on(f, r, |_, w| f.workload_tenant(w).map_or(Value::Absent, Value::text))),
-    Column::new("QUEUE", 12).min(8).priority(4).filter().value(|f, r| on(f, r, |_, w| some(&w.queue))),
-    Column::new("CLUSTERQUEUE", 12).min(8).grow(1).filter().value(|f, r| on(f, r, |_, w| some(&w.cluster_queue))),
+        .value(|f, r| on(f, r, |_, w| Value::text(&w.namespace))),
+    Column::new("NAME", 28).min(22).grow(2).filter().value(|f, r| on(f, r, |_, w| Value::text(&w.name))),
+    Column::new("QUEUE", 12).min(8).priority(5).filter().value(|f, r| on(f, r, |_, w| some(&w.queue))),
+    Column::new("CLUSTERQUEUE", 14).min(8).grow(1).filter().value(|f, r| on(f, r, |_, w| some(&w.cluster_queue))),
     Column::new("STATE", 12)
         .filter()
         .value(|f, r| on(f, r, |_, w| Value::Text(Cow::Owned(state_cell(w).0))))
@@ -85,19 +86,16 @@ pub const COLUMNS: &[Column] = &[
     Column::new("PRIO", 4).right().priority(3).value(|f, r| on(f, r, |_, w| Value::Num(w.priority.into()))),
     Column::new("GPUS", 4).right().value(|f, r| on(f, r, |_, w| Value::Num(w.gpus))),
     Column::new("PODS", 4).right().priority(4).value(|f, r| on(f, r, |_, w| Value::Num(w.pods.into()))),
-    Column::new("FLAVOR", 10)
-        .min(6)
-        .priority(2)
-        .filter()
-        .value(|f, r| on(f, r, |_, w| if w.flavors.is_empty() { Value::Absent } else { Value::Text(Cow::Owned(w.flavors.join(","))) })),
-    Column::new("OWNER", 16).min(8).grow(1).priority(4).filter().value(|f, r| on(f, r, |_, w| some(&w.owner))),
+    Column::new("FLAVOR", 10).min(6).priority(2).filter().value(|f, r| {
+        on(f, r, |_, w| if w.flavors.is_empty() { Value::Absent } else { Value::Text(Cow::Owned(w.flavors.join(","))) })
+    }),
     // How long it has been in its state (since Kueue last changed the condition that says so).
     Column::new("SINCE", 5)
         .right()
         .priority(2)
         .value(|f, r| on(f, r, |_, w| Value::Age(w.why().and_then(|c| c.since).unwrap_or(w.created)))),
-    Column::new("WHY", 30)
-        .min(12)
+    Column::new("WHY", 48)
+        .min(24)
         .grow(3)
         .priority(1)
         .filter()
@@ -109,7 +107,7 @@ pub const COLUMNS: &[Column] = &[
                 s => (s, "ui.text"),
             })
         }),
-    Column::new("AGE", 4).right().priority(5).value(|f, r| on(f, r, |_, w| Value::Age(w.created))),
+    Column::new("AGE", 4).right().priority(6).value(|f, r| on(f, r, |_, w| Value::Age(w.created))),
 ];
 
 /// The Workload's story in one line: `queued 12m ago → quota reserved in cq-a 10m → …`.
@@ -132,11 +130,11 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let timeline: Vec<serde_json::Value> =
         w.timeline().into_iter().map(|(at, what)| json!({ "at_ms": at, "what": what })).collect();
     Some(json!({
-        "workload": col("WORKLOAD"),
+        "workload": w.key(),
         "namespace": &w.namespace,
         "name": &w.name,
         "uid": &w.uid,
-        "tenant": col("TENANT"),
+        "tenant": opt(f.workload_tenant(w)),
         "queue": col("QUEUE"),
         "cluster_queue": col("CLUSTERQUEUE"),
         "state": w.state().as_str(),
@@ -148,7 +146,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "gpus": w.gpus,
         "pods": w.pods,
         "flavors": &w.flavors,
-        "owner": col("OWNER"),
+        "owner": if w.owner.is_empty() { serde_json::Value::Null } else { w.owner.as_str().into() },
         "why": col("WHY"),
         "preempted_by": opt(f.workload_preemptor(w).map(|p| p.key())),
         "conditions": conditions,

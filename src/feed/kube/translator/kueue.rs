@@ -4,7 +4,7 @@
 use kube::api::DynamicObject;
 
 use super::{Translator, split};
-use crate::feed::kube::kueue;
+use crate::cluster::kueue;
 use crate::model::{Delta, KueueWorkload};
 
 impl Translator {

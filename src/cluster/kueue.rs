@@ -1,14 +1,28 @@
 //! Kueue's Workloads (`kueue.x-k8s.io` v1beta2, or v1beta1 on an older Kueue) read into the
-//! model: a pure function over one object; the translator fills in the ClusterQueue of a
-//! Workload not admitted yet from its LocalQueue.
+//! model: a pure function over one object, for the feed (whose translator fills in the
+//! ClusterQueue of a Workload not admitted yet from its LocalQueue) and for the operations
+//! that read a Workload again before and after changing it.
 
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::dra::{text, time};
-use super::translate::{gpu_resource, ts};
+use super::labels as l;
 use crate::model::{KueueWorkload, WorkloadCondition};
 use crate::quantity::Quantity;
+
+fn text(v: &Value) -> Option<String> {
+    v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
+}
+
+fn time(v: &Value) -> Option<u64> {
+    let t: k8s_openapi::jiff::Timestamp = v.as_str()?.parse().ok()?;
+    Some(t.as_millisecond().max(0) as u64)
+}
+
+/// A device resource the cockpit counts (GPUs, their shared replicas, MIG slices).
+fn gpu_resource(k: &str) -> bool {
+    k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
+}
 
 /// A whole number of devices, `None` for anything else.
 fn count(v: &Value) -> Option<i64> {
@@ -107,7 +121,7 @@ pub fn workload(o: &DynamicObject) -> Option<KueueWorkload> {
         gpus,
         flavors,
         conditions,
-        created: ts(o.metadata.creation_timestamp.as_ref()),
+        created: o.metadata.creation_timestamp.as_ref().map_or(0, |t| t.0.as_millisecond().max(0) as u64),
         namespace,
         name,
     })
