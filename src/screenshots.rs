@@ -29,6 +29,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("logs", vec![Command::Down, Command::Down, Command::Logs], Some("pods vllm")),
         // ...and reclaiming an idle notebook's GPU through its owner (R).
         ("reclaim-preview", vec![Command::Reclaim], Some("pods ft-debug-75bf4")),
+        // ...and Kueue's Workloads: the queued ones first (namespace, then name).
+        ("workloads", vec![], Some("workloads")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());

@@ -199,6 +199,12 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "controllers in its namespaces whose latest FailedCreate/SuccessfulCreate Event is a FailedCreate \
                  with `exceeded quota:` (a refusal of the same second stands): object, quota, requested/used/limited",
             ),
+            (
+                "queued",
+                Exact,
+                "Kueue Workloads of its namespaces that wait or were deactivated: none here (no Workload CRD), so []; \
+                 tests/kueue_e2e.rs compares them with a real Kueue's Workloads",
+            ),
         ],
     ),
     (
@@ -1040,6 +1046,7 @@ fn truth(api: &Api) -> Truth {
         let mut refused: Vec<Value> = nss.iter().flat_map(|ns| refusals.get(ns).cloned().unwrap_or_default()).collect();
         refused.sort_by_key(|r| s(&r["object"]));
         r.insert("refused_by_quota", json!(refused));
+        r.insert("queued", json!([]));
         r.insert("gpu_quota_hard", json!(quota));
         r.insert("requested_gpus", json!(requested));
         r.insert("allocated_gpus", json!(allocated));
@@ -1063,6 +1070,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("share_seconds", json!([]));
         r.insert("waiting", json!([]));
         r.insert("refused_by_quota", json!([]));
+        r.insert("queued", json!([]));
         for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }

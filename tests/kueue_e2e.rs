@@ -1,10 +1,13 @@
 //! The real Kueue controller manager (built from Kueue's Go module by tests/kueue/kueue.sh,
 //! its CRDs from the same module) on the test control plane, with `fabrik sim` as the GPU
 //! nodes: Kueue admits what a ClusterQueue's quota allows and holds the rest, and fabrik's
-//! figures and its ClusterQueue quota edit are checked against what kubectl reads. This is the
-//! ground the Kueue Workloads view (issue 16 items 3–4) will stand on; for now it proves the
-//! quotas view against a real Kueue's `status.flavorsUsage`, and that raising `nominalQuota`
-//! through fabrik's previewed operation makes Kueue admit the Job it held.
+//! figures and operations are checked against what kubectl reads, in phases: the quotas view
+//! against Kueue's `status.flavorsUsage`; raising `nominalQuota` through fabrik's previewed
+//! operation makes Kueue admit the Job it held; hold-and-drain and resume of the
+//! ClusterQueue; the workloads view and the tenant's `queued` against `kubectl get
+//! workloads` (states, places in line, flavors, conditions) before and after a higher
+//! priority Job preempts two others; suspending and resuming a Workload through fabrik; and
+//! a reclaim on a Kueue Job's pod, which suspends its Workload.
 //!
 //! Kueue runs without its webhooks (nothing in the API server calls them): the Jobs are
 //! created suspended, as Kueue's Job webhook would make them. Its metrics server insists on
@@ -22,6 +25,8 @@ use fabrik::ops::{OpRequest, QuotaField, QuotaKey, StopPolicy};
 use serde_json::{Value, json};
 
 mod common;
+#[path = "kueue_e2e/workloads.rs"]
+mod workloads;
 use common::{Proc, control_plane, eventually, kubectl, repo};
 
 const NS: &str = "e2e-kueue";
@@ -89,8 +94,12 @@ fn jsonpath(kubeconfig: &Path, what: &[&str], path: &str) -> String {
 }
 
 fn job(name: &str, gpus: u32) -> String {
+    job_with(name, gpus, json!({"kueue.x-k8s.io/queue-name": "lq-train"}))
+}
+
+fn job_with(name: &str, gpus: u32, labels: Value) -> String {
     json!({"apiVersion": "batch/v1", "kind": "Job",
-        "metadata": {"name": name, "namespace": NS, "labels": {"kueue.x-k8s.io/queue-name": "lq-train"}},
+        "metadata": {"name": name, "namespace": NS, "labels": labels},
         "spec": {"suspend": true, "template": {"metadata": {"labels": {"app": name}}, "spec": {
             "restartPolicy": "Never",
             "containers": [{"name": "c", "image": "busybox", "resources": {
@@ -120,17 +129,77 @@ fn admitted(kubeconfig: &Path, job: &str) -> Result<bool, String> {
     Ok(cond("Admitted"))
 }
 
-/// fabrik's quotas row of the ClusterQueue's h100 flavor: (hard, used).
-fn fabrik_cq(kubeconfig: &Path) -> (Value, Value) {
+/// `fabrik snapshot --view VIEW --format json` against the test control plane.
+fn fabrik_view(kubeconfig: &Path, view: &str) -> Value {
     let o = Command::new(common::BIN)
         .arg("--kubeconfig")
         .arg(kubeconfig)
-        .args(["snapshot", "--view", "quotas", "--format", "json"])
+        .args(["snapshot", "--view", view, "--format", "json"])
         .env("HOME", std::env::temp_dir().join("fabrik-kueue-e2e-home"))
         .output()
         .expect("run fabrik");
     assert!(o.status.success(), "fabrik snapshot: {}", String::from_utf8_lossy(&o.stderr));
-    let v: Value = serde_json::from_slice(&o.stdout).expect("snapshot json");
+    serde_json::from_slice(&o.stdout).expect("snapshot json")
+}
+
+/// kubectl's Workloads as fabrik's workloads view must show them, by `namespace/name`.
+fn workload_truth(kubeconfig: &Path) -> std::collections::BTreeMap<String, Value> {
+    let get = |what: &str| -> Value {
+        serde_json::from_str(&kubectl(kubeconfig, &["get", what, "-A", "-o", "json"])).expect("kubectl json")
+    };
+    workloads::truth(&get("workloads.kueue.x-k8s.io"), &get("localqueues.kueue.x-k8s.io"))
+}
+
+/// fabrik's workloads view and the tenant's `queued` equal what kubectl reads, at a moment
+/// Kueue holds still (the truth read before and after the snapshot is the same). Returns it.
+async fn same_workloads(kubeconfig: &Path, when: &str) -> std::collections::BTreeMap<String, Value> {
+    eventually(&format!("fabrik's workloads = kubectl's ({when})"), WAIT, || {
+        let kc = kubeconfig.to_path_buf();
+        async move {
+            let before = workload_truth(&kc);
+            let view = fabrik_view(&kc, "workloads");
+            let tenants = fabrik_view(&kc, "tenants");
+            if workload_truth(&kc) != before {
+                return Err("Kueue changed something meanwhile".to_string());
+            }
+            let rows: std::collections::BTreeMap<String, Value> = view["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|r| (r["workload"].as_str().unwrap_or_default().to_string(), workloads::fabrik_row(r)))
+                .collect();
+            if rows != before {
+                return Err(format!("fabrik {rows:#?}\nkubectl {before:#?}"));
+            }
+            let queued = tenants["rows"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["tenant"] == "cq-train")
+                .map(|r| r["queued"].clone())
+                .ok_or_else(|| format!("no cq-train tenant row: {tenants}"))?;
+            let want = workloads::queued(&before, NS);
+            if queued != want {
+                return Err(format!("tenant cq-train queued: fabrik {queued} kubectl {want}"));
+            }
+            Ok(before)
+        }
+    })
+    .await
+}
+
+/// The `namespace/name` of the Workload of Job `job`, from kubectl's truth.
+fn workload_of(t: &std::collections::BTreeMap<String, Value>, job: &str) -> String {
+    t.values()
+        .find(|r| r["owner"] == format!("Job/{job}"))
+        .and_then(|r| r["workload"].as_str())
+        .unwrap_or_else(|| panic!("no Workload of Job {job}: {t:#?}"))
+        .to_string()
+}
+
+/// fabrik's quotas row of the ClusterQueue's h100 flavor: (hard, used).
+fn fabrik_cq(kubeconfig: &Path) -> (Value, Value) {
+    let v = fabrik_view(kubeconfig, "quotas");
     let row = v["rows"]
         .as_array()
         .into_iter()
@@ -201,7 +270,8 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
         &json!({"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "h100"}},
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cq-train"},
-             "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
+             "spec": {"namespaceSelector": {}, "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"],
                 "flavors": [{"name": "h100", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 2}]}]}]}},
             {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
              "metadata": {"name": "lq-train", "namespace": NS}, "spec": {"clusterQueue": "cq-train"}}]})
@@ -308,6 +378,113 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
         })
         .await;
     }
+
+    // ---------- the Workloads view against kubectl (issue 16 item 4) ----------
+    let t = same_workloads(&kubeconfig, "both admitted").await;
+    let (wa, wb) = (workload_of(&t, "train-a"), workload_of(&t, "train-b"));
+    assert_eq!((t[&wa]["state"].as_str(), t[&wb]["state"].as_str()), (Some("Admitted"), Some("Admitted")));
+    assert_eq!(t[&wa]["flavors"], json!(["h100"]), "Kueue assigned the h100 flavor");
+
+    // A higher-priority Job preempts both: Kueue evicts them and names the preemptor.
+    apply(
+        &kubeconfig,
+        &dir,
+        "high",
+        &json!({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"}, "value": 1000, "description": "e2e"})
+        .to_string(),
+    );
+    let labels = json!({"kueue.x-k8s.io/queue-name": "lq-train", "kueue.x-k8s.io/priority-class": "high"});
+    apply(&kubeconfig, &dir, "train-hi", &job_with("train-hi", 4, labels));
+    eventually("Kueue admits train-hi over train-a and train-b", WAIT, || {
+        let kc = kubeconfig.clone();
+        async move {
+            let ok = admitted(&kc, "train-hi")? && !admitted(&kc, "train-a")? && !admitted(&kc, "train-b")?;
+            if ok { Ok(()) } else { Err("not yet".into()) }
+        }
+    })
+    .await;
+    let t = same_workloads(&kubeconfig, "after a preemption").await;
+    let hi = workload_of(&t, "train-hi");
+    for w in [&wa, &wb] {
+        assert_eq!(t[w]["state"], "Evicted", "{w}: {:#?}", t[w]);
+        assert_eq!(t[w]["preempted_by"], json!(hi), "Kueue names train-hi as the preemptor of {w}");
+    }
+    assert_eq!((t[&wa]["position"].clone(), t[&wb]["position"].clone()), (json!(1), json!(2)), "older first");
+    assert_eq!(t[&hi]["priority"], 1000);
+
+    // Suspend train-hi through fabrik: Kueue evicts it, its pods go, a and b are admitted again.
+    let active = |workload: &str, active| OpRequest::WorkloadActive { workload: workload.to_string(), active };
+    let outcome = run_op(&c, &dir, active(&hi, false)).await;
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("suspended")), "{outcome:?}");
+    let (hns, hname) = hi.split_once('/').expect("namespace/name");
+    let hi_field = |path: &str| jsonpath(&kubeconfig, &["-n", hns, "get", "workloads.kueue.x-k8s.io", hname], path);
+    assert_eq!(hi_field("{.spec.active}"), "false");
+    assert_eq!(hi_field("{.status.conditions[?(@.type==\"QuotaReserved\")].status}"), "False", "its quota released");
+    for j in ["train-a", "train-b"] {
+        eventually(&format!("Kueue admits {j} once train-hi is suspended"), WAIT, || {
+            let kc = kubeconfig.clone();
+            async move { if admitted(&kc, j)? { Ok(()) } else { Err("held".into()) } }
+        })
+        .await;
+    }
+    let t = same_workloads(&kubeconfig, "train-hi suspended").await;
+    assert_eq!(t[&hi]["state"], "Inactive");
+    assert_eq!(workloads::queued(&t, NS), json!([{ "why": "deactivated", "workloads": 1, "pods": 1 }]));
+    // Suspending it again is refused before anything is sent.
+    let f = fabrik::live::load_fleet(c.clone(), Default::default(), Default::default(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("the cockpit's model: {e}"));
+    let e = fabrik::ops::plan(&f, &active(&hi, false)).expect_err("already suspended");
+    assert!(e.to_string().contains("deactivated already"), "{e}");
+
+    // Resume it: Kueue requeues it (and, higher in priority, it preempts the others again).
+    let outcome = run_op(&c, &dir, active(&hi, true)).await;
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("resumed")), "{outcome:?}");
+    assert_eq!(hi_field("{.spec.active}"), "true");
+    eventually("Kueue admits train-hi again", WAIT, || {
+        let kc = kubeconfig.clone();
+        async move { if admitted(&kc, "train-hi")? { Ok(()) } else { Err("queued".into()) } }
+    })
+    .await;
+    same_workloads(&kubeconfig, "train-hi resumed").await;
+
+    // Reclaim on train-hi's running pod: its Job is Kueue's, so fabrik suspends the Workload
+    // (suspending the Job itself would be undone by Kueue).
+    let pod = eventually("train-hi's pod runs", WAIT, || {
+        let kc = kubeconfig.clone();
+        async move {
+            let p = jsonpath(
+                &kc,
+                &["-n", NS, "get", "pods", "-l", "job-name=train-hi", "--field-selector=status.phase=Running"],
+                "{.items[0].metadata.name}",
+            );
+            if p.is_empty() { Err("no running pod yet".to_string()) } else { Ok(p) }
+        }
+    })
+    .await;
+    let f = fabrik::live::load_fleet(c.clone(), Default::default(), Default::default(), Duration::from_secs(60))
+        .await
+        .unwrap_or_else(|e| panic!("the cockpit's model: {e}"));
+    let req = OpRequest::Reclaim { namespace: NS.into(), pod: pod.clone() };
+    let plan = fabrik::ops::plan(&f, &req).unwrap_or_else(|e| panic!("reclaim {pod}: {e}"));
+    assert_eq!(plan.kind, fabrik::ops::OpKind::SuspendWorkload, "{plan:#?}");
+    assert!(plan.effects.iter().any(|e| e.contains("reclaim suspends its Workload")), "{:?}", plan.effects);
+    let outcome = run_op(&c, &dir, req).await;
+    assert!(outcome.as_ref().is_ok_and(|m| m.contains("suspended")), "{outcome:?}");
+    assert_eq!(hi_field("{.spec.active}"), "false", "the Workload, not the Job, was suspended");
+    eventually("train-hi's pods are gone", WAIT, || {
+        let kc = kubeconfig.clone();
+        async move {
+            let left =
+                jsonpath(&kc, &["-n", NS, "get", "pods", "-l", "job-name=train-hi"], "{.items[*].metadata.name}");
+            if left.is_empty() { Ok(()) } else { Err(left) }
+        }
+    })
+    .await;
+
     let audit = std::fs::read_to_string(dir.join("audit").join(fabrik::ops::audit::FILE_NAME)).expect("the audit log");
-    assert!(audit.contains("hold-queue") && audit.contains("resume-queue"), "both are in the audit log");
+    for kind in ["hold-queue", "resume-queue", "suspend-workload", "resume-workload"] {
+        assert!(audit.contains(kind), "{kind} is in the audit log");
+    }
 }

@@ -80,6 +80,7 @@ fn operator_grants() -> BTreeSet<Grant> {
         ("", "pods/eviction", &["create"], ""),
         ("", "resourcequotas", &["patch"], ""),
         ("kueue.x-k8s.io", "clusterqueues", &["patch"], ""),
+        ("kueue.x-k8s.io", "workloads", &["patch"], ""),
         ("", "configmaps", &["get", "update"], "default-mig-parted-config"),
         // A GPU taint: its DeviceTaintRules written, read back, deleted (a NoExecute one
         // waits on the claims that hold the GPU, through the viewer's list).

@@ -1,8 +1,8 @@
 //! The workloads view: one row per Kueue Workload — the queue it waits in or was admitted
 //! to, where it stands (Kueue's conditions), its place in the ClusterQueue, the GPUs and
 //! pods it asks for, the flavor it got, and why: Kueue's last word on its quota, the
-//! eviction, the Workload that preempted it. Its tenant, owner and timeline are in its JSON
-//! row and in what Enter says.
+//! eviction, the Workload that preempted it. Its LocalQueue, pods, tenant, owner and timeline
+//! are in its JSON row and in what Enter says.
 
 use std::borrow::Cow;
 
@@ -72,8 +72,7 @@ pub const COLUMNS: &[Column] = &[
         .filter()
         .value(|f, r| on(f, r, |_, w| Value::text(&w.namespace))),
     Column::new("NAME", 28).min(22).grow(2).filter().value(|f, r| on(f, r, |_, w| Value::text(&w.name))),
-    Column::new("QUEUE", 12).min(8).priority(5).filter().value(|f, r| on(f, r, |_, w| some(&w.queue))),
-    Column::new("CLUSTERQUEUE", 14).min(8).grow(1).filter().value(|f, r| on(f, r, |_, w| some(&w.cluster_queue))),
+    Column::new("CLUSTERQUEUE", 17).min(8).filter().value(|f, r| on(f, r, |_, w| some(&w.cluster_queue))),
     Column::new("STATE", 12)
         .filter()
         .value(|f, r| on(f, r, |_, w| Value::Text(Cow::Owned(state_cell(w).0))))
@@ -85,8 +84,7 @@ pub const COLUMNS: &[Column] = &[
         .value(|f, r| on(f, r, |k, _| f.workload_position(k).map_or(Value::Absent, |p| Value::Num(p.into())))),
     Column::new("PRIO", 4).right().priority(3).value(|f, r| on(f, r, |_, w| Value::Num(w.priority.into()))),
     Column::new("GPUS", 4).right().value(|f, r| on(f, r, |_, w| Value::Num(w.gpus))),
-    Column::new("PODS", 4).right().priority(4).value(|f, r| on(f, r, |_, w| Value::Num(w.pods.into()))),
-    Column::new("FLAVOR", 10).min(6).priority(2).filter().value(|f, r| {
+    Column::new("FLAVOR", 8).min(6).priority(2).filter().value(|f, r| {
         on(f, r, |_, w| if w.flavors.is_empty() { Value::Absent } else { Value::Text(Cow::Owned(w.flavors.join(","))) })
     }),
     // How long it has been in its state (since Kueue last changed the condition that says so).
@@ -94,7 +92,7 @@ pub const COLUMNS: &[Column] = &[
         .right()
         .priority(2)
         .value(|f, r| on(f, r, |_, w| Value::Age(w.why().and_then(|c| c.since).unwrap_or(w.created)))),
-    Column::new("WHY", 48)
+    Column::new("WHY", 34)
         .min(24)
         .grow(3)
         .priority(1)
@@ -135,7 +133,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "name": &w.name,
         "uid": &w.uid,
         "tenant": opt(f.workload_tenant(w)),
-        "queue": col("QUEUE"),
+        "queue": if w.queue.is_empty() { serde_json::Value::Null } else { w.queue.as_str().into() },
         "cluster_queue": col("CLUSTERQUEUE"),
         "state": w.state().as_str(),
         "active": w.active,
