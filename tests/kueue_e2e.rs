@@ -27,7 +27,7 @@ use serde_json::{Value, json};
 mod common;
 #[path = "kueue_e2e/workloads.rs"]
 mod workloads;
-use common::{Proc, control_plane, eventually, kubectl, repo};
+use common::{BIN, Proc, Tmux, control_plane, eventually, kubectl, repo, session};
 
 const NS: &str = "e2e-kueue";
 const WAIT: Duration = Duration::from_secs(120);
@@ -186,6 +186,46 @@ async fn same_workloads(kubeconfig: &Path, when: &str) -> std::collections::BTre
         }
     })
     .await
+}
+
+/// The cockpit in a real terminal (tmux) after train-hi preempted train-a and train-b: the
+/// workloads view says who preempted whom and who is next, Enter tells the story, the tenant
+/// says what Kueue holds back, and `Z` previews a suspension (cancelled: nothing is sent).
+fn tui_reads_the_preemption(kubeconfig: &Path, wa: &str, hi: &str) {
+    let t = Tmux::start();
+    let env = format!("HOME={}", t.home.display());
+    let cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
+    t.ok(&session(&[&env], &[&cmd]));
+    t.wait_screen_for("the cockpit, live", WAIT, |s| s.contains("[live]"));
+    t.keys(&["9"]);
+    t.wait_screen("the workloads view", |s| s.contains("CLUSTERQUEUE") && s.contains("job-train-hi"));
+    let (_, a_name) = wa.split_once('/').expect("namespace/name");
+    t.keys(&["/"]);
+    t.literal(a_name);
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("train-a's row", |s| s.lines().any(|l| l.contains(a_name) && l.contains("Evicted")));
+    let row = s.lines().find(|l| l.contains(a_name)).unwrap_or_default();
+    assert!(row.contains("preempted by"), "WHY names the preemption: {row}");
+    assert!(row.contains("cq-train") && row.contains(" 1 "), "first in line in cq-train: {row}");
+    t.keys(&["Enter"]);
+    t.wait_screen("its story", |s| s.contains(&format!("{wa} (Evicted): queued")));
+    t.keys(&["Z"]);
+    t.wait_screen("the suspend preview", |s| {
+        s.contains(&format!("Suspend Kueue Workload {wa}")) && s.contains("set spec.active: false")
+    });
+    t.keys(&["n"]);
+    t.wait_screen("the preview closed", |s| !s.contains("Suspend Kueue Workload"));
+    // The tenant: Kueue holds two Workloads back, and says where.
+    t.keys(&["Escape"]);
+    t.wait_screen("the filter cleared", |s| s.contains(hi.split_once('/').map_or(hi, |(_, n)| n)));
+    t.keys(&[":"]);
+    t.literal("tenants cq-train");
+    t.keys(&["Enter"]);
+    t.wait_screen("the tenants view", |s| s.contains("QUEUED") && s.contains("cq-train"));
+    t.keys(&["Enter"]);
+    t.wait_screen("what Kueue holds back", |s| {
+        s.contains("Kueue holds 2 workloads (2 pods): 2 waiting for quota in cq-train (2 pods)")
+    });
 }
 
 /// The `namespace/name` of the Workload of Job `job`, from kubectl's truth.
@@ -412,6 +452,7 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
     }
     assert_eq!((t[&wa]["position"].clone(), t[&wb]["position"].clone()), (json!(1), json!(2)), "older first");
     assert_eq!(t[&hi]["priority"], 1000);
+    tui_reads_the_preemption(&kubeconfig, &wa, &hi);
 
     // Suspend train-hi through fabrik: Kueue evicts it, its pods go, a and b are admitted again.
     let active = |workload: &str, active| OpRequest::WorkloadActive { workload: workload.to_string(), active };
@@ -463,11 +504,18 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
         }
     })
     .await;
-    let f = fabrik::live::load_fleet(c.clone(), Default::default(), Default::default(), Duration::from_secs(60))
-        .await
-        .unwrap_or_else(|e| panic!("the cockpit's model: {e}"));
     let req = OpRequest::Reclaim { namespace: NS.into(), pod: pod.clone() };
-    let plan = fabrik::ops::plan(&f, &req).unwrap_or_else(|e| panic!("reclaim {pod}: {e}"));
+    // Planned on the cockpit's model as soon as it has the pod on its node.
+    let plan = eventually(&format!("a reclaim plan for {pod}"), WAIT, || {
+        let (c, req) = (c.clone(), req.clone());
+        async move {
+            let f = fabrik::live::load_fleet(c, Default::default(), Default::default(), Duration::from_secs(60))
+                .await
+                .map_err(|e| e.to_string())?;
+            fabrik::ops::plan(&f, &req).map_err(|e| e.to_string())
+        }
+    })
+    .await;
     assert_eq!(plan.kind, fabrik::ops::OpKind::SuspendWorkload, "{plan:#?}");
     assert!(plan.effects.iter().any(|e| e.contains("reclaim suspends its Workload")), "{:?}", plan.effects);
     let outcome = run_op(&c, &dir, req).await;
