@@ -935,9 +935,10 @@ enum Watch {
     ClusterQueue,
     TaintRule,
     Domain,
+    Workload,
 }
 
-const WATCHES: [Watch; 13] = [
+const WATCHES: [Watch; 14] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -951,6 +952,7 @@ const WATCHES: [Watch; 13] = [
     Watch::ClusterQueue,
     Watch::TaintRule,
     Watch::Domain,
+    Watch::Workload,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -993,6 +995,7 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::ClusterQueue => event(ev, obj::<DynamicObject>(text)?).map(Msg::ClusterQueue),
         Watch::TaintRule => event(ev, obj::<DynamicObject>(text)?).map(Msg::TaintRule),
         Watch::Domain => event(ev, obj::<DynamicObject>(text)?).map(Msg::Domain),
+        Watch::Workload => event(ev, obj::<DynamicObject>(text)?).map(Msg::Workload),
     })
 }
 
@@ -1156,6 +1159,20 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                     {"name": "dra-1", "ipAddress": "10.0.0.2", "cliqueID": "c.1", "status": "NotReady"}]}
             }),
         ),
+        (
+            Watch::Workload,
+            json!({
+                "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload",
+                "metadata": {"name": "job-train-1a2b3", "namespace": "team-a", "uid": "wl-1",
+                    "creationTimestamp": "2026-12-01T10:00:00Z",
+                    "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "train", "uid": "j-1", "controller": true}]},
+                "spec": {"queueName": "lq", "priority": 10, "active": true, "podSets": [{"name": "main", "count": 2,
+                    "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "4"}}}]}}}]},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
+                    "message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 2 more needed",
+                    "lastTransitionTime": "2026-12-01T10:00:01Z"}]}
+            }),
+        ),
     ]
 }
 
@@ -1225,6 +1242,10 @@ fn kube_seeds_translate_into_a_fleet() {
     let taints = f.gpu_by_uuid("GPU-aaaa").and_then(|g| f.gpu(g)).and_then(|g| g.dra.as_ref()).map(|d| d.taints.len());
     assert_eq!(taints, Some(1), "the rule's taint on dra-1 gpu-0");
     assert_eq!(f.domains.len(), 1);
+    // The Workload waits for quota: 2 pods × 4 GPUs, first in its (unknown) queue's line.
+    let w = f.workloads.get("team-a/job-train-1a2b3").expect("the Workload");
+    assert_eq!((w.state(), w.gpus, w.pods), (fabrik::model::WorkloadState::Pending, 8, 2));
+    assert_eq!(f.workload_position("team-a/job-train-1a2b3"), Some(1));
     assert!(f.alerts.keys().any(|(k, _)| *k == fabrik::model::AlertKind::DomainNotReady));
     let tenants: Vec<&str> = f.tenant_ids().filter_map(|t| f.tenant(t)).map(|t| f.str_of(t.name)).collect();
     for want in ["alpha", "lab", "inference"] {

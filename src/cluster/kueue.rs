@@ -7,8 +7,8 @@ use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::labels as l;
+use crate::model::kueue::device_count;
 use crate::model::{KueueWorkload, WorkloadCondition};
-use crate::quantity::Quantity;
 
 fn text(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
@@ -20,19 +20,17 @@ fn time(v: &Value) -> Option<u64> {
 }
 
 /// A device resource the cockpit counts (GPUs, their shared replicas, MIG slices).
-fn gpu_resource(k: &str) -> bool {
-    k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
+/// A device count in a JSON quantity: a string (`"4"`) or a number (`4`).
+fn count(v: &Value) -> Option<i64> {
+    match v {
+        Value::String(s) => device_count(s),
+        Value::Number(n) => device_count(&n.to_string()),
+        _ => None,
+    }
 }
 
-/// A whole number of devices, `None` for anything else.
-fn count(v: &Value) -> Option<i64> {
-    let s = match v {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
-        _ => return None,
-    };
-    let q = Quantity::parse(&s).ok()?;
-    q.is_integer().then(|| q.value())
+fn gpu_resource(k: &str) -> bool {
+    k == l::GPU_RESOURCE || k == l::GPU_SHARED_RESOURCE || k.starts_with(l::MIG_RESOURCE_PREFIX)
 }
 
 /// GPU devices one pod of a pod set asks for: per container, its requests (or its limits,

@@ -174,6 +174,13 @@ impl KueueWorkload {
     }
 }
 
+/// A whole number of devices as a Quantity writes it (`4`, `1k`); `None` for a fraction or
+/// anything that is not a quantity.
+pub fn device_count(s: &str) -> Option<i64> {
+    let q = crate::quantity::Quantity::parse(s).ok()?;
+    q.is_integer().then(|| q.value())
+}
+
 /// What Kueue holds back of a tenant ([`crate::model::Fleet::tenant_queued`]) in words:
 /// `3 workloads (12 pods): 2 waiting for quota in cq-train (8 pods), 1 deactivated (4 pods)`;
 /// empty when it holds nothing back.

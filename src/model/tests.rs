@@ -281,6 +281,27 @@ pub(crate) fn check_invariants(f: &Fleet) {
         );
     }
     assert_eq!(f.totals, t, "fleet totals");
+    // Kueue: each queued Workload's place, recounted from scratch, and the held-back pods.
+    let mut lines: std::collections::BTreeMap<&str, Vec<(i32, Ts, &String)>> = Default::default();
+    for (k, w) in &f.workloads {
+        if w.state().queued() {
+            lines.entry(w.cluster_queue.as_str()).or_default().push((-w.priority, w.created, k));
+        }
+    }
+    let mut placed = 0;
+    for line in lines.values_mut() {
+        line.sort();
+        for (i, (_, _, k)) in line.iter().enumerate() {
+            assert_eq!(f.workload_position(k), Some(i as u32 + 1), "place of Workload {k}");
+            placed += 1;
+        }
+    }
+    let positioned = f.workloads.keys().filter(|k| f.workload_position(k).is_some()).count();
+    assert_eq!(positioned, placed, "only queued Workloads have a place");
+    for tid in f.tenant_ids() {
+        let by: u32 = f.tenant_queued(tid).iter().map(|(_, _, p)| p).sum();
+        assert_eq!(f.tenant_queued_pods(tid), by, "held-back pods of tenant {tid:?}");
+    }
 }
 
 #[test]

@@ -617,7 +617,9 @@ fn kueue_workloads_queue_in_order_and_suspend_and_resume_when_kueue_says_so() {
     assert_eq!(f.workload_position(&load.key()), None);
     let by = f.workload_preemptor(&bench).expect("its preemptor is listed");
     assert_eq!(by.state(), WorkloadState::Admitted);
+    check_invariants(&f);
     let t = f.tenant_by_name("inference-prod").unwrap();
+    assert_eq!(f.tenant_queued_pods(t), 3);
     assert_eq!(
         f.tenant_queued(t),
         vec![("waiting for quota in cq-inference-prod".to_string(), 2, 2), ("deactivated".to_string(), 1, 1)]
@@ -647,4 +649,5 @@ fn kueue_workloads_queue_in_order_and_suspend_and_resume_when_kueue_says_so() {
     assert!(e.to_string().contains("workloads view (9)"), "{e}");
     run(&mut sim, &mut f, 10);
     assert_eq!(wl(&f, "job-nightly-eval").state(), WorkloadState::Inactive, "it stays suspended");
+    check_invariants(&f);
 }

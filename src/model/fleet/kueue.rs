@@ -5,25 +5,69 @@
 use super::*;
 use crate::model::kueue::{KueueWorkload, WorkloadState};
 
+/// A queued Workload's place in Kueue's queue order: higher priority first, then the
+/// earlier created, then by `namespace/name`.
+pub(super) type LineKey = (std::cmp::Reverse<i32>, Ts, String);
+
+/// What a Workload adds to its namespace's held-back pods (see [`Fleet::tenant_queued`]).
+fn held_back(w: &KueueWorkload) -> u32 {
+    match w.state() {
+        WorkloadState::Pending | WorkloadState::Evicted | WorkloadState::Inadmissible | WorkloadState::Reserved => {
+            w.pods
+        }
+        WorkloadState::Inactive if !w.holds_quota() => w.pods,
+        _ => 0,
+    }
+}
+
 impl Fleet {
-    pub(super) fn upsert_workload(&mut self, w: KueueWorkload) {
-        let key = w.key();
-        let cq = w.cluster_queue.clone();
-        if let Some(old) = self.workloads.insert(key.clone(), w) {
-            self.wl_by_uid.remove(&old.uid);
-            if old.cluster_queue != cq {
-                self.place_queue(&old.cluster_queue);
+    /// Adds or takes back what Workload `w` counts for: its place in its ClusterQueue's line
+    /// and the pods its namespace has held back. Returns the ClusterQueue whose line changed.
+    fn count_workload(&mut self, key: &str, w: &KueueWorkload, add: bool) -> Option<String> {
+        let held = held_back(w);
+        if held > 0 {
+            let e = self.wl_held.entry(w.namespace.clone()).or_default();
+            *e = if add { e.saturating_add(held) } else { e.saturating_sub(held) };
+            if *e == 0 {
+                self.wl_held.remove(&w.namespace);
             }
         }
-        if let Some(w) = self.workloads.get(&key) {
-            self.wl_by_uid.insert(w.uid.clone(), key.clone());
+        if !w.state().queued() {
+            return None;
         }
+        let entry = (std::cmp::Reverse(w.priority), w.created, key.to_string());
+        let line = self.wl_lines.entry(w.cluster_queue.clone()).or_default();
+        if add {
+            line.insert(entry);
+        } else {
+            line.remove(&entry);
+            self.wl_pos.remove(key);
+            if line.is_empty() {
+                self.wl_lines.remove(&w.cluster_queue);
+            }
+        }
+        Some(w.cluster_queue.clone())
+    }
+
+    pub(super) fn upsert_workload(&mut self, w: KueueWorkload) {
+        let key = w.key();
+        let mut moved = Vec::new();
+        if let Some(old) = self.workloads.remove(&key) {
+            self.wl_by_uid.remove(&old.uid);
+            moved.extend(self.count_workload(&key, &old, false));
+        }
+        moved.extend(self.count_workload(&key, &w, true));
+        self.wl_by_uid.insert(w.uid.clone(), key.clone());
+        self.workloads.insert(key.clone(), w);
         if !self.wl_ids.contains_key(&key) {
             self.next_wl += 1;
             self.wl_ids.insert(key.clone(), self.next_wl);
             self.wl_keys.insert(self.next_wl, key);
         }
-        self.place_queue(&cq);
+        moved.dedup();
+        for cq in moved {
+            self.place_queue(&cq);
+        }
     }
 
     /// The ids of the Workloads there are (see [`Fleet::workload_by_id`]), in no order.
@@ -45,11 +89,12 @@ impl Fleet {
     pub(super) fn remove_workload(&mut self, key: &str) -> bool {
         let Some(old) = self.workloads.remove(key) else { return false };
         self.wl_by_uid.remove(&old.uid);
-        self.wl_pos.remove(key);
         if let Some(id) = self.wl_ids.remove(key) {
             self.wl_keys.remove(&id);
         }
-        self.place_queue(&old.cluster_queue);
+        if let Some(cq) = self.count_workload(key, &old, false) {
+            self.place_queue(&cq);
+        }
         true
     }
 
@@ -57,16 +102,11 @@ impl Fleet {
     /// them: higher priority first, then the earlier created, then by name. Kueue's own
     /// numbering (the visibility API) may differ: BestEffortFIFO lets a later one that fits
     /// go first, and a Workload evicted for PodsReady timeout is ordered by its eviction.
+    /// Only the queue's line is walked: admitted Workloads are not in it.
     fn place_queue(&mut self, cq: &str) {
-        let mut queued: Vec<(&String, &KueueWorkload)> =
-            self.workloads.iter().filter(|(_, w)| w.cluster_queue == cq && w.state().queued()).collect();
-        queued.sort_by(|(ka, a), (kb, b)| {
-            b.priority.cmp(&a.priority).then(a.created.cmp(&b.created)).then_with(|| ka.cmp(kb))
-        });
-        let order: Vec<String> = queued.into_iter().map(|(k, _)| k.clone()).collect();
-        self.wl_pos.retain(|k, _| self.workloads.get(k).is_some_and(|w| w.cluster_queue != cq));
-        for (i, k) in order.into_iter().enumerate() {
-            self.wl_pos.insert(k, i as u32 + 1);
+        let Some(line) = self.wl_lines.get(cq) else { return };
+        for (i, (_, _, k)) in line.iter().enumerate() {
+            self.wl_pos.insert(k.clone(), i as u32 + 1);
         }
     }
 
@@ -74,11 +114,6 @@ impl Fleet {
     /// for one that is not waiting for quota.
     pub fn workload_position(&self, key: &str) -> Option<u32> {
         self.wl_pos.get(key).copied()
-    }
-
-    /// How many Workloads wait in ClusterQueue `cq` (pending or evicted, active).
-    pub fn queue_length(&self, cq: &str) -> u32 {
-        self.workloads.values().filter(|w| w.cluster_queue == cq && w.state().queued()).count() as u32
     }
 
     /// The tenant of a Workload: its namespace's.
@@ -112,6 +147,13 @@ impl Fleet {
     pub fn workload_preemptor(&self, w: &KueueWorkload) -> Option<&KueueWorkload> {
         let key = self.wl_by_uid.get(w.preempted_by_uid()?)?;
         self.workloads.get(key)
+    }
+
+    /// The pods of tenant `tid`'s Workloads that Kueue holds back (the sum of
+    /// [`Fleet::tenant_queued`]'s pods), from a count kept per namespace.
+    pub fn tenant_queued_pods(&self, tid: TenantId) -> u32 {
+        let Some(t) = self.tenant(tid) else { return 0 };
+        t.namespaces.iter().filter_map(|n| self.wl_held.get(self.str_of(*n))).sum()
     }
 
     /// What Kueue holds back of tenant `tid`, by why: `(why, workloads, pods)`, the most pods

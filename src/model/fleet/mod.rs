@@ -110,8 +110,12 @@ pub struct Fleet {
     mig_pending: BTreeSet<NodeId>,
     frag: FastMap<GpuId, Fragmentation>,
     gpu_resources: Vec<Sym>,
-    /// Each queued Workload's place in its ClusterQueue (see [`Fleet::workload_position`]).
+    /// Each queued Workload's place in its ClusterQueue (see [`Fleet::workload_position`]),
+    /// from the queued Workloads of each ClusterQueue in Kueue's order...
     wl_pos: FastMap<String, u32>,
+    wl_lines: FastMap<String, BTreeSet<kueue::LineKey>>,
+    /// ...and per namespace, the pods of its Workloads Kueue holds back.
+    wl_held: FastMap<String, u32>,
     /// Workload uid → `namespace/name` (Kueue names a preemptor by uid).
     wl_by_uid: FastMap<String, String>,
     /// Each Workload's row id while it exists (`namespace/name` ↔ id), so a row keeps its
@@ -167,6 +171,8 @@ impl Fleet {
             frag: FastMap::default(),
             gpu_resources,
             wl_pos: FastMap::default(),
+            wl_lines: FastMap::default(),
+            wl_held: FastMap::default(),
             wl_by_uid: FastMap::default(),
             wl_ids: FastMap::default(),
             wl_keys: FastMap::default(),

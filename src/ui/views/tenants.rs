@@ -129,7 +129,7 @@ pub const COLUMNS: &[Column] = &[
 ];
 
 fn queued_pods(f: &Fleet, r: RowId) -> u32 {
-    r.tenant().map_or(0, |t| f.tenant_queued(t).iter().map(|(_, _, p)| p).sum())
+    r.tenant().map_or(0, |t| f.tenant_queued_pods(t))
 }
 
 /// Share-seconds as hours, cut (not rounded) to one decimal: `12.3`.
