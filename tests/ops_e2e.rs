@@ -553,6 +553,19 @@ async fn operations_run_on_the_real_control_plane_with_preview_rbac_and_audit() 
         )
         .await
         .expect("create the ClusterQueue CRD");
+    // Kueue's Workload CRD (namespaced), so `kubectl auth can-i patch workloads.kueue.x-k8s.io`
+    // can resolve the resource the Workload operations need (the rbac phase).
+    Api::<CustomResourceDefinition>::all(c.clone())
+        .create(
+            &pp,
+            &obj(json!({"metadata": {"name": "workloads.kueue.x-k8s.io"},
+                "spec": {"group": "kueue.x-k8s.io", "scope": "Namespaced",
+                    "names": {"plural": "workloads", "singular": "workload", "kind": "Workload", "listKind": "WorkloadList"},
+                    "versions": [{"name": "v1beta1", "served": true, "storage": true, "subresources": {"status": {}},
+                        "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}})),
+        )
+        .await
+        .expect("create the Workload CRD");
     let cq = json!({"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue", "metadata": {"name": "cq-e2e"},
         "spec": {"cohort": "all", "resourceGroups": [{"coveredResources": ["nvidia.com/gpu"], "flavors": [{"name": "h100",
             "resources": [{"name": "nvidia.com/gpu", "nominalQuota": 8, "lendingLimit": 2}]}]}]}});
