@@ -462,6 +462,9 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
     let hi_field = |path: &str| jsonpath(&kubeconfig, &["-n", hns, "get", "workloads.kueue.x-k8s.io", hname], path);
     assert_eq!(hi_field("{.spec.active}"), "false");
     assert_eq!(hi_field("{.status.conditions[?(@.type==\"QuotaReserved\")].status}"), "False", "its quota released");
+    let hi_pods =
+        || jsonpath(&kubeconfig, &["-n", NS, "get", "pods", "-l", "job-name=train-hi"], "{.items[*].metadata.name}");
+    assert_eq!(hi_pods(), "", "done only once its pods are gone, terminating ones too");
     for j in ["train-a", "train-b"] {
         eventually(&format!("Kueue admits {j} once train-hi is suspended"), WAIT, || {
             let kc = kubeconfig.clone();
@@ -521,6 +524,7 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
     let outcome = run_op(&c, &dir, req).await;
     assert!(outcome.as_ref().is_ok_and(|m| m.contains("suspended")), "{outcome:?}");
     assert_eq!(hi_field("{.spec.active}"), "false", "the Workload, not the Job, was suspended");
+    assert_eq!(hi_pods(), "", "done only once its pods are gone");
     eventually("train-hi's pods are gone", WAIT, || {
         let kc = kubeconfig.clone();
         async move {

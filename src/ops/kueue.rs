@@ -16,6 +16,10 @@ pub struct WorkloadPlan {
     /// and made again under the same name is not changed by a preview of the old one.
     pub uid: String,
     pub active: bool,
+    /// Suspending: the pods of its Job the cockpit saw (names); the operation is done only
+    /// once they are gone, not when Kueue releases the quota (a terminating pod still holds
+    /// its GPUs, and Kueue does not count it).
+    pub pods: Vec<String>,
 }
 
 pub(super) fn plan(fleet: &Fleet, key: &str, active: bool, request: OpRequest) -> Result<Plan, PlanError> {
@@ -54,7 +58,7 @@ pub(super) fn plan(fleet: &Fleet, key: &str, active: bool, request: OpRequest) -
         if w.holds_quota() {
             effects.push(format!(
                 "Kueue evicts it (reason Deactivated): {owner} is suspended, its pods deleted and its quota in {cq} \
-                 ({} GPUs) released; done when Kueue reports it evicted and holding no quota",
+                 ({} GPUs) released; done when Kueue reports it evicted and holding no quota and its pods are gone",
                 w.gpus
             ));
             let running = fleet.workload_pods(w).iter().filter(|p| !p.phase.finished()).count();
@@ -87,6 +91,11 @@ pub(super) fn plan(fleet: &Fleet, key: &str, active: bool, request: OpRequest) -
             name: w.name.clone(),
             uid: w.uid.clone(),
             active,
+            pods: if active {
+                Vec::new()
+            } else {
+                fleet.workload_pods(w).iter().filter(|p| !p.phase.finished()).map(|p| p.name.to_string()).collect()
+            },
         }),
     })
 }

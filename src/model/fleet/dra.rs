@@ -78,7 +78,12 @@ impl Fleet {
 
     /// The tenant of a ComputeDomain: its namespace's.
     pub fn domain_tenant(&self, d: &ComputeDomainSpec) -> Option<&str> {
-        let ns = self.interner.get(&d.namespace)?;
+        self.namespace_tenant(&d.namespace)
+    }
+
+    /// The tenant of namespace `namespace`, by name.
+    pub fn namespace_tenant(&self, namespace: &str) -> Option<&str> {
+        let ns = self.interner.get(namespace)?;
         let tid = self.idx.tenant_by_ns.get(&ns)?;
         self.tenant(*tid).map(|t| self.str_of(t.name))
     }

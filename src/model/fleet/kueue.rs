@@ -9,15 +9,19 @@ use crate::model::kueue::{KueueWorkload, WorkloadState};
 /// earlier created, then by `namespace/name`.
 pub(super) type LineKey = (std::cmp::Reverse<i32>, Ts, String);
 
-/// What a Workload adds to its namespace's held-back pods (see [`Fleet::tenant_queued`]).
-fn held_back(w: &KueueWorkload) -> u32 {
+/// Whether Kueue holds a Workload back (see [`Fleet::tenant_queued`]): waiting for quota
+/// or admission checks, inadmissible, or deactivated and holding nothing.
+fn is_held_back(w: &KueueWorkload) -> bool {
     match w.state() {
-        WorkloadState::Pending | WorkloadState::Evicted | WorkloadState::Inadmissible | WorkloadState::Reserved => {
-            w.pods
-        }
-        WorkloadState::Inactive if !w.holds_quota() => w.pods,
-        _ => 0,
+        WorkloadState::Pending | WorkloadState::Evicted | WorkloadState::Inadmissible | WorkloadState::Reserved => true,
+        WorkloadState::Inactive => !w.holds_quota(),
+        WorkloadState::Admitted | WorkloadState::Finished => false,
     }
+}
+
+/// What a Workload adds to its namespace's held-back pods.
+fn held_back(w: &KueueWorkload) -> u32 {
+    if is_held_back(w) { w.pods } else { 0 }
 }
 
 impl Fleet {
@@ -118,9 +122,7 @@ impl Fleet {
 
     /// The tenant of a Workload: its namespace's.
     pub fn workload_tenant(&self, w: &KueueWorkload) -> Option<&str> {
-        let ns = self.interner.get(&w.namespace)?;
-        let tid = self.idx.tenant_by_ns.get(&ns)?;
-        self.tenant(*tid).map(|t| self.str_of(t.name))
+        self.namespace_tenant(&w.namespace)
     }
 
     /// The pods of a Workload: its Job's (the Job's pods in its namespace), or the pod
@@ -163,17 +165,17 @@ impl Fleet {
         let mut by: Vec<(String, u32, u32)> = Vec::new();
         let Some(t) = self.tenant(tid) else { return by };
         let names: Vec<&str> = t.namespaces.iter().map(|n| self.str_of(*n)).collect();
-        for w in self.workloads.values().filter(|w| names.contains(&w.namespace.as_str())) {
+        let mine = |w: &&KueueWorkload| names.contains(&w.namespace.as_str()) && is_held_back(w);
+        for w in self.workloads.values().filter(mine) {
             let cq = if w.cluster_queue.is_empty() { w.queue.as_str() } else { w.cluster_queue.as_str() };
             let why = match w.state() {
-                WorkloadState::Pending | WorkloadState::Evicted => format!("waiting for quota in {cq}"),
                 WorkloadState::Inadmissible => {
                     let m = w.why().map_or("", |c| c.message.as_str());
                     format!("inadmissible: {}", m.chars().take(60).collect::<String>())
                 }
                 WorkloadState::Reserved => format!("waiting for admission checks in {cq}"),
-                WorkloadState::Inactive if !w.holds_quota() => "deactivated".to_string(),
-                _ => continue,
+                WorkloadState::Inactive => "deactivated".to_string(),
+                _ => format!("waiting for quota in {cq}"),
             };
             match by.iter_mut().find(|(k, _, _)| *k == why) {
                 Some(e) => {

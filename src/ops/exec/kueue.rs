@@ -1,7 +1,8 @@
 //! A Kueue Workload suspended or resumed ([`crate::ops::kueue`]): the Workload read (the
 //! same uid as previewed), its `spec.active` written unless it is so already, then Kueue's
-//! answer waited for — suspended: evicted with reason `Deactivated` and holding no quota
-//! (its pods gone); resumed: requeued (reason `Reactivated`) or admitted.
+//! answer waited for — suspended: evicted with reason `Deactivated` and holding no quota,
+//! then its Job's pods gone (Kueue releases the quota while they still terminate); resumed:
+//! requeued (reason `Reactivated`) or admitted.
 
 use super::{Run, Step, Stop, secs};
 use crate::model::KueueWorkload;
@@ -49,6 +50,16 @@ pub(crate) async fn workload_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &Wor
             p.uid, now.uid
         )));
     }
+    // The pods to see gone after a suspension, as they are now (a later one with the same
+    // name is another pod).
+    let mut pods = Vec::new();
+    for pod in &p.pods {
+        match t.pod(run, ns, pod).await? {
+            Ok(Some(v)) => pods.push(v),
+            Ok(None) => {}
+            Err(f) => return Err(Stop::Failed(format!("{}; nothing was changed", f.message))),
+        }
+    }
     if now.active == p.active {
         run.step(format!("Workload {key} has spec.active {} already", p.active)).await?;
     } else {
@@ -80,10 +91,13 @@ pub(crate) async fn workload_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &Wor
         let poll = run.opts.poll;
         run.sleep(t, poll).await?;
     }
+    for pod in &pods {
+        super::reclaim::wait_gone(t, run, pod, None, "").await?;
+    }
     let outcome = if p.active {
         format!("Workload {key} resumed: Kueue requeued it")
     } else {
-        format!("Workload {key} suspended: Kueue evicted it (Deactivated) and it holds no quota")
+        format!("Workload {key} suspended: Kueue evicted it (Deactivated), it holds no quota and its pods are gone")
     };
     run.step(outcome.clone()).await?;
     Ok(outcome)

@@ -152,7 +152,7 @@ pub(crate) async fn reclaim_op<T: Target>(t: &mut T, run: &mut Run<'_>, r: &Recl
 /// Waits until the pod is gone (or replaced: another uid). With `watch` (a ReplicaSet and
 /// the count it should come down to), a ReplicaSet that settles there while the pod runs on
 /// removed another pod: that stops the operation, with `back` to undo the scale.
-async fn wait_gone<T: Target>(
+pub(crate) async fn wait_gone<T: Target>(
     t: &mut T,
     run: &mut Run<'_>,
     pod: &PodView,

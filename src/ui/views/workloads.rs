@@ -49,19 +49,24 @@ pub fn why(f: &Fleet, w: &KueueWorkload) -> String {
     c.message.clone()
 }
 
+/// The STATE word: Kueue's state, `Deactivating` while an inactive one still holds quota.
+fn state_word(w: &KueueWorkload) -> &'static str {
+    match w.state() {
+        WorkloadState::Inactive if w.holds_quota() => "Deactivating",
+        s => s.as_str(),
+    }
+}
+
 fn state_cell(w: &KueueWorkload) -> Cell {
-    let s = w.state();
-    let tok = match s {
+    let tok = match w.state() {
         WorkloadState::Admitted => "status.ready",
+        // Deactivated while its pods still hold the quota: Kueue is stopping them.
+        WorkloadState::Inactive if w.holds_quota() => "status.pending",
         WorkloadState::Pending | WorkloadState::Reserved => "status.pending",
         WorkloadState::Evicted | WorkloadState::Inadmissible => "status.notready",
         WorkloadState::Inactive | WorkloadState::Finished => "ui.text.muted",
     };
-    // Deactivated while its pods still hold the quota: Kueue is stopping them.
-    if s == WorkloadState::Inactive && w.holds_quota() {
-        return ("Deactivating".into(), "status.pending");
-    }
-    (s.as_str().into(), tok)
+    (state_word(w).into(), tok)
 }
 
 pub const COLUMNS: &[Column] = &[
@@ -75,7 +80,7 @@ pub const COLUMNS: &[Column] = &[
     Column::new("CLUSTERQUEUE", 17).min(8).filter().value(|f, r| on(f, r, |_, w| some(&w.cluster_queue))),
     Column::new("STATE", 12)
         .filter()
-        .value(|f, r| on(f, r, |_, w| Value::Text(Cow::Owned(state_cell(w).0))))
+        .value(|f, r| on(f, r, |_, w| Value::text(state_word(w))))
         .cell(|f, r| draw(f, r, state_cell)),
     // Its place among the Workloads waiting in its ClusterQueue (Kueue's order: priority,
     // then age); none once it holds quota.
