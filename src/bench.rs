@@ -211,6 +211,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         GpuUpsert(_) | GpuRemove(_) | GpuDra { .. } => "gpu",
         DomainUpsert(_) | DomainRemove { .. } => "domain",
         WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
+        Managed { .. } => "gitops",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

@@ -37,7 +37,7 @@ mod dra;
 mod logs;
 #[path = "crosscheck_e2e/pending.rs"]
 mod pending;
-use common::{BIN, control_plane, kubectl};
+use common::{BIN, control_plane, gitops_owner, kubectl};
 
 const NODES: &str = "16";
 
@@ -65,6 +65,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("status", Text, "Ready/NotReady, Cordoned: from ready and cordoned, both checked"),
             ("ready", Exact, "the Ready condition"),
             ("cordoned", Exact, "spec.unschedulable"),
+            ("managed_by", Exact, GITOPS_HOW),
             ("model", Text, "GPU model from the product label or the slice"),
             ("gpus", Exact, "gpu.count label, or the GPUs of the node's ResourceSlice"),
             (
@@ -232,6 +233,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("version", Exact, "resourceVersion"),
             ("borrowing_limit", Exact, "Kueue borrowingLimit; null for a ResourceQuota"),
             ("lending_limit", Exact, "Kueue lendingLimit; null for a ResourceQuota or when unset"),
+            ("managed_by", Exact, GITOPS_HOW),
         ],
     ),
     (
@@ -366,6 +368,11 @@ fn read_api(kubeconfig: &Path) -> Api {
     }
     api
 }
+
+const GITOPS_HOW: &str = "from the object's metadata as Argo CD and Flux document their markers: the \
+     argocd.argoproj.io/tracking-id annotation (app before the first ':', <ns>_<app> as ns/app), Flux's \
+     kustomize/helm toolkit name+namespace labels, argocd.argoproj.io/instance, else app.kubernetes.io/instance \
+     (Argo CD or Helm); reverts false under kustomize.toolkit.fluxcd.io/reconcile: disabled; null when unmarked";
 
 fn s(v: &Value) -> String {
     v.as_str().unwrap_or_default().to_string()
@@ -655,6 +662,7 @@ fn truth(api: &Api) -> Truth {
         let mut r = BTreeMap::new();
         r.insert("ready", json!(ready));
         r.insert("cordoned", json!(n["spec"]["unschedulable"].as_bool().unwrap_or(false)));
+        r.insert("managed_by", gitops_owner(&n["metadata"]));
         r.insert("sharing", Value::Null);
         let cfg = s(&labels["nvidia.com/mig.config"]);
         let state = labels["nvidia.com/mig.config.state"].as_str();
@@ -926,6 +934,7 @@ fn truth(api: &Api) -> Truth {
             r.insert("version", q["metadata"]["resourceVersion"].clone());
             r.insert("borrowing_limit", Value::Null);
             r.insert("lending_limit", Value::Null);
+            r.insert("managed_by", gitops_owner(&q["metadata"]));
             quotas.insert(format!("{ns}/{qname}/{res}"), r);
         }
     }
@@ -965,6 +974,7 @@ fn truth(api: &Api) -> Truth {
                     row.insert("version", cq["metadata"]["resourceVersion"].clone());
                     row.insert("borrowing_limit", limit("borrowingLimit"));
                     row.insert("lending_limit", limit("lendingLimit"));
+                    row.insert("managed_by", gitops_owner(&cq["metadata"]));
                     quotas.insert(format!("{queue}/{flavor}/{res}"), row);
                 }
             }
@@ -1488,8 +1498,12 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
     let mut diffs = Vec::new();
     let quotas = &t.views["quotas"];
     let mut seen = 0;
+    let gitops_shown = table.lines().next().is_some_and(|h| h.contains("GITOPS"));
+    if !gitops_shown {
+        diffs.push("quotas table: no GITOPS column".to_string());
+    }
     for line in table.lines().skip(1) {
-        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ PHYS USE% VERSION
+        // TENANT SOURCE(kind, namespace/name or queue/flavor) RESOURCE HARD USED REQ PHYS USE% GITOPS VERSION
         let c: Vec<&str> = line.split_whitespace().collect();
         if c.len() < 9 || !matches!(c[1], "ResourceQuota" | "ClusterQueue") {
             continue;
@@ -1511,6 +1525,28 @@ fn compare_quota_table(table: &str, t: &Truth) -> Vec<String> {
         let have = [c[4], c[5], c[6], c[7], c[8]];
         if have.iter().zip(&want).any(|(h, w)| *h != w.as_str()) {
             diffs.push(format!("quotas table {key}: HARD USED REQ PHYS USE% {have:?}, API {want:?}"));
+        }
+        // GITOPS: `-`, or the tool and the application's name (`argo gpu-quotas`, `flux
+        // oncall off` where Flux leaves the object alone), before VERSION.
+        if gitops_shown {
+            let m = &w["managed_by"];
+            let want = if m.is_null() {
+                "-".to_string()
+            } else {
+                let tool = match m["tool"].as_str().unwrap_or_default() {
+                    "argocd" => "argo",
+                    "argocd-or-helm" => "argo/helm",
+                    _ => "flux",
+                };
+                let app = s(&m["app"]);
+                let app = app.rsplit('/').next().unwrap_or_default();
+                let off = if m["reverts"] == false { " off" } else { "" };
+                format!("{tool} {app}{off}")
+            };
+            let have = c[9..c.len().saturating_sub(1).max(9)].join(" ");
+            if have != want {
+                diffs.push(format!("quotas table {key}: GITOPS {have:?}, API {want:?}"));
+            }
         }
     }
     if seen != quotas.len() {
@@ -1627,10 +1663,27 @@ fn every_number_fabrik_prints_equals_the_api() {
     // refused at admission (FailedCreate) and never exist.
     let quota_ns = json!({"apiVersion": "v1", "kind": "List", "items": [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "oncall-q", "labels": {"fabrik.io/tenant": "oncall"}}},
-        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota", "namespace": "oncall-q"},
+        // A Flux HelmRelease's quota that Flux was told to leave alone (managed_by.reverts false).
+        {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "gpu-quota", "namespace": "oncall-q",
+            "labels": {"helm.toolkit.fluxcd.io/name": "oncall", "helm.toolkit.fluxcd.io/namespace": "flux-system"},
+            "annotations": {"kustomize.toolkit.fluxcd.io/reconcile": "disabled"}},
          "spec": {"hard": {"requests.nvidia.com/gpu": "1"}}},
     ]});
     kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &quota_ns.to_string());
+    // A node an Argo CD application labels (custom instance label), and the ClusterQueue in
+    // an Argo CD application in another namespace (tracking annotation).
+    let first_node = kubectl(&kubeconfig, &["get", "nodes", "-o", "jsonpath={.items[0].metadata.name}"]);
+    kubectl(&kubeconfig, &["label", "node", first_node.trim(), "argocd.argoproj.io/instance=gpu-nodes", "--overwrite"]);
+    kubectl(
+        &kubeconfig,
+        &[
+            "annotate",
+            "clusterqueue",
+            "cq-batch",
+            "argocd.argoproj.io/tracking-id=team-b_queues:kueue.x-k8s.io/ClusterQueue:/cq-batch",
+            "--overwrite",
+        ],
+    );
     // The quota's status first: the quota controller writes what is used before admission
     // counts against it.
     let start = Instant::now();
@@ -1712,6 +1765,15 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");
     assert!(res.contains("devices"), "a DRA device-class quota: {res:?}");
     assert!(t0.views["quotas"].contains_key("cq-batch/h100/nvidia.com/gpu"), "the Kueue ClusterQueue's quota");
+    // GitOps owners: the simulator's Argo CD and Flux quotas, the oncall HelmRelease's, the
+    // ClusterQueue's Application, the labelled node.
+    let owned = |view: &str| t0.views[view].values().filter(|r| !r["managed_by"].is_null()).count();
+    assert!(
+        owned("quotas") >= 3 && owned("fleet") == 1,
+        "GitOps owners: quotas {} fleet {}",
+        owned("quotas"),
+        owned("fleet")
+    );
 
     let mut failures = Vec::new();
     for view in ["fleet", "gpus", "tenants", "quotas", "pods", "domains"] {

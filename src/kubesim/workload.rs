@@ -423,6 +423,11 @@ pub struct Obj {
 }
 
 const NS: (&str, &str, &str, &str) = ("", "v1", "Namespace", "namespaces");
+/// The Argo CD application (tracking-id annotation) that owns the first quota...
+const GITOPS_ARGO: (&str, &str) = (crate::model::gitops::ARGO_TRACKING_ID, "gpu-quotas");
+/// ...and the Flux Kustomization (name and namespace labels) that owns the second.
+const GITOPS_FLUX: (&str, &str, &str, &str) =
+    (crate::model::gitops::FLUX_KS_NAME, "tenant-quotas", crate::model::gitops::FLUX_KS_NAMESPACE, "flux-system");
 const POD: (&str, &str, &str, &str) = ("", "v1", "Pod", "pods");
 const QUOTA: (&str, &str, &str, &str) = ("", "v1", "ResourceQuota", "resourcequotas");
 const DEPLOY: (&str, &str, &str, &str) = ("apps", "v1", "Deployment", "deployments");
@@ -539,10 +544,22 @@ pub fn objects(plan: &Plan, seed: u64) -> [Vec<Obj>; 3] {
     for (ns, res, hard) in &plan.quotas {
         by_ns.entry(ns).or_default().insert(res.clone(), json!(hard.to_string()));
     }
+    // Factories keep quotas in Git: the first namespace's quota is an Argo CD application's
+    // (annotation tracking), the second a Flux Kustomization's; the rest are nobody's.
     let quotas = by_ns
         .into_iter()
-        .map(|(ns, hard)| {
-            obj(QUOTA, Some(ns), json!({ "metadata": { "name": "gpu-quota" }, "spec": { "hard": hard } }))
+        .enumerate()
+        .map(|(i, (ns, hard))| {
+            let mut meta = json!({ "name": "gpu-quota" });
+            match i {
+                0 => {
+                    meta["annotations"] =
+                        json!({ GITOPS_ARGO.0: format!("{}:/ResourceQuota:{ns}/gpu-quota", GITOPS_ARGO.1) })
+                }
+                1 => meta["labels"] = json!({ GITOPS_FLUX.0: GITOPS_FLUX.1, GITOPS_FLUX.2: GITOPS_FLUX.3 }),
+                _ => {}
+            }
+            obj(QUOTA, Some(ns), json!({ "metadata": meta, "spec": { "hard": hard } }))
         })
         .collect();
     [ns_objs, work, quotas]

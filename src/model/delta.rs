@@ -303,6 +303,12 @@ pub enum Delta {
         namespace: String,
         name: String,
     },
+    /// Who puts an object fabrik may change back from Git (Argo CD, Flux), by
+    /// [`super::gitops::key`]; `None`: nobody (any more).
+    Managed {
+        object: String,
+        owner: Option<super::gitops::GitOpsOwner>,
+    },
     Telemetry(Vec<TelemetrySample>),
     GpuFault {
         gpu_uuid: String,

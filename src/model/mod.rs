@@ -4,6 +4,7 @@
 pub mod delta;
 pub mod dra;
 pub mod fleet;
+pub mod gitops;
 pub mod history;
 pub mod inspect;
 pub mod intern;
@@ -17,6 +18,7 @@ pub mod types;
 pub use delta::*;
 pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainNode, GpuDra};
 pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
+pub use gitops::{GitOpsOwner, GitOpsTool};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use inspect::{InspectDoc, InspectEvent, InspectTarget, Inspected};
 pub use intern::{Interner, Sym};

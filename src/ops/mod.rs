@@ -12,6 +12,7 @@ pub mod cordon;
 mod drain;
 pub mod exec;
 mod executor;
+pub mod gitops;
 pub mod kube;
 pub mod kueue;
 pub mod mig_ack;
@@ -245,6 +246,12 @@ pub fn minutes(d: std::time::Duration) -> String {
 
 /// Plans a request against the fleet as it is now. Pure: reads the fleet, changes nothing.
 pub fn plan(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
+    let mut plan = plan_only(fleet, req)?;
+    gitops::warn(fleet, &mut plan);
+    Ok(plan)
+}
+
+fn plan_only(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
     match req {
         OpRequest::Cordon { node } | OpRequest::Uncordon { node } => {
             let cordon = matches!(req, OpRequest::Cordon { .. });

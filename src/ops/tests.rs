@@ -512,3 +512,56 @@ fn reclaim_refuses_what_it_cannot_free() {
     assert!(!p.can_execute());
     assert!(p.blockers[0].contains("belongs to a DaemonSet"), "{:?}", p.blockers);
 }
+
+#[test]
+fn previews_warn_before_changing_what_gitops_owns() {
+    let mut f = fleet();
+    // The demo keeps its first ResourceQuota in Argo CD and its ClusterQueues in Flux.
+    let rq = f
+        .quota_ids()
+        .filter_map(|q| f.quota(q))
+        .find_map(|q| match &q.source {
+            crate::model::QuotaSource::ResourceQuota { namespace, name } => Some((q.tenant, *namespace, *name)),
+            _ => None,
+        })
+        .expect("a ResourceQuota");
+    let tenant = f.str_of(f.tenant(rq.0).unwrap().name).to_string();
+    let (ns, name) = (f.str_of(rq.1).to_string(), f.str_of(rq.2).to_string());
+    let owned: Vec<&String> = f.gitops.keys().collect();
+    assert!(owned.contains(&&format!("resourcequota/{ns}/{name}")), "{owned:?}");
+    let key = gpu_quota(&f, &tenant);
+    let p = plan(&f, &OpRequest::SetQuota { tenant: tenant.clone(), quota: key.clone(), value: "40".into() }).unwrap();
+    let w = p.warnings.iter().find(|w| w.contains("Argo CD")).unwrap_or_else(|| panic!("{:?}", p.warnings));
+    assert!(w.contains(&format!("ResourceQuota {ns}/{name} is managed by Argo CD application `gpu-quotas`")), "{w}");
+    assert!(w.contains("next sync puts it back") && w.contains("change it in Git"), "{w}");
+    assert!(p.can_execute(), "a warning, not a blocker");
+    // A ClusterQueue the demo keeps in Flux: its hold preview says so.
+    let (_, cq) = kueue_tenant(&f);
+    let QuotaSourceSpec::ClusterQueue { queue, .. } = &cq.source else { panic!("a ClusterQueue") };
+    let hold = plan(&f, &OpRequest::QueueStop { queue: queue.clone(), policy: StopPolicy::Hold }).unwrap();
+    assert!(
+        hold.warnings
+            .iter()
+            .any(|w| w.contains("Flux Kustomization `flux-system/kueue-queues`") && w.contains("spec.stopPolicy")),
+        "{:?}",
+        hold.warnings
+    );
+    // Ownership gone (the label was removed): no warning.
+    f.apply(crate::model::Delta::Managed { object: format!("resourcequota/{ns}/{name}"), owner: None });
+    let p = plan(&f, &OpRequest::SetQuota { tenant, quota: key, value: "40".into() }).unwrap();
+    assert!(!p.warnings.iter().any(|w| w.contains("managed by")), "{:?}", p.warnings);
+    // A node a tool marks: cordon and reslice previews name it.
+    let node = f.str_of(f.node(f.node_ids().next().unwrap()).unwrap().name).to_string();
+    f.apply(crate::model::Delta::Managed {
+        object: format!("node/{node}"),
+        owner: crate::model::GitOpsOwner::detect([("app.kubernetes.io/instance", "nodes")], []),
+    });
+    let c = plan(&f, &OpRequest::Cordon { node: node.clone() }).unwrap();
+    assert!(
+        c.warnings
+            .iter()
+            .any(|w| w.contains(&format!("Node {node} is managed by Argo CD application or Helm release `nodes`"))),
+        "{:?}",
+        c.warnings
+    );
+}

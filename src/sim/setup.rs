@@ -261,3 +261,30 @@ impl Sim {
         }
     }
 }
+
+/// The demo's quotas as a factory keeps them: the first tenant's ResourceQuota in an Argo CD
+/// application, every Kueue ClusterQueue in a Flux Kustomization (the previews then warn).
+pub(super) fn gitops_marks(quotas: &[QuotaSpec]) -> Vec<Delta> {
+    use crate::model::gitops::{self, ARGO_TRACKING_ID, FLUX_KS_NAME};
+    let mut out = Vec::new();
+    let mut argo = false;
+    for q in quotas {
+        let (object, owner) = match &q.source {
+            QuotaSourceSpec::ResourceQuota { namespace, name } if !argo => {
+                argo = true;
+                let id = format!("gpu-quotas:/ResourceQuota:{namespace}/{name}");
+                (
+                    gitops::key("resourcequota", Some(namespace), name),
+                    GitOpsOwner::detect([], [(ARGO_TRACKING_ID, id.as_str())]),
+                )
+            }
+            QuotaSourceSpec::ClusterQueue { queue, .. } => (
+                gitops::key("clusterqueue", None, queue),
+                GitOpsOwner::detect([(FLUX_KS_NAME, "kueue-queues"), (gitops::FLUX_KS_NAMESPACE, "flux-system")], []),
+            ),
+            QuotaSourceSpec::ResourceQuota { .. } => continue,
+        };
+        out.push(Delta::Managed { object, owner });
+    }
+    out
+}

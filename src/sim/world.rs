@@ -369,6 +369,7 @@ impl Sim {
         for q in &self.quotas {
             out.push(Delta::QuotaUpsert(q.clone()));
         }
+        out.extend(super::setup::gitops_marks(&self.quotas));
         let running = self.census().running;
         self.update_pdbs(&running);
         self.dra_sync();

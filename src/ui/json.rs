@@ -58,3 +58,23 @@ pub fn opt<T: Into<Value>>(v: Option<T>) -> Value {
 
 #[cfg(test)]
 mod tests;
+
+/// Who puts an object back from Git (`managed_by`): `null`, or the tool, the Application /
+/// Kustomization / HelmRelease, the label or annotation it was read from, and whether a
+/// change made in place is put back on the next sync.
+pub fn managed_by(f: &Fleet, key: &str) -> Value {
+    match f.gitops.get(key) {
+        None => Value::Null,
+        Some(o) => json!({
+            "tool": match o.tool {
+                GitOpsTool::ArgoCd => "argocd",
+                GitOpsTool::ArgoCdOrHelm => "argocd-or-helm",
+                GitOpsTool::FluxKustomization => "flux-kustomization",
+                GitOpsTool::FluxHelmRelease => "flux-helmrelease",
+            },
+            "app": o.app,
+            "via": o.via,
+            "reverts": o.reverts(),
+        }),
+    }
+}

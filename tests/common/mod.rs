@@ -332,3 +332,39 @@ where
         }
     }
 }
+
+/// Who puts an object back from Git, read from its metadata here (never from fabrik's code).
+pub fn gitops_owner(meta: &serde_json::Value) -> serde_json::Value {
+    let get = |m: &str, k: &str| meta[m][k].as_str().map(str::trim).filter(|v| !v.is_empty()).map(str::to_string);
+    let reverts =
+        get("annotations", "kustomize.toolkit.fluxcd.io/reconcile").is_none_or(|v| v.to_lowercase() != "disabled");
+    let row = |tool: &str, app: String, via: &str| serde_json::json!({"tool": tool, "app": app, "via": via, "reverts": reverts});
+    if let Some(id) = get("annotations", "argocd.argoproj.io/tracking-id") {
+        let app = id.split(':').next().unwrap_or_default().to_string();
+        let app = match app.split_once('_') {
+            Some((ns, a)) if !ns.is_empty() && !a.is_empty() => format!("{ns}/{a}"),
+            _ => app,
+        };
+        return row("argocd", app, "argocd.argoproj.io/tracking-id");
+    }
+    for (tool, group) in [("flux-kustomization", "kustomize"), ("flux-helmrelease", "helm")] {
+        let name_key = format!("{group}.toolkit.fluxcd.io/name");
+        if let Some(name) = get("labels", &name_key) {
+            let app = match get("labels", &format!("{group}.toolkit.fluxcd.io/namespace")) {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name,
+            };
+            return match tool {
+                "flux-kustomization" => row(tool, app, "kustomize.toolkit.fluxcd.io/name"),
+                _ => row(tool, app, "helm.toolkit.fluxcd.io/name"),
+            };
+        }
+    }
+    if let Some(app) = get("labels", "argocd.argoproj.io/instance") {
+        return row("argocd", app, "argocd.argoproj.io/instance");
+    }
+    match get("labels", "app.kubernetes.io/instance") {
+        Some(app) => row("argocd-or-helm", app, "app.kubernetes.io/instance"),
+        None => serde_json::Value::Null,
+    }
+}

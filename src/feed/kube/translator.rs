@@ -13,6 +13,7 @@ use kube::runtime::watcher::Event;
 use super::translate::{self, ClaimInfo, SliceDevice};
 
 mod dra;
+mod gitops;
 mod kueue;
 use super::{Kind, KubeFeedConfig, Msg};
 use crate::model::{
@@ -120,6 +121,8 @@ pub struct Translator {
     /// LocalQueue that changes its ClusterQueue moves the Workloads waiting in it.
     workloads: HashMap<String, crate::model::KueueWorkload>,
     dra: dra::DraJoins,
+    /// Who owns each object that a GitOps tool marks, as last sent (by gitops key).
+    gitops: HashMap<String, crate::model::GitOpsOwner>,
 }
 
 impl Translator {
@@ -150,6 +153,7 @@ impl Translator {
             cq_quotas: HashMap::new(),
             workloads: HashMap::new(),
             dra: dra::DraJoins::default(),
+            gitops: HashMap::new(),
         }
     }
 
@@ -429,6 +433,7 @@ impl Translator {
 
     /// A Kueue ClusterQueue: nominal quota per flavor for GPU and MIG resources.
     fn cluster_queue(&mut self, q: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
+        self.managed(crate::model::gitops::key("clusterqueue", None, key), q.map(|q| &q.metadata), out);
         let specs = q.map(|q| translate::cluster_queue_quotas(q, key)).unwrap_or_default();
         let now: Vec<(String, String)> = specs
             .iter()
@@ -459,6 +464,7 @@ impl Translator {
     // ---------- nodes and GPUs ----------
 
     fn node(&mut self, n: Option<&Node>, key: &str, out: &mut Vec<Delta>) {
+        self.managed(crate::model::gitops::key("node", None, key), n.map(|n| &n.metadata), out);
         let Some(spec) = n.and_then(translate::node_spec) else {
             // The node's slices may outlive it (or arrive again with it): keep them.
             if let Some(g) = self.nodes.get_mut(key) {
@@ -657,7 +663,8 @@ impl Translator {
     // ---------- quotas, PDBs, events ----------
 
     fn quota(&mut self, q: Option<&ResourceQuota>, key: &str, out: &mut Vec<Delta>) {
-        let (ns, _) = split(key);
+        let (ns, name) = split(key);
+        self.managed(crate::model::gitops::key("resourcequota", Some(&ns), &name), q.map(|q| &q.metadata), out);
         let specs = match q {
             Some(q) => {
                 let tenant = self.ns_tenant.get(&ns).cloned().unwrap_or_else(|| self.tenant_for(&ns).0);

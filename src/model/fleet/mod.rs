@@ -65,6 +65,8 @@ pub struct Fleet {
     pub domains: BTreeMap<String, ComputeDomainSpec>,
     /// Kueue Workloads by `namespace/name`.
     pub workloads: BTreeMap<String, super::kueue::KueueWorkload>,
+    /// The objects fabrik may change that a GitOps tool owns, by [`super::gitops::key`].
+    pub gitops: BTreeMap<String, super::gitops::GitOpsOwner>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     /// The last object inspected (`y`): the answer the inspect pane shows.
     pub inspected: Option<Box<super::Inspected>>,
@@ -147,6 +149,7 @@ impl Fleet {
             pdbs: Vec::new(),
             domains: BTreeMap::new(),
             workloads: BTreeMap::new(),
+            gitops: BTreeMap::new(),
             alerts: BTreeMap::new(),
             inspected: None,
             logs: None,
@@ -294,6 +297,14 @@ impl Fleet {
             }
             Delta::WorkloadRemove { namespace, name } => {
                 let changed = self.remove_workload(&format!("{namespace}/{name}"));
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::Managed { object, owner } => {
+                let changed = match owner {
+                    Some(o) => self.gitops.insert(object, o.clone()).is_none_or(|old| old != o),
+                    None => self.gitops.remove(&object).is_some(),
+                };
                 self.structure_gen += changed as u64;
                 changed
             }

@@ -297,6 +297,7 @@ pub fn json(f: &Fleet, row: RowId) -> Option<serde_json::Value> {
         "status": col("STATUS"),
         "ready": n.ready,
         "cordoned": n.cordoned,
+        "managed_by": crate::ui::json::managed_by(f, &gitops::key("node", None, f.str_of(n.name))),
         "model": col("MODEL"),
         "gpus": col("GPUS"),
         "alloc_gpus": alloc(f.node_allocated_gpus(n), n.gpu_count()),

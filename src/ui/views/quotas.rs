@@ -92,6 +92,22 @@ pub const COLUMNS: &[Column] = &[
                 None => muted("-"),
             })
         }),
+    // Who puts the quota back from Git (Argo CD, Flux): a change made here lasts until the
+    // next sync.
+    Column::new("GITOPS", 18)
+        .priority(4)
+        .filter()
+        .value(|f, r| {
+            on(f, r, |q| {
+                f.gitops.get(&gitops_key(f, &q.source)).map_or(Value::Absent, |o| Value::Text(gitops_short(o).into()))
+            })
+        })
+        .cell(|f, r| {
+            draw(f, r, |q| match f.gitops.get(&gitops_key(f, &q.source)) {
+                Some(o) => text(gitops_short(o)),
+                None => muted("-"),
+            })
+        }),
     Column::new("VERSION", 7)
         .priority(4)
         .value(|f, r| on(f, r, |q| Value::text(&q.version)))
@@ -103,6 +119,29 @@ pub const COLUMNS: &[Column] = &[
 pub fn quota_use_pct(q: &Quota) -> Option<i64> {
     let (used, hard) = (i128::from(q.used.milli_value()), i128::from(q.hard.milli_value()));
     (hard > 0).then(|| ((used * 200 + hard) / (hard * 2)) as i64)
+}
+
+/// The fleet's GitOps key of the object a quota lives in.
+fn gitops_key(f: &Fleet, s: &QuotaSource) -> String {
+    match s {
+        QuotaSource::ResourceQuota { namespace, name } => {
+            gitops::key("resourcequota", Some(f.str_of(*namespace)), f.str_of(*name))
+        }
+        QuotaSource::ClusterQueue { queue, .. } => gitops::key("clusterqueue", None, f.str_of(*queue)),
+    }
+}
+
+/// `argo gpu-quotas`, `flux kueue-queues`: who owns the quota's object, short (the JSON
+/// has the namespace and the marker it was read from).
+fn gitops_short(o: &GitOpsOwner) -> String {
+    let tool = match o.tool {
+        GitOpsTool::ArgoCd => "argo",
+        GitOpsTool::ArgoCdOrHelm => "argo/helm",
+        GitOpsTool::FluxKustomization | GitOpsTool::FluxHelmRelease => "flux",
+    };
+    let app = o.app.rsplit('/').next().unwrap_or(&o.app);
+    let off = if o.reverts() { "" } else { " off" };
+    format!("{tool} {app}{off}")
 }
 
 fn source(f: &Fleet, s: &QuotaSource) -> String {
@@ -149,5 +188,6 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "version": col("VERSION"),
         "borrowing_limit": opt(q.borrowing_limit.map(quantity)),
         "lending_limit": opt(q.lending_limit.map(quantity)),
+        "managed_by": crate::ui::json::managed_by(f, &gitops_key(f, &q.source)),
     }))
 }

@@ -1,0 +1,280 @@
+//! The factory around the GPUs (issue 17) on the test control plane, with `fabrik sim` as
+//! the GPU nodes, checked against what kubectl reads, in phases:
+//!
+//! - **GitOps ownership.** ResourceQuotas and a node carry the markers Argo CD and Flux put on
+//!   what they apply (Argo CD's tracking annotation, Flux's Kustomization and HelmRelease
+//!   labels, `reconcile: disabled`, the bare instance label). `managed_by` in `fabrik snapshot`
+//!   equals what the test reads from the objects' metadata; every preview of a change to one
+//!   of them warns (who owns it, that the next sync puts it back, or that Flux leaves it
+//!   alone), the others do not; in a real terminal the quotas view shows the owner, the
+//!   edit's preview warns, the confirmed change lands (kubectl) and the audit log keeps the
+//!   warning with the plan; once the marker is removed (kubectl) the view and the previews
+//!   stop warning.
+//!
+//! There is no skip: without Go or the control plane this test fails and says why.
+
+use std::path::Path;
+use std::time::Duration;
+
+use fabrik::model::{QuotaSourceSpec, Thresholds};
+use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
+use serde_json::{Value, json};
+
+mod common;
+use common::{BIN, Tmux, control_plane, eventually, gitops_owner, kubectl, session};
+
+const WAIT: Duration = Duration::from_secs(90);
+
+/// The four tenants' namespaces and the markers on their quota: Argo CD (an Application in
+/// another namespace), a Flux Kustomization, a Flux HelmRelease Flux leaves alone, nobody.
+fn quotas() -> Value {
+    let rq = |ns: &str, labels: Value, annotations: Value| {
+        json!({"apiVersion": "v1", "kind": "ResourceQuota",
+            "metadata": {"name": "gpu-quota", "namespace": ns, "labels": labels, "annotations": annotations},
+            "spec": {"hard": {"requests.nvidia.com/gpu": "8"}}})
+    };
+    let ns = |name: &str| json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": {"fabrik.io/tenant": name}}});
+    json!({"apiVersion": "v1", "kind": "List", "items": [
+        ns("fac-argo"), ns("fac-flux"), ns("fac-off"), ns("fac-none"),
+        rq("fac-argo", json!({}), json!({"argocd.argoproj.io/tracking-id": "team-a_quotas:/ResourceQuota:fac-argo/gpu-quota"})),
+        rq("fac-flux", json!({"kustomize.toolkit.fluxcd.io/name": "tenant-quotas", "kustomize.toolkit.fluxcd.io/namespace": "flux-system"}), json!({})),
+        rq("fac-off", json!({"helm.toolkit.fluxcd.io/name": "quotas", "helm.toolkit.fluxcd.io/namespace": "fac-off"}),
+            json!({"kustomize.toolkit.fluxcd.io/reconcile": "disabled"})),
+        rq("fac-none", json!({"app": "quota"}), json!({})),
+    ]})
+}
+
+fn apply(kubeconfig: &Path, dir: &Path, name: &str, body: &Value) {
+    let file = dir.join(format!("{name}.json"));
+    std::fs::write(&file, body.to_string()).expect("write the manifest");
+    kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
+}
+
+/// `fabrik snapshot --view VIEW --format json` against the test control plane.
+fn fabrik_view(kubeconfig: &Path, view: &str) -> Value {
+    let o = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["snapshot", "--view", view, "--format", "json"])
+        .env("HOME", std::env::temp_dir().join("fabrik-factory-e2e-home"))
+        .output()
+        .expect("run fabrik");
+    assert!(o.status.success(), "fabrik snapshot --view {view}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fabrik's JSON: {e}"))
+}
+
+/// Who owns each quota (`namespace`) and node (`node/<name>`), from `kubectl get -o json`.
+fn owners_truth(kubeconfig: &Path, nodes: &[String]) -> std::collections::BTreeMap<String, Value> {
+    let mut out = std::collections::BTreeMap::new();
+    let rqs: Value = serde_json::from_str(&kubectl(kubeconfig, &["get", "resourcequotas", "-A", "-o", "json"]))
+        .expect("kubectl's JSON");
+    for q in rqs["items"].as_array().into_iter().flatten() {
+        let ns = q["metadata"]["namespace"].as_str().unwrap_or_default();
+        if ns.starts_with("fac-") {
+            out.insert(ns.to_string(), gitops_owner(&q["metadata"]));
+        }
+    }
+    let ns: Value =
+        serde_json::from_str(&kubectl(kubeconfig, &["get", "nodes", "-o", "json"])).expect("kubectl's JSON");
+    for n in ns["items"].as_array().into_iter().flatten() {
+        let name = n["metadata"]["name"].as_str().unwrap_or_default();
+        if nodes.iter().any(|x| x == name) {
+            out.insert(format!("node/{name}"), gitops_owner(&n["metadata"]));
+        }
+    }
+    out
+}
+
+/// What fabrik's snapshot says of the same objects.
+fn owners_fabrik(kubeconfig: &Path, nodes: &[String]) -> std::collections::BTreeMap<String, Value> {
+    let mut out = std::collections::BTreeMap::new();
+    for r in fabrik_view(kubeconfig, "quotas")["rows"].as_array().into_iter().flatten() {
+        let ns = r["source"]["namespace"].as_str().unwrap_or_default();
+        if ns.starts_with("fac-") {
+            out.insert(ns.to_string(), r["managed_by"].clone());
+        }
+    }
+    for r in fabrik_view(kubeconfig, "fleet")["rows"].as_array().into_iter().flatten() {
+        let name = r["name"].as_str().unwrap_or_default();
+        if nodes.iter().any(|x| x == name) {
+            out.insert(format!("node/{name}"), r["managed_by"].clone());
+        }
+    }
+    out
+}
+
+/// The words a preview uses for an owner read by the test: "Argo CD application `x`".
+fn owner_words(m: &Value) -> String {
+    let what = match m["tool"].as_str().unwrap_or_default() {
+        "argocd" => "Argo CD application",
+        "argocd-or-helm" => "Argo CD application or Helm release",
+        "flux-kustomization" => "Flux Kustomization",
+        _ => "Flux HelmRelease",
+    };
+    format!("{what} `{}`", m["app"].as_str().unwrap_or_default())
+}
+
+fn set_quota(ns: &str, value: &str) -> OpRequest {
+    OpRequest::SetQuota {
+        tenant: ns.to_string(),
+        quota: QuotaKey {
+            source: QuotaSourceSpec::ResourceQuota { namespace: ns.into(), name: "gpu-quota".into() },
+            resource: "requests.nvidia.com/gpu".into(),
+            field: QuotaField::Hard,
+        },
+        value: value.into(),
+    }
+}
+
+async fn fleet(client: &kube::Client) -> fabrik::model::Fleet {
+    fabrik::live::load_fleet(client.clone(), Default::default(), Thresholds::default(), WAIT)
+        .await
+        .unwrap_or_else(|e| panic!("the cockpit's model: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_factory_around_the_gpus_on_the_real_control_plane() {
+    let dir = std::env::temp_dir().join(format!("fabrik-factory-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (_cp, kubeconfig) = control_plane(&dir);
+    let _sim = common::sim(&kubeconfig, &dir, &["--nodes", "2", "--seed", "17", "--dra-every", "0"]);
+    let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
+    let nodes = common::sim_nodes(&conn.client).await;
+    assert_eq!(nodes.len(), 2, "{nodes:?}");
+
+    gitops(&kubeconfig, &conn.client, &dir, &nodes).await;
+}
+
+async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[String]) {
+    apply(kubeconfig, dir, "quotas", &quotas());
+    kubectl(kubeconfig, &["label", "node", &nodes[0], "app.kubernetes.io/instance=gpu-nodes", "--overwrite"]);
+
+    // The snapshot's owners equal what the objects' metadata says.
+    let truth = eventually("fabrik's managed_by equals the objects' markers", WAIT, || {
+        let (kc, nodes) = (kubeconfig.to_path_buf(), nodes.to_vec());
+        async move {
+            let truth = owners_truth(&kc, &nodes);
+            let have = owners_fabrik(&kc, &nodes);
+            if truth.len() != 6 {
+                return Err(format!("kubectl: {truth:#?}"));
+            }
+            if have != truth {
+                return Err(format!("fabrik {have:#?}\nkubectl {truth:#?}"));
+            }
+            Ok(truth)
+        }
+    })
+    .await;
+    assert_eq!(truth["fac-argo"]["app"], "team-a/quotas", "{truth:#?}");
+    assert_eq!(truth["fac-off"]["reverts"], false, "{truth:#?}");
+    assert!(truth["fac-none"].is_null() && truth[&format!("node/{}", nodes[1])].is_null(), "{truth:#?}");
+
+    // Every preview of a change to an owned object warns, with the owner kubectl shows.
+    let f = fleet(client).await;
+    for ns in ["fac-argo", "fac-flux", "fac-off", "fac-none"] {
+        let p = fabrik::ops::plan(&f, &set_quota(ns, "12")).unwrap_or_else(|e| panic!("plan {ns}: {e}"));
+        let owned: Vec<&String> = p.warnings.iter().filter(|w| w.contains("is managed by")).collect();
+        let m = &truth[ns];
+        if m.is_null() {
+            assert!(owned.is_empty(), "{ns}: {:?}", p.warnings);
+            continue;
+        }
+        let want = format!("ResourceQuota {ns}/gpu-quota is managed by {}", owner_words(m));
+        assert!(owned.len() == 1 && owned[0].starts_with(&want), "{ns}: want {want:?} in {:?}", p.warnings);
+        let tail = if m["reverts"] == false { "this change stays" } else { "next sync puts it back" };
+        assert!(owned[0].contains(tail), "{ns}: {}", owned[0]);
+        assert!(p.can_execute(), "{ns}: a warning, not a blocker");
+    }
+    for (i, node) in nodes.iter().enumerate() {
+        let p = fabrik::ops::plan(&f, &OpRequest::Cordon { node: node.clone() }).expect("plan a cordon");
+        let m = &truth[&format!("node/{node}")];
+        let warned = p.warnings.iter().any(|w| w.contains(&format!("Node {node} is managed by {}", owner_words(m))));
+        assert_eq!(warned, i == 0, "{node}: {:?}", p.warnings);
+    }
+
+    // In a real terminal: the owner in the quotas view, the warning in the edit's preview, the
+    // change confirmed lands, and the audit log keeps the warning with the plan.
+    let data = dir.join("data");
+    let t = Tmux::start();
+    let env = format!("HOME={}", t.home.display());
+    let data_env = format!("FABRIK_DATA_DIR={}", data.display());
+    let cmd = format!("{BIN} --kubeconfig {}", kubeconfig.display());
+    t.ok(&session(&[&env, &data_env], &[&cmd]));
+    t.wait_screen_for("the cockpit, live", WAIT, |s| s.contains("[live]"));
+    t.keys(&["4", "/"]);
+    t.literal("fac-");
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("the quotas view with the owners", |s| s.contains("GITOPS") && s.contains("fac-none"));
+    // SOURCE may be cut short at 140 columns: the row is the tenant's (named as its namespace).
+    let row = |s: &str, ns: &str| {
+        s.lines()
+            .find(|l| l.contains(&format!("{ns}/gpu")) && l.contains("ResourceQuota"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(row(&s, "fac-argo").contains("argo quotas"), "{s}");
+    assert!(row(&s, "fac-flux").contains("flux tenant-quotas"), "{s}");
+    assert!(row(&s, "fac-off").contains("flux quotas off"), "{s}");
+    t.keys(&["Escape"]);
+    t.wait_screen("the filter cleared", |s| !s.contains("/fac-"));
+    t.keys(&["/"]);
+    t.literal("fac-argo");
+    t.keys(&["Enter"]);
+    t.wait_screen("fac-argo alone", |s| s.contains("fac-argo/gpu") && !s.contains("fac-none"));
+    t.keys(&["e", "BSpace", "BSpace", "BSpace"]);
+    t.literal("12");
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("the preview warns", |s| s.contains("Preview:") && s.contains("Argo CD application"));
+    assert!(s.contains("team-a/quotas"), "the preview names the application:\n{s}");
+    t.keys(&["y"]);
+    eventually("kubectl reads the new quota", WAIT, || {
+        let kc = kubeconfig.to_path_buf();
+        async move {
+            let hard = kubectl(
+                &kc,
+                &[
+                    "get",
+                    "resourcequota",
+                    "gpu-quota",
+                    "-n",
+                    "fac-argo",
+                    "-o",
+                    "jsonpath={.spec.hard.requests\\.nvidia\\.com/gpu}",
+                ],
+            );
+            if hard.trim() == "12" { Ok(()) } else { Err(format!("spec.hard is {hard:?}")) }
+        }
+    })
+    .await;
+    let recs = eventually("the audit log has the set-quota", WAIT, || {
+        let data = data.clone();
+        async move {
+            let recs =
+                fabrik::ops::audit::read(&data.join(fabrik::ops::audit::FILE_NAME)).map_err(|e| e.to_string())?.0;
+            if recs.iter().any(|r| r.kind == "set-quota") { Ok(recs) } else { Err(format!("{recs:#?}")) }
+        }
+    })
+    .await;
+    assert!(
+        recs.iter()
+            .any(|r| r.kind == "set-quota"
+                && r.warnings.iter().any(|w| w.contains("Argo CD application `team-a/quotas`"))),
+        "the audit keeps the GitOps warning with the plan: {recs:#?}"
+    );
+
+    // The marker removed: the view and the previews stop warning.
+    kubectl(
+        kubeconfig,
+        &["annotate", "resourcequota", "gpu-quota", "-n", "fac-argo", "argocd.argoproj.io/tracking-id-"],
+    );
+    t.wait_screen("the owner gone from the view", |s| {
+        let r = s.lines().find(|l| l.contains("fac-argo/gpu") && l.contains("ResourceQuota")).unwrap_or_default();
+        !r.is_empty() && !r.contains("argo quotas")
+    });
+    t.keys(&["q"]);
+    let f = fleet(client).await;
+    let p = fabrik::ops::plan(&f, &set_quota("fac-argo", "10")).expect("plan");
+    assert!(!p.warnings.iter().any(|w| w.contains("is managed by")), "{:?}", p.warnings);
+    assert!(owners_fabrik(kubeconfig, nodes)["fac-argo"].is_null());
+}
