@@ -212,6 +212,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         DomainUpsert(_) | DomainRemove { .. } => "domain",
         WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
         Managed { .. } => "gitops",
+        NetPolUpsert(_) | NetPolRemove { .. } => "netpol",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

@@ -33,6 +33,8 @@ mod common;
 mod describe;
 #[path = "crosscheck_e2e/dra.rs"]
 mod dra;
+#[path = "crosscheck_e2e/isolation.rs"]
+mod isolation;
 #[path = "crosscheck_e2e/logs.rs"]
 mod logs;
 #[path = "crosscheck_e2e/pending.rs"]
@@ -206,6 +208,15 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "Kueue Workloads of its namespaces that wait or were deactivated: none here (no Workload CRD), so []; \
                  tests/kueue_e2e.rs compares them with a real Kueue's Workloads",
             ),
+            (
+                "isolation",
+                Exact,
+                "from the NetworkPolicies as Kubernetes documents them (policyTypes, else Ingress and Egress with \
+                 egress rules; default deny = an all-pods policy of that type and no all-pods rule open to everyone): \
+                 netpol text, namespaces without default-deny ingress, namespaces with default-deny egress; nodes \
+                 where another tenant's running pods hold devices; GPUs (DRA allocations, MIG devices on their \
+                 parent) another tenant holds part of, index and uuid from the gpus rows",
+            ),
         ],
     ),
     (
@@ -323,6 +334,7 @@ struct Api {
     taint_rules: Vec<Value>,
     domains: Vec<Value>,
     events: Vec<Value>,
+    netpols: Vec<Value>,
 }
 
 fn read_api(kubeconfig: &Path) -> Api {
@@ -331,7 +343,7 @@ fn read_api(kubeconfig: &Path) -> Api {
         &[
             "get",
             "nodes,pods,resourcequotas,namespaces,resourceslices,resourceclaims,clusterqueues,devicetaintrules,\
-             computedomains,events",
+             computedomains,events,networkpolicies",
             "-A",
             "-o",
             "json",
@@ -349,6 +361,7 @@ fn read_api(kubeconfig: &Path) -> Api {
         taint_rules: vec![],
         domains: vec![],
         events: vec![],
+        netpols: vec![],
     };
     for item in list["items"].as_array().into_iter().flatten() {
         let bucket = match item["kind"].as_str() {
@@ -362,6 +375,7 @@ fn read_api(kubeconfig: &Path) -> Api {
             Some("DeviceTaintRule") => &mut api.taint_rules,
             Some("ComputeDomain") => &mut api.domains,
             Some("Event") => &mut api.events,
+            Some("NetworkPolicy") => &mut api.netpols,
             _ => continue,
         };
         bucket.push(item.clone());
@@ -983,11 +997,33 @@ fn truth(api: &Api) -> Truth {
     t.views.insert("quotas", quotas);
 
     // ---------- tenants ----------
+    // Where the API places each device-holding pod's devices: DRA allocations (a MIG
+    // device on its parent GPU); the device plugin does not say.
+    let gpu_at: BTreeMap<String, (String, Value)> = t.views["gpus"]
+        .values()
+        .filter_map(|r| Some((r.get("uuid")?.as_str()?.to_string(), (s(r.get("node")?), r.get("gpu")?.clone()))))
+        .collect();
+    let holders: Vec<(String, String, Vec<String>)> = pods
+        .iter()
+        .filter(|p| p.holds() && p.gpu_pod())
+        .filter_map(|p| {
+            let gpus = p
+                .dra
+                .iter()
+                .flat_map(|d| &d.3)
+                .filter_map(|u| by_uuid.get(u))
+                .map(|d| if d.mig { d.parent.clone() } else { d.uuid.clone() })
+                .collect();
+            Some((p.tenant.clone()?, p.node.clone()?, gpus))
+        })
+        .collect();
+    let isolation = isolation::Isolation::new(&api.netpols, holders, &gpu_at);
     let shared_replicas: BTreeMap<String, i64> = t.shared.iter().map(|(n, (r, _, _))| (n.clone(), *r)).collect();
     let mut tenants = Rows::new();
     let names: BTreeSet<String> = tenant_of_ns.values().cloned().collect();
     for tn in names {
         let mine: Vec<&PodFacts> = pods.iter().filter(|p| p.tenant.as_deref() == Some(tn.as_str())).collect();
+        let isolation = &isolation;
         let unfinished: Vec<&&PodFacts> = mine.iter().filter(|p| !p.finished()).collect();
         // A DRA claim of a MIG device (by the device it got, else by its class) is an instance.
         let dra_mig = |p: &PodFacts| -> i64 {
@@ -1057,6 +1093,7 @@ fn truth(api: &Api) -> Truth {
         refused.sort_by_key(|r| s(&r["object"]));
         r.insert("refused_by_quota", json!(refused));
         r.insert("queued", json!([]));
+        r.insert("isolation", isolation.tenant(&tn, &nss));
         r.insert("gpu_quota_hard", json!(quota));
         r.insert("requested_gpus", json!(requested));
         r.insert("allocated_gpus", json!(allocated));
@@ -1081,6 +1118,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("waiting", json!([]));
         r.insert("refused_by_quota", json!([]));
         r.insert("queued", json!([]));
+        r.insert("isolation", isolation.tenant(&queue, &[]));
         for k in ["pods", "pending_pods", "requested_gpus", "allocated_gpus", "allocated_mig", "allocated_shares"] {
             r.insert(k, json!(0));
         }
@@ -1773,6 +1811,15 @@ fn every_number_fabrik_prints_equals_the_api() {
         "GitOps owners: quotas {} fleet {}",
         owned("quotas"),
         owned("fleet")
+    );
+    // Isolation: each answer of the audit occurs (deny, deny in, open), and tenants share nodes.
+    let iso: Vec<&Value> = t0.views["tenants"].values().filter_map(|r| r.get("isolation")).collect();
+    let said = |text: &str| iso.iter().any(|i| i["netpol"].as_str().is_some_and(|n| n.starts_with(text)));
+    assert!(said("deny") && said("deny in") && said("open"), "isolation answers: {iso:?}");
+    assert!(iso.iter().any(|i| i["shared_nodes"].as_array().is_some_and(|a| !a.is_empty())), "{iso:?}");
+    eprintln!(
+        "isolation: {} tenants share GPUs (DRA-placed)",
+        iso.iter().filter(|i| i["shared_gpus"].as_array().is_some_and(|a| !a.is_empty())).count()
     );
 
     let mut failures = Vec::new();

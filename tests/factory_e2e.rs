@@ -21,6 +21,8 @@ use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
 use serde_json::{Value, json};
 
 mod common;
+#[path = "crosscheck_e2e/isolation.rs"]
+mod isolation;
 use common::{BIN, Tmux, control_plane, eventually, gitops_owner, kubectl, session};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -272,9 +274,97 @@ async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[S
         let r = s.lines().find(|l| l.contains("fac-argo/gpu") && l.contains("ResourceQuota")).unwrap_or_default();
         !r.is_empty() && !r.contains("argo quotas")
     });
-    t.keys(&["q"]);
     let f = fleet(client).await;
     let p = fabrik::ops::plan(&f, &set_quota("fac-argo", "10")).expect("plan");
     assert!(!p.warnings.iter().any(|w| w.contains("is managed by")), "{:?}", p.warnings);
     assert!(owners_fabrik(kubeconfig, nodes)["fac-argo"].is_null());
+    isolation_phase(kubeconfig, dir, &t);
+    t.keys(&["q"]);
+}
+
+/// `isolation` of the fac-* tenants as fabrik's snapshot has it, and as the test computes
+/// it from `kubectl get networkpolicies` (no pods here: nobody shares a node).
+fn isolation_rows(kubeconfig: &Path) -> (Value, Value) {
+    let nps: Value = serde_json::from_str(&kubectl(kubeconfig, &["get", "networkpolicies", "-A", "-o", "json"]))
+        .expect("kubectl's JSON");
+    let truth = isolation::Isolation::new(
+        nps["items"].as_array().map_or(&[][..], Vec::as_slice),
+        Vec::new(),
+        &Default::default(),
+    );
+    let mut want = serde_json::Map::new();
+    let mut have = serde_json::Map::new();
+    for r in fabrik_view(kubeconfig, "tenants")["rows"].as_array().into_iter().flatten() {
+        let tn = r["tenant"].as_str().unwrap_or_default();
+        if tn.starts_with("fac-") {
+            want.insert(tn.into(), truth.tenant(tn, &[tn.to_string()]));
+            have.insert(tn.into(), r["isolation"].clone());
+        }
+    }
+    (Value::Object(have), Value::Object(want))
+}
+
+/// The isolation audit, live: fac-none has no default-deny, so the cockpit says `open 1/1`
+/// and raises its alert; a default deny applied with kubectl turns it to `deny` and clears
+/// the alert; the snapshot's `isolation` equals what the policies say, before and after.
+fn isolation_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
+    let deny_in = |ns: &str, egress: bool| {
+        let types = if egress { json!(["Ingress", "Egress"]) } else { json!(["Ingress"]) };
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "default-deny", "namespace": ns}, "spec": {"podSelector": {}, "policyTypes": types}})
+    };
+    // fac-argo denies in and out, fac-flux only in (and lets its own namespace in), fac-off
+    // opens its door to every namespace: still open.
+    apply(kubeconfig, dir, "np-argo", &deny_in("fac-argo", true));
+    apply(kubeconfig, dir, "np-flux", &deny_in("fac-flux", false));
+    apply(
+        kubeconfig,
+        dir,
+        "np-off",
+        &json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+        "metadata": {"name": "allow-all-namespaces", "namespace": "fac-off"},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"namespaceSelector": {}}]}]}}),
+    );
+    let check = || {
+        let (have, want) = isolation_rows(kubeconfig);
+        if have == want { Ok(want) } else { Err(format!("fabrik {have:#}\nkubectl {want:#}")) }
+    };
+    let mut last = String::new();
+    let mut want = Value::Null;
+    for _ in 0..60 {
+        match check() {
+            Ok(w) => {
+                want = w;
+                break;
+            }
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(!want.is_null(), "isolation: {last}");
+    assert_eq!(want["fac-argo"]["netpol"], "deny", "{want:#}");
+    assert_eq!(want["fac-flux"]["netpol"], "deny in", "{want:#}");
+    assert_eq!(want["fac-off"]["netpol"], "open 1/1", "{want:#}");
+    assert_eq!(want["fac-none"]["netpol"], "open 1/1", "{want:#}");
+
+    // In the cockpit: the tenants' NETPOL column and the alert, then the fix, live.
+    t.keys(&["Escape"]);
+    t.wait_screen("the filter cleared", |s| !s.contains("/fac-argo"));
+    t.keys(&["3"]);
+    t.wait_screen("the tenants view", |s| s.contains("NETPOL"));
+    t.keys(&["/"]);
+    t.literal("fac-");
+    t.keys(&["Enter"]);
+    let line = |s: &str, tn: &str| s.lines().find(|l| l.contains(&format!("│{tn} "))).unwrap_or_default().to_string();
+    let s = t.wait_screen("the tenants' NETPOL", |s| s.contains("NETPOL") && line(s, "fac-none").contains("open 1/1"));
+    assert!(line(&s, "fac-argo").contains("deny") && line(&s, "fac-flux").contains("deny in"), "{s}");
+    t.keys(&["6"]);
+    t.wait_screen("the alert", |s| s.contains("tenant fac-none has no default-deny ingress NetworkPolicy"));
+    apply(kubeconfig, dir, "np-none", &deny_in("fac-none", true));
+    t.wait_screen("the alert gone", |s| !s.contains("tenant fac-none has no default-deny"));
+    t.keys(&["3"]);
+    t.wait_screen("fac-none denied", |s| line(s, "fac-none").contains("deny"));
+    let (have, want) = isolation_rows(kubeconfig);
+    assert_eq!(have, want);
+    assert_eq!(want["fac-none"]["netpol"], "deny");
 }

@@ -53,6 +53,7 @@ use std::path::{Path, PathBuf};
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use k8s_openapi::api::core::v1::{Event as KEvent, Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::api::DynamicObject;
@@ -936,9 +937,10 @@ enum Watch {
     TaintRule,
     Domain,
     Workload,
+    NetPol,
 }
 
-const WATCHES: [Watch; 14] = [
+const WATCHES: [Watch; 15] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -953,6 +955,7 @@ const WATCHES: [Watch; 14] = [
     Watch::TaintRule,
     Watch::Domain,
     Watch::Workload,
+    Watch::NetPol,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -996,6 +999,7 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::TaintRule => event(ev, obj::<DynamicObject>(text)?).map(Msg::TaintRule),
         Watch::Domain => event(ev, obj::<DynamicObject>(text)?).map(Msg::Domain),
         Watch::Workload => event(ev, obj::<DynamicObject>(text)?).map(Msg::Workload),
+        Watch::NetPol => event(ev, obj::<NetworkPolicy>(text)?).map(Msg::NetPol),
     })
 }
 
@@ -1171,6 +1175,15 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                 "status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": "Pending",
                     "message": "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h100, 2 more needed",
                     "lastTransitionTime": "2026-12-01T10:00:01Z"}]}
+            }),
+        ),
+        (
+            Watch::NetPol,
+            json!({
+                "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+                "metadata": {"name": "default-deny", "namespace": "team-a"},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
+                    "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}], "ports": [{"port": 8080}]}]}
             }),
         ),
     ]

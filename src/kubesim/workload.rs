@@ -434,6 +434,7 @@ const DEPLOY: (&str, &str, &str, &str) = ("apps", "v1", "Deployment", "deploymen
 const STS: (&str, &str, &str, &str) = ("apps", "v1", "StatefulSet", "statefulsets");
 const JOB: (&str, &str, &str, &str) = ("batch", "v1", "Job", "jobs");
 const PDB: (&str, &str, &str, &str) = ("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets");
+const NETPOL: (&str, &str, &str, &str) = ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies");
 const CLAIM: (&str, &str, &str, &str) = ("resource.k8s.io", "v1", "ResourceClaim", "resourceclaims");
 
 fn obj(gvk: (&'static str, &'static str, &'static str, &'static str), ns: Option<&str>, mut body: Value) -> Obj {
@@ -444,6 +445,24 @@ fn obj(gvk: (&'static str, &'static str, &'static str, &'static str), ns: Option
         body["metadata"]["namespace"] = json!(n);
     }
     Obj { gvk, namespace: ns.map(String::from), body }
+}
+
+/// NetworkPolicies as tenants set them up, by namespace: every third a default deny in and
+/// out, the next a default deny in with its own namespace let in, the third none (the
+/// isolation audit's three answers).
+fn netpols(plan: &Plan) -> Vec<Obj> {
+    let mut out = Vec::new();
+    for (i, (ns, _)) in plan.namespaces.iter().enumerate() {
+        let spec = match i % 3 {
+            0 => json!({ "podSelector": {}, "policyTypes": ["Ingress", "Egress"] }),
+            1 => {
+                json!({ "podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{ "from": [{ "podSelector": {} }] }] })
+            }
+            _ => continue,
+        };
+        out.push(obj(NETPOL, Some(ns), json!({ "metadata": { "name": "default-deny" }, "spec": spec })));
+    }
+    out
 }
 
 /// All objects of a plan, in creation waves: namespaces; then claims, controllers, PDBs and
@@ -462,7 +481,7 @@ pub fn objects(plan: &Plan, seed: u64) -> [Vec<Obj>; 3] {
             )
         })
         .collect();
-    let mut work = Vec::new();
+    let mut work = netpols(plan);
     if plan.apps.iter().any(|a| a.tenant == VCLUSTER) {
         let ns = ns_of(VCLUSTER);
         work.push(obj(

@@ -309,6 +309,13 @@ pub enum Delta {
         object: String,
         owner: Option<super::gitops::GitOpsOwner>,
     },
+    /// A NetworkPolicy appeared or changed...
+    NetPolUpsert(super::isolation::NetPolicySpec),
+    /// ...or went away.
+    NetPolRemove {
+        namespace: String,
+        name: String,
+    },
     Telemetry(Vec<TelemetrySample>),
     GpuFault {
         gpu_uuid: String,

@@ -97,6 +97,7 @@ fn small_fleet() -> Fleet {
 
 /// Recounts every derived counter from the raw objects.
 pub(crate) fn check_invariants(f: &Fleet) {
+    f.check_cotenancy();
     let mut t = Totals::default();
     for id in f.node_ids() {
         let n = f.node(id).unwrap();

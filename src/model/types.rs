@@ -417,9 +417,19 @@ pub enum AlertKind {
     DeviceTaint,
     /// A ComputeDomain whose status is not Ready.
     DomainNotReady,
+    /// A tenant with a namespace that no default-deny NetworkPolicy covers.
+    NoDefaultDeny,
+    /// A tenant holding part of a GPU another tenant holds part of.
+    SharedGpu,
 }
 
 impl AlertKind {
+    /// A finding about how the factory is set up (isolation), not an incident: listed after
+    /// the incidents, in the warning colour.
+    pub fn is_posture(self) -> bool {
+        matches!(self, Self::NoDefaultDeny | Self::SharedGpu)
+    }
+
     pub fn label(self) -> String {
         match self {
             Self::Xid(c) => format!("XID {c}"),
@@ -430,6 +440,8 @@ impl AlertKind {
             Self::OverQuota => "over quota".into(),
             Self::DeviceTaint => "tainted".into(),
             Self::DomainNotReady => "domain NotReady".into(),
+            Self::NoDefaultDeny => "netpol open".into(),
+            Self::SharedGpu => "GPU shared".into(),
         }
     }
 }

@@ -288,3 +288,26 @@ pub(super) fn gitops_marks(quotas: &[QuotaSpec]) -> Vec<Delta> {
     }
     out
 }
+
+/// The demo's NetworkPolicies: a default deny (ingress and egress) in every namespace of
+/// most tenants, ingress only for `recsys`, none for the vCluster tenant `research` and for
+/// `eval` — the two the isolation audit then names.
+pub(super) fn netpols(tenants: &[super::world::STenant]) -> Vec<Delta> {
+    let mut out = Vec::new();
+    for t in tenants {
+        if matches!(t.name.as_str(), "research" | "eval") {
+            continue;
+        }
+        let egress = t.name != "recsys";
+        for ns in &t.namespaces {
+            out.push(Delta::NetPolUpsert(NetPolicySpec {
+                namespace: ns.clone(),
+                name: "default-deny".into(),
+                all_pods: true,
+                ingress: PolicyDir { isolates: true, allows_all: false },
+                egress: PolicyDir { isolates: egress, allows_all: false },
+            }));
+        }
+    }
+    out
+}

@@ -370,6 +370,7 @@ impl Sim {
             out.push(Delta::QuotaUpsert(q.clone()));
         }
         out.extend(super::setup::gitops_marks(&self.quotas));
+        out.extend(super::setup::netpols(&self.tenants));
         let running = self.census().running;
         self.update_pdbs(&running);
         self.dra_sync();

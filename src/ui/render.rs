@@ -625,7 +625,8 @@ fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
     let (title, lines): (String, Vec<Line>) = match v {
         ViewKind::Events => {
             let mut alerts: Vec<&crate::model::Alert> = f.alerts.values().collect();
-            alerts.sort_by_key(|a| std::cmp::Reverse(a.since));
+            // Incidents first (newest first), then the isolation findings.
+            alerts.sort_by_key(|a| (a.kind.is_posture(), std::cmp::Reverse(a.since)));
             let lines = if alerts.is_empty() {
                 vec![Line::from(Span::styled("no active alerts", theme.style("status.ready")))]
             } else {
@@ -634,7 +635,10 @@ fn render_panel(f: &Fleet, ui: &Ui, v: ViewKind, theme: &Theme, frame: &mut Fram
                     .take(rows)
                     .map(|a| {
                         Line::from(vec![
-                            Span::styled(format!("{:<11}", a.kind.label()), theme.style("severity.error")),
+                            Span::styled(
+                                format!("{:<11}", a.kind.label()),
+                                theme.style(if a.kind.is_posture() { "severity.warning" } else { "severity.error" }),
+                            ),
                             Span::styled(format!("{:>5}  ", tables::age(f.now, a.since)), theme.style("ui.text.muted")),
                             Span::styled(a.message.clone(), theme.style("ui.text")),
                         ])

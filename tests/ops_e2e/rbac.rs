@@ -58,6 +58,7 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("", "namespaces", &["list", "watch"], ""),
         ("", "events", &["list", "watch"], ""),
         ("policy", "poddisruptionbudgets", &["list", "watch"], ""),
+        ("networking.k8s.io", "networkpolicies", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceslices", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceclaims", &["list", "watch"], ""),
         ("resource.k8s.io", "devicetaintrules", &["list", "watch"], ""),

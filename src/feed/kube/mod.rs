@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Event as KEvent, Namespace, Node, Pod, ResourceQuota};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
@@ -61,6 +62,8 @@ pub enum Kind {
     Domains,
     /// Kueue's Workloads.
     Workloads,
+    /// `networking.k8s.io/v1` NetworkPolicies (tenant isolation).
+    NetPols,
 }
 
 impl Kind {
@@ -80,10 +83,11 @@ impl Kind {
             Kind::TaintRules => "devicetaintrules",
             Kind::Domains => "computedomains",
             Kind::Workloads => "kueue workloads",
+            Kind::NetPols => crate::model::fleet::isolation::NETPOL_FEED,
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 11] = [
+    const REST: [Kind; 12] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -95,6 +99,7 @@ impl Kind {
         Kind::TaintRules,
         Kind::Domains,
         Kind::Workloads,
+        Kind::NetPols,
     ];
 }
 
@@ -114,6 +119,7 @@ pub enum Msg {
     TaintRule(Event<DynamicObject>),
     Domain(Event<DynamicObject>),
     Workload(Event<DynamicObject>),
+    NetPol(Event<NetworkPolicy>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -205,6 +211,7 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::TaintRules => optional(c, TAINT_RULES, "DeviceTaintRule", kind, Msg::TaintRule, tx),
         Kind::Domains => optional(c, DOMAINS, "ComputeDomain", kind, Msg::Domain, tx),
         Kind::Workloads => optional(c, KUEUE, "Workload", kind, Msg::Workload, tx),
+        Kind::NetPols => watch(Api::<NetworkPolicy>::all(c), cfg, kind, Msg::NetPol, tx),
     }
 }
 
@@ -229,6 +236,7 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::TaintRules => optional_reachable(&c, TAINT_RULES, "DeviceTaintRule", "devicetaintrules").await,
             Kind::Domains => optional_reachable(&c, DOMAINS, "ComputeDomain", "computedomains").await,
             Kind::Workloads => optional_reachable(&c, KUEUE, "Workload", "workloads").await,
+            Kind::NetPols => Api::<NetworkPolicy>::all(c).list(&lp).await.is_ok(),
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;

@@ -14,6 +14,7 @@ use super::translate::{self, ClaimInfo, SliceDevice};
 
 mod dra;
 mod gitops;
+mod isolation;
 mod kueue;
 use super::{Kind, KubeFeedConfig, Msg};
 use crate::model::{
@@ -214,6 +215,7 @@ impl Translator {
             Msg::TaintRule(e) => self.on_event(Kind::TaintRules, e, &mut out, Self::taint_rule),
             Msg::Domain(e) => self.on_event(Kind::Domains, e, &mut out, Self::domain),
             Msg::Workload(e) => self.on_event(Kind::Workloads, e, &mut out, Self::workload),
+            Msg::NetPol(e) => self.on_event(Kind::NetPols, e, &mut out, Self::netpol),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }

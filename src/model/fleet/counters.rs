@@ -226,6 +226,12 @@ impl DeviceContrib {
 }
 
 impl PodContrib {
+    /// The pod holds a device (a GPU, an instance, a replica, a share): it lives next to the
+    /// other tenants on its node.
+    pub fn holds_devices(&self) -> bool {
+        self.alloc_gpus + self.alloc_mig + self.alloc_shares + self.dra_shares > 0
+    }
+
     /// Adds the pod's share to its tenant's usage (if the tenant exists) and the totals.
     pub fn apply(self, tenant: TenantId, totals: &mut Totals, tenants: &mut Slab<TenantId, Tenant>) {
         if let Some(t) = tenants.get_mut(tenant) {

@@ -232,6 +232,7 @@ impl Fleet {
         // What they held there is held still, now without a known GPU or instance.
         self.link_all(affected);
         self.refresh_node_alloc(g.node);
+        self.refresh_gpu_cotenancy(g.node);
     }
 
     pub(super) fn apply_fault(&mut self, uuid: &str, at: Ts, fault: GpuFault) -> bool {

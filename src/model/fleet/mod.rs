@@ -11,6 +11,7 @@ mod dra;
 mod events;
 mod gpus;
 mod indexes;
+pub mod isolation;
 mod kueue;
 mod nodes;
 mod pods;
@@ -67,6 +68,8 @@ pub struct Fleet {
     pub workloads: BTreeMap<String, super::kueue::KueueWorkload>,
     /// The objects fabrik may change that a GitOps tool owns, by [`super::gitops::key`].
     pub gitops: BTreeMap<String, super::gitops::GitOpsOwner>,
+    /// NetworkPolicies by namespace, then name.
+    pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     /// The last object inspected (`y`): the answer the inspect pane shows.
     pub inspected: Option<Box<super::Inspected>>,
@@ -91,6 +94,7 @@ pub struct Fleet {
     pub gpu_peers: FastMap<GpuId, Vec<PeerSample>>,
 
     idx: Indexes,
+    cotenancy: isolation::Cotenancy,
     counters: Counters,
     /// Pods a node agent says hold a whole GPU or a MIG instance (namespace, name): the
     /// kubelet's assignment when the agent reads its PodResources API, else (whole GPUs) the
@@ -150,6 +154,8 @@ impl Fleet {
             domains: BTreeMap::new(),
             workloads: BTreeMap::new(),
             gitops: BTreeMap::new(),
+            netpols: BTreeMap::new(),
+            cotenancy: Default::default(),
             alerts: BTreeMap::new(),
             inspected: None,
             logs: None,
@@ -308,6 +314,17 @@ impl Fleet {
                 self.structure_gen += changed as u64;
                 changed
             }
+            Delta::NetPolUpsert(p) => {
+                let (ns, name) = (p.namespace.clone(), p.name.clone());
+                let changed = self.set_netpol(ns, name, Some(p));
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::NetPolRemove { namespace, name } => {
+                let changed = self.set_netpol(namespace, name, None);
+                self.structure_gen += changed as u64;
+                changed
+            }
             Delta::Telemetry(samples) => {
                 for s in samples {
                     self.apply_sample(s);
@@ -382,11 +399,28 @@ impl Fleet {
                 self.access = Some(a);
                 true
             }
-            Delta::Feed { source, state } => self.feeds.insert(source, state.clone()) != Some(state),
-            Delta::FeedRemove(source) => self.feeds.remove(&source).is_some(),
+            Delta::Feed { source, state } => {
+                let netpol = source == isolation::NETPOL_FEED;
+                let changed = self.feeds.insert(source, state.clone()) != Some(state);
+                if changed && netpol {
+                    self.refresh_netpol_alerts();
+                }
+                changed
+            }
+            Delta::FeedRemove(source) => {
+                let netpol = source == isolation::NETPOL_FEED;
+                let changed = self.feeds.remove(&source).is_some();
+                if changed && netpol {
+                    self.refresh_netpol_alerts();
+                }
+                changed
+            }
             Delta::Synced => {
                 let changed = !self.synced;
                 self.synced = true;
+                if changed {
+                    self.refresh_netpol_alerts();
+                }
                 changed
             }
             // A late answer to an earlier request does not replace a newer one.

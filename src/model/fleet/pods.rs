@@ -208,6 +208,10 @@ impl Fleet {
         }
         if let Some(n) = node {
             self.refresh_node_alloc(n);
+            if c.holds_devices() {
+                self.cotenant(n, tenant, true);
+            }
+            self.refresh_gpu_cotenancy(n);
         }
         self.refresh_tenant_alerts(tenant);
     }
@@ -343,6 +347,10 @@ impl Fleet {
         }
         if let Some(n) = node {
             self.refresh_node_alloc(n);
+            if c.holds_devices() {
+                self.cotenant(n, tenant, false);
+            }
+            self.refresh_gpu_cotenancy(n);
         }
         self.refresh_tenant_alerts(tenant);
     }

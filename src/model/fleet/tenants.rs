@@ -63,6 +63,7 @@ impl Fleet {
         for ns in touched {
             self.retenant_pods(ns);
         }
+        self.refresh_netpol_alert(tid);
         tid
     }
 
@@ -101,8 +102,10 @@ impl Fleet {
             }
         }
         if has_pods {
+            self.refresh_netpol_alert(tid);
             return;
         }
+        self.alerts.retain(|(_, t), _| *t != AlertTarget::Tenant(tid));
         let name = t.name;
         for q in std::mem::take(&mut t.quotas) {
             self.quotas.remove(q);

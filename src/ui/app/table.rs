@@ -271,8 +271,9 @@ impl App {
                                 s if s.is_empty() => s,
                                 s => format!("; Kueue holds {s}"),
                             };
+                            let isolation = id.tenant().map(|t| self.isolation_text(t)).unwrap_or_default();
                             self.ui.info(format!(
-                                "pods of tenant {name}{pending}{refused}{queued}; Esc clears the filter"
+                                "pods of tenant {name}{pending}{refused}{queued}{isolation}; Esc clears the filter"
                             ));
                         }
                     }
@@ -383,5 +384,43 @@ impl App {
             KeyCode::PageUp => self.ui.help_scroll = self.ui.help_scroll.saturating_sub(10),
             _ => {}
         }
+    }
+}
+
+impl App {
+    /// `; isolation: no default-deny in a, b; shares 2 GPUs with x` — nothing when the
+    /// tenant is covered and alone on its GPUs.
+    fn isolation_text(&self, tid: crate::model::TenantId) -> String {
+        let f = &self.fleet;
+        let mut parts = Vec::new();
+        if let Some(i) = f.tenant_isolation(tid).filter(|_| f.netpol_known())
+            && !i.open.is_empty()
+        {
+            parts.push(format!("no default-deny NetworkPolicy in {}", i.open.join(", ")));
+        }
+        let (nodes, gpus) = f.tenant_neighbours(tid);
+        let with = |v: Vec<&Vec<crate::model::TenantId>>| {
+            let mut ts: Vec<&str> =
+                v.into_iter().flatten().filter_map(|t| f.tenant(*t)).map(|t| f.str_of(t.name)).collect();
+            ts.sort_unstable();
+            ts.dedup();
+            ts.join(", ")
+        };
+        if !gpus.is_empty() {
+            let n = gpus.len();
+            parts.push(format!(
+                "shares {n} GPU{} with {}",
+                if n == 1 { "" } else { "s" },
+                with(gpus.iter().map(|(_, t)| t).collect())
+            ));
+        } else if !nodes.is_empty() {
+            let n = nodes.len();
+            parts.push(format!(
+                "shares {n} node{} with {}",
+                if n == 1 { "" } else { "s" },
+                with(nodes.iter().map(|(_, t)| t).collect())
+            ));
+        }
+        if parts.is_empty() { String::new() } else { format!("; isolation: {}", parts.join("; ")) }
     }
 }

@@ -125,8 +125,63 @@ pub const COLUMNS: &[Column] = &[
                 (format!("{p}%{of}"), util_token(p as u8))
             })
         }),
+    // Default-deny NetworkPolicies over the tenant's namespaces: `deny`, `deny in` (ingress
+    // only), `open 1/3`; `?` while the policies are not known (not listed, not allowed).
+    Column::new("NETPOL", 8)
+        .priority(4)
+        .filter()
+        .value(|f, r| {
+            on(f, r, |_| match isolation(f, r) {
+                Some(i) => Value::Text(i.netpol_text().into()),
+                None => Value::Unknown,
+            })
+        })
+        .cell(|f, r| {
+            draw(f, r, |_| match isolation(f, r) {
+                Some(i) if !i.open.is_empty() => (i.netpol_text(), "tenant.over_quota"),
+                Some(i) => (i.netpol_text(), "tenant.ok"),
+                None => muted("?"),
+            })
+        }),
     Column::new("STATUS", 10).filter().value(|f, r| Value::of_cell(status(f, r))).cell(status),
 ];
+
+/// The tenant's isolation, `None` while NetworkPolicies are not known.
+fn isolation(f: &Fleet, r: RowId) -> Option<TenantIsolation> {
+    f.netpol_known().then(|| r.tenant().and_then(|t| f.tenant_isolation(t))).flatten()
+}
+
+/// The `isolation` object of the tenant's JSON row (docs/snapshot.md).
+fn isolation_json(f: &Fleet, tid: TenantId) -> serde_json::Value {
+    let names = |ts: &[TenantId]| {
+        let mut v: Vec<&str> = ts.iter().filter_map(|t| f.tenant(*t)).map(|t| f.str_of(t.name)).collect();
+        v.sort_unstable();
+        v
+    };
+    let (nodes, gpus) = f.tenant_neighbours(tid);
+    let iso = f.netpol_known().then(|| f.tenant_isolation(tid)).flatten();
+    json!({
+        "netpol": opt(iso.as_ref().map(|i| i.netpol_text())),
+        "open_namespaces": opt(iso.as_ref().map(|i| i.open.clone())),
+        "egress_deny_namespaces": opt(iso.as_ref().map(|i| i.egress_deny)),
+        "shared_nodes": nodes
+            .iter()
+            .map(|(n, ts)| json!({ "node": f.node(*n).map(|n| f.str_of(n.name)), "tenants": names(ts) }))
+            .collect::<Vec<_>>(),
+        "shared_gpus": gpus
+            .iter()
+            .filter_map(|(g, ts)| {
+                let g = f.gpu(*g)?;
+                Some(json!({
+                    "node": f.node(g.node).map(|n| f.str_of(n.name)),
+                    "gpu": g.index,
+                    "uuid": f.str_of(g.uuid),
+                    "tenants": names(ts),
+                }))
+            })
+            .collect::<Vec<_>>(),
+    })
+}
 
 fn queued_pods(f: &Fleet, r: RowId) -> u32 {
     r.tenant().map_or(0, |t| f.tenant_queued_pods(t))
@@ -197,6 +252,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
             .into_iter()
             .map(|(why, w, p)| json!({ "why": why, "workloads": w, "pods": p }))
             .collect::<Vec<_>>(),
+        "isolation": isolation_json(f, r.tenant()?),
         "refused_by_quota": f
             .tenant_quota_refusals(r.tenant()?)
             .into_iter()
