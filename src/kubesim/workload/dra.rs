@@ -2,7 +2,8 @@
 //! alpha shapes, which the real kube-scheduler allocates (tests/fixtures/dra-alpha/):
 //! two pods with a claim for a partition of the partitionable GPUs (a 3g and a 1g, class
 //! `mig.nvidia.com`, selected by profile and parent GPU), and three pods with a claim for
-//! 20Gi of the memory of the GPU shared by capacity (selected by uuid). The plain claims keep
+//! 20Gi of the memory of the GPU shared by capacity (selected by uuid): two of recsys, one
+//! of eval. The plain claims keep
 //! off the shaped GPUs, so that they neither take a partitionable GPU whole nor a share.
 
 use serde_json::{Value, json};
@@ -15,6 +16,7 @@ use crate::mig;
 /// What each claim on the GPU shared by capacity asks for.
 pub const SHARE_MEMORY: &str = "20Gi";
 const TENANT: &str = "recsys";
+const OTHER_TENANT: &str = "eval";
 
 /// GPU `gpu` of `n` carries an alpha shape.
 pub(super) fn shaped(n: &SimNode, gpu: u8) -> bool {
@@ -58,7 +60,11 @@ pub(super) fn alpha_apps(nodes: &[SimNode]) -> Vec<App> {
     }
     let shared = nodes.iter().find_map(|n| n.gpus.iter().find(|g| n.alpha.capacity == Some(g.index)));
     if let Some(g) = shared {
-        out.push(app("embed-shared", Ask::Capacity { uuid: g.uuid.clone(), memory: SHARE_MEMORY }, 3));
+        let ask = || Ask::Capacity { uuid: g.uuid.clone(), memory: SHARE_MEMORY };
+        out.push(app("embed-shared", ask(), 2));
+        // A third claim from another tenant: one GPU serving two tenants (the isolation
+        // audit's `GPU shared`).
+        out.push(App { tenant: OTHER_TENANT, namespace: ns_of(OTHER_TENANT), ..app("eval-shared", ask(), 1) });
     }
     out
 }
@@ -116,7 +122,7 @@ mod tests {
         let nodes = alpha_nodes();
         let p = plan(&nodes, Some(80));
         let names: Vec<&str> = p.apps.iter().filter(|a| a.ask.claims()).map(|a| a.name.as_str()).collect();
-        assert_eq!(names, ["ranker", "mig-dyn-3g", "mig-dyn-1g", "embed-shared"]);
+        assert_eq!(names, ["ranker", "mig-dyn-3g", "mig-dyn-1g", "embed-shared", "eval-shared"]);
         assert_eq!(p.dra_namespace().as_deref(), Some("recsys"));
         let [_, work, _] = objects(&p, 7);
         let claim = |name: &str| {
@@ -135,8 +141,8 @@ mod tests {
             )
         );
         let shared = &nodes[7].gpus[0].uuid;
-        for i in 0..3 {
-            let c = req(&format!("embed-shared-{i}-gpu"));
+        for name in ["embed-shared-0-gpu", "embed-shared-1-gpu", "eval-shared-0-gpu"] {
+            let c = req(name);
             assert_eq!(c["capacity"]["requests"]["memory"], "20Gi");
             assert_eq!(
                 c["selectors"][0]["cel"]["expression"],
@@ -154,14 +160,14 @@ mod tests {
             assert!(typed.is_ok(), "{:?}", o.body);
         }
         let pod =
-            work.iter().find(|o| o.gvk.2 == "Pod" && o.body["metadata"]["name"] == "embed-shared-2").expect("pod");
-        assert_eq!(pod.body["spec"]["resourceClaims"][0]["resourceClaimName"], "embed-shared-2-gpu");
+            work.iter().find(|o| o.gvk.2 == "Pod" && o.body["metadata"]["name"] == "embed-shared-1").expect("pod");
+        assert_eq!(pod.body["spec"]["resourceClaims"][0]["resourceClaimName"], "embed-shared-1-gpu");
         // recsys's device quota counts the shares too.
         let q = p.quotas.iter().find(|(n, r, _)| n == "recsys" && r.contains("deviceclass")).expect("quota");
         let claims: i64 = p
             .apps
             .iter()
-            .filter(|a| matches!(a.ask, Ask::Dra | Ask::Capacity { .. }))
+            .filter(|a| a.namespace == "recsys" && matches!(a.ask, Ask::Dra | Ask::Capacity { .. }))
             .map(|a| i64::from(a.replicas))
             .sum();
         assert_eq!(q.2, claims * 3 / 2 + 4);

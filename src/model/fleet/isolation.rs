@@ -4,7 +4,7 @@
 //! when another tenant holds part of a GPU it holds part of (MIG instances, replicas or
 //! capacity shares of one GPU: weaker isolation than whole GPUs).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::super::delta::FeedState;
 use super::super::intern::FastMap;
@@ -24,6 +24,9 @@ pub type Neighbours = (Vec<(NodeId, Vec<TenantId>)>, Vec<(GpuId, Vec<TenantId>)>
 pub(super) struct Cotenancy {
     /// Per node, the tenants whose pods hold devices there, with how many pods.
     pub node_tenants: FastMap<NodeId, Vec<(TenantId, u32)>>,
+    /// Per tenant, the nodes where its pods hold devices (so a tenant's neighbours are found
+    /// without walking every node).
+    pub tenant_nodes: FastMap<TenantId, BTreeSet<NodeId>>,
     /// Per node, its GPUs that serve more than one tenant, and those tenants.
     pub node_gpus: FastMap<NodeId, Vec<(GpuId, Vec<TenantId>)>>,
     pub shared_nodes: FastMap<TenantId, u32>,
@@ -52,6 +55,7 @@ impl Fleet {
             (Some(i), true) => list[i].1 += 1,
             (None, true) => {
                 list.push((tenant, 1));
+                c.tenant_nodes.entry(tenant).or_default().insert(node);
                 if list.len() >= 2 {
                     bump(&mut c.shared_nodes, tenant, true);
                     if list.len() == 2 {
@@ -63,6 +67,12 @@ impl Fleet {
                 list[i].1 -= 1;
                 if list[i].1 == 0 {
                     list.remove(i);
+                    if let Some(s) = c.tenant_nodes.get_mut(&tenant) {
+                        s.remove(&node);
+                        if s.is_empty() {
+                            c.tenant_nodes.remove(&tenant);
+                        }
+                    }
                     if !list.is_empty() {
                         bump(&mut c.shared_nodes, tenant, false);
                         if list.len() == 1 {
@@ -184,18 +194,17 @@ impl Fleet {
 
     /// The nodes and GPUs `tid` shares with other tenants, and with whom.
     pub fn tenant_neighbours(&self, tid: TenantId) -> Neighbours {
-        let mut nodes: Vec<(NodeId, Vec<TenantId>)> = self
-            .cotenancy
-            .node_tenants
-            .iter()
-            .filter(|(_, l)| l.len() >= 2 && l.iter().any(|(t, _)| *t == tid))
-            .map(|(n, l)| (*n, l.iter().map(|(t, _)| *t).filter(|t| *t != tid).collect()))
+        let c = &self.cotenancy;
+        let mine = c.tenant_nodes.get(&tid).into_iter().flatten();
+        let mut nodes: Vec<(NodeId, Vec<TenantId>)> = mine
+            .clone()
+            .filter_map(|n| Some((*n, c.node_tenants.get(n)?)))
+            .filter(|(_, l)| l.len() >= 2)
+            .map(|(n, l)| (n, l.iter().map(|(t, _)| *t).filter(|t| *t != tid).collect()))
             .collect();
         nodes.sort_by_key(|(n, _)| self.node(*n).map(|n| self.str_of(n.name)));
-        let mut gpus: Vec<(GpuId, Vec<TenantId>)> = self
-            .cotenancy
-            .node_gpus
-            .values()
+        let mut gpus: Vec<(GpuId, Vec<TenantId>)> = mine
+            .filter_map(|n| c.node_gpus.get(n))
             .flatten()
             .filter(|(_, ts)| ts.contains(&tid))
             .map(|(g, ts)| (*g, ts.iter().copied().filter(|t| *t != tid).collect()))
@@ -274,6 +283,13 @@ impl Fleet {
                 }
             }
         }
+        let mut tenant_nodes: FastMap<TenantId, BTreeSet<NodeId>> = FastMap::default();
+        for (n, ts) in &node_tenants {
+            for t in ts {
+                tenant_nodes.entry(*t).or_default().insert(*n);
+            }
+        }
+        assert_eq!(tenant_nodes, self.cotenancy.tenant_nodes, "tenants' nodes");
         let (mut nodes, mut gpus): (FastMap<TenantId, u32>, FastMap<TenantId, u32>) = Default::default();
         for (n, ts) in &node_tenants {
             if ts.len() < 2 {
