@@ -31,6 +31,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("reclaim-preview", vec![Command::Reclaim], Some("pods ft-debug-75bf4")),
         // ...and Kueue's Workloads: the queued ones first (namespace, then name).
         ("workloads", vec![], Some("workloads")),
+        // The factory (issue 17): a change to a ClusterQueue Flux applies from Git, previewed.
+        ("gitops-preview", vec![], Some("hold cq-inference-prod")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());

@@ -408,13 +408,20 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
     let key = |c: Command| keymap.hint(Mode::Dialog, c).unwrap_or_else(|| c.name().to_string());
     match d {
         Dialog::Preview { plan, scroll, error, .. } => {
-            let area =
-                centered(size, 100, (plan.effects.len() + plan.warnings.len() + plan.blockers.len() + 10) as u16);
-            frame.render_widget(Clear, area);
+            // Each item wrapped here, its continuation lines indented under its text, so a long
+            // warning reads as one item and the dialog is as tall as what it says.
+            let width = usize::from(100.min(size.width.saturating_sub(2)).saturating_sub(2)).max(16);
+            let item = |lines: &mut Vec<Line<'static>>, prefix: &str, text: &str, style: ratatui::style::Style| {
+                let pad = prefix.chars().count();
+                for (i, l) in crate::text::wrap(text, width - pad).into_iter().enumerate() {
+                    let head = if i == 0 { prefix.to_string() } else { " ".repeat(pad) };
+                    lines.push(Line::from(Span::styled(format!("{head}{l}"), style)));
+                }
+            };
             let mut lines: Vec<Line> = Vec::new();
             lines.push(Line::from(Span::styled("What will happen:", theme.style("ui.header"))));
             for e in &plan.effects {
-                lines.push(Line::from(format!("  {e}")));
+                item(&mut lines, "  ", e, theme.style("ui.text"));
             }
             if !plan.warnings.is_empty() {
                 lines.push(Line::from(""));
@@ -423,7 +430,7 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
                     theme.style("ui.warning").add_modifier(Modifier::BOLD),
                 )));
                 for w in &plan.warnings {
-                    lines.push(Line::from(Span::styled(format!("  ! {w}"), theme.style("ui.warning"))));
+                    item(&mut lines, "  ! ", w, theme.style("ui.warning"));
                 }
             }
             if !plan.blockers.is_empty() {
@@ -433,7 +440,7 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
                     theme.style("ui.error").add_modifier(Modifier::BOLD),
                 )));
                 for b in &plan.blockers {
-                    lines.push(Line::from(Span::styled(format!("  ✗ {b}"), theme.style("ui.error"))));
+                    item(&mut lines, "  ✗ ", b, theme.style("ui.error"));
                 }
             }
             if let Some(e) = error {
@@ -477,6 +484,9 @@ fn render_dialog(f: &Fleet, d: &Dialog, ui: &Ui, theme: &Theme, keymap: &Keymap,
                     theme.style("ui.error"),
                 ))
             };
+            // The body, a gap, the prompt (up to two rows), the borders.
+            let area = centered(size, 100, (lines.len() + 5) as u16);
+            frame.render_widget(Clear, area);
             let block = Block::default()
                 .borders(Borders::ALL)
                 .border_style(theme.style("ui.dialog.border"))
