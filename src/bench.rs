@@ -213,6 +213,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
         Managed { .. } => "gitops",
         NetPolUpsert(_) | NetPolRemove { .. } => "netpol",
+        MachineUpsert(_) | MachineRemove { .. } => "machine",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

@@ -938,9 +938,10 @@ enum Watch {
     Domain,
     Workload,
     NetPol,
+    Machine,
 }
 
-const WATCHES: [Watch; 15] = [
+const WATCHES: [Watch; 16] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -956,6 +957,7 @@ const WATCHES: [Watch; 15] = [
     Watch::Domain,
     Watch::Workload,
     Watch::NetPol,
+    Watch::Machine,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -1000,6 +1002,7 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::Domain => event(ev, obj::<DynamicObject>(text)?).map(Msg::Domain),
         Watch::Workload => event(ev, obj::<DynamicObject>(text)?).map(Msg::Workload),
         Watch::NetPol => event(ev, obj::<NetworkPolicy>(text)?).map(Msg::NetPol),
+        Watch::Machine => event(ev, obj::<DynamicObject>(text)?).map(Msg::Machine),
     })
 }
 
@@ -1184,6 +1187,16 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                 "metadata": {"name": "default-deny", "namespace": "team-a"},
                 "spec": {"podSelector": {}, "policyTypes": ["Ingress", "Egress"],
                     "ingress": [{"from": [{"namespaceSelector": {"matchLabels": {"team": "a"}}}], "ports": [{"port": 8080}]}]}
+            }),
+        ),
+        (
+            Watch::Machine,
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Machine",
+                "metadata": {"name": "md-0-abc", "namespace": "capi", "creationTimestamp": "2026-12-01T10:00:00Z"},
+                "spec": {"clusterName": "gpu-prod", "providerID": "metal3://capi/host-1/md-0-abc"},
+                "status": {"phase": "Running", "nodeRef": {"name": "gpu-1"}, "conditions": [
+                    {"type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "message": "MachineHealthCheck"}]}
             }),
         ),
     ]

@@ -14,7 +14,7 @@ fn text(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(str::to_string)
 }
 
-fn time(v: &Value) -> Option<u64> {
+pub(crate) fn time(v: &Value) -> Option<u64> {
     let t: k8s_openapi::jiff::Timestamp = v.as_str()?.parse().ok()?;
     Some(t.as_millisecond().max(0) as u64)
 }

@@ -2,6 +2,7 @@
 //! say what was wrong and how to fix it. Shared by the kube feed, `fabrik sim` and (issue 4)
 //! the cluster executor. Label and resource names of the GPU stack live in [`labels`].
 
+pub mod capi;
 pub mod inspect;
 pub mod kueue;
 pub mod labels;

@@ -309,6 +309,13 @@ pub enum Delta {
         object: String,
         owner: Option<super::gitops::GitOpsOwner>,
     },
+    /// A Cluster API Machine appeared or changed...
+    MachineUpsert(super::capi::Machine),
+    /// ...or went away.
+    MachineRemove {
+        namespace: String,
+        name: String,
+    },
     /// A NetworkPolicy appeared or changed...
     NetPolUpsert(super::isolation::NetPolicySpec),
     /// ...or went away.

@@ -1,6 +1,7 @@
 //! The domain model: what an AI factory is, as the cockpit knows it. Pure: no I/O, no
 //! clocks, no async. State enters only through [`Delta`]s applied to a [`Fleet`].
 
+pub mod capi;
 pub mod delta;
 pub mod dra;
 pub mod fleet;
@@ -16,6 +17,7 @@ pub mod sharing;
 pub mod slab;
 pub mod types;
 
+pub use capi::Machine;
 pub use delta::*;
 pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainNode, GpuDra};
 pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};

@@ -421,6 +421,10 @@ pub enum AlertKind {
     NoDefaultDeny,
     /// A tenant holding part of a GPU another tenant holds part of.
     SharedGpu,
+    /// The node's Cluster API Machine failed.
+    MachineFailed,
+    /// The node's Machine is unhealthy by its MachineHealthCheck, or being remediated.
+    Remediating,
 }
 
 impl AlertKind {
@@ -442,6 +446,8 @@ impl AlertKind {
             Self::DomainNotReady => "domain NotReady".into(),
             Self::NoDefaultDeny => "netpol open".into(),
             Self::SharedGpu => "GPU shared".into(),
+            Self::MachineFailed => "machine failed".into(),
+            Self::Remediating => "remediating".into(),
         }
     }
 }

@@ -311,3 +311,28 @@ pub(super) fn netpols(tenants: &[super::world::STenant]) -> Vec<Delta> {
     }
     out
 }
+
+/// The demo's nodes as Cluster API Machines of cluster `gpu-prod`: a NotReady node is one a
+/// MachineHealthCheck found unhealthy and its MachineSet is remediating.
+pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Delta> {
+    nodes
+        .map(|n| {
+            let down = !n.ready;
+            Delta::MachineUpsert(Machine {
+                namespace: "capi-gpu-prod".into(),
+                name: format!("{}-m", n.name),
+                cluster: "gpu-prod".into(),
+                phase: "Running".into(),
+                node: Some(n.name.clone()),
+                provider_id: format!("metal3://capi-gpu-prod/{}", n.name),
+                failure: None,
+                unhealthy: down.then(|| {
+                    "UnhealthyNode: Condition Ready on node is reporting status False for more than 5m0s".into()
+                }),
+                remediating: down.then(|| "WaitingForRemediation: MachineHealthCheck asked for remediation".into()),
+                deleting: false,
+                created: n.created,
+            })
+        })
+        .collect()
+}

@@ -64,6 +64,8 @@ pub enum Kind {
     Workloads,
     /// `networking.k8s.io/v1` NetworkPolicies (tenant isolation).
     NetPols,
+    /// Cluster API Machines (a CRD: on a management cluster).
+    Machines,
 }
 
 impl Kind {
@@ -84,10 +86,11 @@ impl Kind {
             Kind::Domains => "computedomains",
             Kind::Workloads => "kueue workloads",
             Kind::NetPols => crate::model::fleet::isolation::NETPOL_FEED,
+            Kind::Machines => "cluster-api machines",
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 12] = [
+    const REST: [Kind; 13] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -100,6 +103,7 @@ impl Kind {
         Kind::Domains,
         Kind::Workloads,
         Kind::NetPols,
+        Kind::Machines,
     ];
 }
 
@@ -120,6 +124,7 @@ pub enum Msg {
     Domain(Event<DynamicObject>),
     Workload(Event<DynamicObject>),
     NetPol(Event<NetworkPolicy>),
+    Machine(Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -212,6 +217,7 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::Domains => optional(c, DOMAINS, "ComputeDomain", kind, Msg::Domain, tx),
         Kind::Workloads => optional(c, KUEUE, "Workload", kind, Msg::Workload, tx),
         Kind::NetPols => watch(Api::<NetworkPolicy>::all(c), cfg, kind, Msg::NetPol, tx),
+        Kind::Machines => optional(c, CAPI, "Machine", kind, Msg::Machine, tx),
     }
 }
 
@@ -237,6 +243,7 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::Domains => optional_reachable(&c, DOMAINS, "ComputeDomain", "computedomains").await,
             Kind::Workloads => optional_reachable(&c, KUEUE, "Workload", "workloads").await,
             Kind::NetPols => Api::<NetworkPolicy>::all(c).list(&lp).await.is_ok(),
+            Kind::Machines => optional_reachable(&c, CAPI, "Machine", "machines").await,
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
@@ -266,6 +273,8 @@ async fn optional_reachable(
 const KUEUE: (&str, &[&str]) = (l::KUEUE_GROUP, &["v1beta2", "v1beta1"]);
 /// DeviceTaintRule: alpha in 1.34 (`DRADeviceTaints`, `resource.k8s.io/v1alpha3`).
 const TAINT_RULES: (&str, &[&str]) = ("resource.k8s.io", &["v1alpha3"]);
+/// Cluster API's core CRDs: v1beta2 (storage since v1.11), else v1beta1.
+const CAPI: (&str, &[&str]) = ("cluster.x-k8s.io", &["v1beta2", "v1beta1"]);
 /// The NVIDIA DRA driver's ComputeDomain CRD.
 const DOMAINS: (&str, &[&str]) = ("resource.nvidia.com", &["v1beta1"]);
 

@@ -12,6 +12,7 @@ use kube::runtime::watcher::Event;
 
 use super::translate::{self, ClaimInfo, SliceDevice};
 
+mod capi;
 mod dra;
 mod gitops;
 mod isolation;
@@ -216,6 +217,7 @@ impl Translator {
             Msg::Domain(e) => self.on_event(Kind::Domains, e, &mut out, Self::domain),
             Msg::Workload(e) => self.on_event(Kind::Workloads, e, &mut out, Self::workload),
             Msg::NetPol(e) => self.on_event(Kind::NetPols, e, &mut out, Self::netpol),
+            Msg::Machine(e) => self.on_event(Kind::Machines, e, &mut out, Self::machine),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }

@@ -6,6 +6,7 @@
 //! [`tenants`], [`quotas`], [`telemetry`] (what node agents say), [`events`] (events,
 //! operations, feeds). [`Indexes`] find objects by name, [`Counters`] keep the totals.
 
+mod capi;
 mod counters;
 mod dra;
 mod events;
@@ -68,6 +69,10 @@ pub struct Fleet {
     pub workloads: BTreeMap<String, super::kueue::KueueWorkload>,
     /// The objects fabrik may change that a GitOps tool owns, by [`super::gitops::key`].
     pub gitops: BTreeMap<String, super::gitops::GitOpsOwner>,
+    /// Cluster API Machines by `namespace/name`...
+    pub machines: BTreeMap<String, super::capi::Machine>,
+    /// ...and by the node each became.
+    pub node_machine: BTreeMap<String, String>,
     /// NetworkPolicies by namespace, then name.
     pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
@@ -155,6 +160,8 @@ impl Fleet {
             workloads: BTreeMap::new(),
             gitops: BTreeMap::new(),
             netpols: BTreeMap::new(),
+            machines: BTreeMap::new(),
+            node_machine: BTreeMap::new(),
             cotenancy: Default::default(),
             alerts: BTreeMap::new(),
             inspected: None,
@@ -262,7 +269,12 @@ impl Fleet {
                 self.check_stuck_mig() | ticked
             }
             Delta::NodeUpsert(spec) => {
+                let name = spec.name.clone();
                 self.upsert_node(spec);
+                // A node that arrives after its Machine gets the Machine's alert now.
+                if self.node_machine.contains_key(&name) {
+                    self.refresh_machine_alert(&name);
+                }
                 self.structure_gen += 1;
                 true
             }
@@ -311,6 +323,16 @@ impl Fleet {
                     Some(o) => self.gitops.insert(object, o.clone()).is_none_or(|old| old != o),
                     None => self.gitops.remove(&object).is_some(),
                 };
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::MachineUpsert(m) => {
+                let changed = self.upsert_machine(m);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::MachineRemove { namespace, name } => {
+                let changed = self.remove_machine(&format!("{namespace}/{name}"));
                 self.structure_gen += changed as u64;
                 changed
             }

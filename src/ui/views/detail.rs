@@ -317,7 +317,8 @@ pub fn render_node(
         Some(g) => format!("gpu{}", g.index),
         None => "node average".to_string(),
     };
-    let [info, charts] = Layout::vertical([Constraint::Length(9), Constraint::Min(6)]).areas(right);
+    // The Cluster API Machine the node is, when a management cluster says so.
+    let machine = f.machine_of_node(f.str_of(n.name));
     let mut lines = vec![
         Line::from(vec![
             Span::styled("status  ", theme.style("ui.text.muted")),
@@ -348,6 +349,11 @@ pub fn render_node(
         Line::from(format!("age     {}", age(f.now, n.created))),
         telemetry_line(f, n, theme),
     ];
+    if let Some(m) = machine {
+        let cluster = if m.cluster.is_empty() { String::new() } else { format!(" · cluster {}", m.cluster) };
+        lines.push(Line::from(format!("machine {}{cluster}", m.key())));
+        lines.push(Line::from(format!("└ {}", m.state_text())));
+    }
     for a in f
         .alerts
         .values()
@@ -355,6 +361,11 @@ pub fn render_node(
     {
         lines.push(Line::from(Span::styled(format!("! {}", a.message), theme.style("severity.error"))));
     }
+    // As tall as what it says (an alert wraps to about two rows), within half the column.
+    let rows = lines.len() as u16 + f.alerts.values().filter(|a| a.target == AlertTarget::Node(node)).count() as u16;
+    let [info, charts] =
+        Layout::vertical([Constraint::Length((rows + 2).max(9).min((right.height / 2).max(9))), Constraint::Min(6)])
+            .areas(right);
     frame.render_widget(
         Paragraph::new(lines).wrap(Wrap { trim: true }).block(
             Block::default()

@@ -1,0 +1,143 @@
+//! Cluster API Machines in the fleet: by `namespace/name`, joined to the node they became
+//! (`status.nodeRef`), with an alert on that node while the Machine failed or is being
+//! remediated.
+
+use super::super::capi::Machine;
+use super::super::types::{Alert, AlertKind, AlertTarget};
+use super::Fleet;
+
+impl Fleet {
+    /// The Machine that node `name` is, if the management cluster says so.
+    pub fn machine_of_node(&self, name: &str) -> Option<&Machine> {
+        self.machines.get(self.node_machine.get(name)?)
+    }
+
+    pub(super) fn upsert_machine(&mut self, m: Machine) -> bool {
+        let key = m.key();
+        let old = self.machines.insert(key.clone(), m.clone());
+        if old.as_ref() == Some(&m) {
+            return false;
+        }
+        if let Some(n) = old.as_ref().and_then(|o| o.node.as_ref()).filter(|n| Some(*n) != m.node.as_ref()) {
+            if self.node_machine.get(n) == Some(&key) {
+                self.node_machine.remove(n);
+            }
+            let n = n.clone();
+            self.refresh_machine_alert(&n);
+        }
+        if let Some(n) = &m.node {
+            self.node_machine.insert(n.clone(), key);
+            let n = n.clone();
+            self.refresh_machine_alert(&n);
+        }
+        true
+    }
+
+    pub(super) fn remove_machine(&mut self, key: &str) -> bool {
+        let Some(m) = self.machines.remove(key) else { return false };
+        if let Some(n) = &m.node
+            && self.node_machine.get(n).map(String::as_str) == Some(key)
+        {
+            self.node_machine.remove(n);
+            self.refresh_machine_alert(n);
+        }
+        true
+    }
+
+    /// Sets or clears node `name`'s Machine alert (a node that arrives later gets it when
+    /// its Machine is next seen, or from [`Fleet::refresh_machine_alert`] on node upsert).
+    pub(super) fn refresh_machine_alert(&mut self, name: &str) {
+        let Some(id) = self.node_by_name(name) else { return };
+        let target = AlertTarget::Node(id);
+        let m = self.machine_of_node(name);
+        let want = m.and_then(|m| {
+            let what = format!("Machine {}", m.key());
+            if m.failed() {
+                Some((AlertKind::MachineFailed, format!("{name} is {what}, which failed: {}", m.state_text())))
+            } else if let Some(r) = &m.remediating {
+                Some((AlertKind::Remediating, format!("{name} is {what}, being remediated ({r})")))
+            } else {
+                m.unhealthy.as_ref().map(|u| {
+                    (AlertKind::Remediating, format!("{name} is {what}, unhealthy by its MachineHealthCheck ({u})"))
+                })
+            }
+        });
+        for k in [AlertKind::MachineFailed, AlertKind::Remediating] {
+            if want.as_ref().is_none_or(|(w, _)| *w != k) {
+                self.alerts.remove(&(k, target.clone()));
+            }
+        }
+        if let Some((kind, message)) = want {
+            let now = self.now;
+            let a = self.alerts.entry((kind, target.clone())).or_insert_with(|| Alert {
+                kind,
+                target,
+                since: now,
+                message: String::new(),
+            });
+            a.message = message;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Delta;
+
+    fn remediating(node: &str) -> Machine {
+        Machine {
+            namespace: "capi".into(),
+            name: format!("{node}-m"),
+            phase: "Running".into(),
+            node: Some(node.into()),
+            remediating: Some("WaitingForRemediation".into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_machines_alert_follows_it_to_its_node_whichever_comes_first() {
+        let mut f = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let spec = crate::model::NodeSpec {
+            name: "late-node".into(),
+            labels: Vec::new(),
+            ready: true,
+            cordoned: false,
+            cordoned_by: String::new(),
+            gpu_model: None,
+            capacity: Vec::new(),
+            allocatable: Vec::new(),
+            mig_config: String::new(),
+            mig_state: Default::default(),
+            mig_state_since: None,
+            ready_since: None,
+            created: 0,
+        };
+        let kinds = |f: &Fleet, name: &str| -> Vec<AlertKind> {
+            let id = f.node_by_name(name).expect("node");
+            f.alerts.values().filter(|a| a.target == AlertTarget::Node(id)).map(|a| a.kind).collect()
+        };
+        // The Machine first, its node later (a re-list, a new node).
+        f.apply(Delta::MachineUpsert(remediating("late-node")));
+        assert!(f.machine_of_node("late-node").is_some());
+        f.apply(Delta::NodeUpsert(spec));
+        assert!(kinds(&f, "late-node").contains(&AlertKind::Remediating));
+        // Failed wins over remediating; healthy clears both; gone forgets the join.
+        let failed = Machine { phase: "Failed".into(), ..remediating("late-node") };
+        f.apply(Delta::MachineUpsert(failed));
+        assert_eq!(
+            kinds(&f, "late-node")
+                .into_iter()
+                .filter(|k| matches!(k, AlertKind::MachineFailed | AlertKind::Remediating))
+                .collect::<Vec<_>>(),
+            vec![AlertKind::MachineFailed]
+        );
+        f.apply(Delta::MachineUpsert(Machine { remediating: None, ..remediating("late-node") }));
+        assert!(!kinds(&f, "late-node").iter().any(|k| matches!(k, AlertKind::MachineFailed | AlertKind::Remediating)));
+        f.apply(Delta::MachineUpsert(remediating("late-node")));
+        f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "late-node-m".into() });
+        assert!(f.machine_of_node("late-node").is_none());
+        assert!(!kinds(&f, "late-node").contains(&AlertKind::Remediating));
+    }
+}
