@@ -280,7 +280,9 @@ const DOMAINS: (&str, &[&str]) = ("resource.nvidia.com", &["v1beta1"]);
 
 /// A kind that may not be served (a CRD not installed, an alpha API off), found by
 /// discovery in the first of `versions` served. Not served is a 404 for the translator: an
-/// information event, the rest of the cockpit goes on.
+/// information event, the rest of the cockpit goes on. Discovery is asked again every minute
+/// (quietly: the event was told once), so a CRD installed while the cockpit runs is watched
+/// from then on.
 fn optional(
     c: kube::Client,
     (group, versions): (&'static str, &'static [&'static str]),
@@ -293,6 +295,7 @@ fn optional(
         // Discovery answers 404 when Kueue is not installed; anything else (the server is
         // down, a timeout) is retried with backoff, never taken for "not installed".
         let mut wait = Duration::from_millis(500);
+        let mut told_absent = false;
         let ar = loop {
             let mut found = None;
             let mut answer: Option<(Option<u16>, String)> = None;
@@ -316,8 +319,20 @@ fn optional(
                 break ar;
             }
             let (code, reason) = answer.unwrap_or((None, "no answer".into()));
-            let done = matches!(code, Some(403 | 404));
-            if tx.send(Msg::Error { kind, code, reason }).await.is_err() || done {
+            // Not served (or not allowed): said once, then looked for again each minute,
+            // quietly whatever the answer (the server away meanwhile is the other watches' news).
+            if told_absent || matches!(code, Some(403 | 404)) {
+                if !told_absent && tx.send(Msg::Error { kind, code, reason }).await.is_err() {
+                    return;
+                }
+                told_absent = true;
+                if tx.is_closed() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                continue;
+            }
+            if tx.send(Msg::Error { kind, code, reason }).await.is_err() {
                 return;
             }
             tokio::time::sleep(wait).await;
