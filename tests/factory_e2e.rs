@@ -283,6 +283,27 @@ async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[S
     t.keys(&["q"]);
 }
 
+/// `kubectl patch --subresource=status` of Machine `name` (what its controller would write).
+fn patch_status(kubeconfig: &Path, name: &str, patch: &str) {
+    kubectl(
+        kubeconfig,
+        &["-n", "capi-gpu", "patch", "machine", name, "--subresource=status", "--type=merge", "-p", patch],
+    );
+}
+
+/// Polls `check` every half second for up to 30 s; fails with its last complaint.
+fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let mut last = String::new();
+    for _ in 0..60 {
+        match check() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("{what}: {last}")
+}
+
 /// A condition as metav1.Condition wants it (every field required by the CRD's schema).
 fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Value {
     json!({"type": kind, "status": status, "reason": reason, "message": message,
@@ -376,27 +397,11 @@ fn machines_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
             ]);
         }
         let patch = json!({"status": status}).to_string();
-        kubectl(
-            kubeconfig,
-            &["-n", "capi-gpu", "patch", "machine", name, "--subresource=status", "--type=merge", "-p", &patch],
-        );
+        patch_status(kubeconfig, name, &patch);
     }
     apply(kubeconfig, dir, "m-failed", &machine("m-failed"));
     let failed = json!({"status": {"phase": "Failed", "deprecated": {"v1beta1": {"failureReason": "CreateError", "failureMessage": "no host matched"}}}});
-    kubectl(
-        kubeconfig,
-        &[
-            "-n",
-            "capi-gpu",
-            "patch",
-            "machine",
-            "m-failed",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &failed.to_string(),
-        ],
-    );
+    patch_status(kubeconfig, "m-failed", &failed.to_string());
 
     let same = || {
         let truth = machines_truth(kubeconfig, nodes);
@@ -409,19 +414,7 @@ fn machines_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
             .collect();
         if have == truth { Ok(truth) } else { Err(format!("fabrik {have:#?}\nkubectl {truth:#?}")) }
     };
-    let mut last = String::new();
-    let mut truth = None;
-    for _ in 0..60 {
-        match same() {
-            Ok(t) => {
-                truth = Some(t);
-                break;
-            }
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    let truth = truth.unwrap_or_else(|| panic!("machines: {last}"));
+    let truth = settle("machines", same);
     assert_eq!(truth[&nodes[1]]["state"], "Running, remediating", "{truth:#?}");
     assert_eq!(truth[&nodes[0]]["state"], "Running", "{truth:#?}");
 
@@ -443,20 +436,7 @@ fn machines_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
     let healed = json!({"status": {"conditions": [
         condition("HealthCheckSucceeded", "True", "HealthCheckSucceeded", ""),
         condition("OwnerRemediated", "True", "Remediated", "")]}});
-    kubectl(
-        kubeconfig,
-        &[
-            "-n",
-            "capi-gpu",
-            "patch",
-            "machine",
-            "m-sick",
-            "--subresource=status",
-            "--type=merge",
-            "-p",
-            &healed.to_string(),
-        ],
-    );
+    patch_status(kubeconfig, "m-sick", &healed.to_string());
     t.wait_screen("the Machine healthy", |s| s.contains("machine capi-gpu/m-sick") && !s.contains("remediating"));
     t.keys(&["Escape"]);
     t.wait_screen("no alert on the node", |s| s.lines().any(|l| l.contains(&nodes[1]) && !l.contains("remediati")));
@@ -509,19 +489,7 @@ fn isolation_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
         let (have, want) = isolation_rows(kubeconfig);
         if have == want { Ok(want) } else { Err(format!("fabrik {have:#}\nkubectl {want:#}")) }
     };
-    let mut last = String::new();
-    let mut want = Value::Null;
-    for _ in 0..60 {
-        match check() {
-            Ok(w) => {
-                want = w;
-                break;
-            }
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    assert!(!want.is_null(), "isolation: {last}");
+    let want = settle("isolation", check);
     assert_eq!(want["fac-argo"]["netpol"], "deny", "{want:#}");
     assert_eq!(want["fac-flux"]["netpol"], "deny in", "{want:#}");
     assert_eq!(want["fac-off"]["netpol"], "open 1/1", "{want:#}");
