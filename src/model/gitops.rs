@@ -94,6 +94,11 @@ impl GitOpsOwner {
         label(INSTANCE).map(|app| owner(GitOpsTool::ArgoCdOrHelm, app.to_string(), INSTANCE))
     }
 
+    /// Whether `key` is a label or annotation [`GitOpsOwner::detect`] reads an owner from.
+    pub fn is_marker(key: &str) -> bool {
+        matches!(key, ARGO_TRACKING_ID | ARGO_INSTANCE | INSTANCE | FLUX_KS_NAME | FLUX_HELM_NAME)
+    }
+
     /// Whether the tool will put a change back (false only where Flux was told not to).
     pub fn reverts(&self) -> bool {
         !self.reconcile_disabled

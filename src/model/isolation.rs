@@ -61,8 +61,6 @@ pub struct TenantIsolation {
     pub open: Vec<String>,
     /// Namespaces with default-deny egress too.
     pub egress_deny: u32,
-    /// Nodes where another tenant's pods hold devices too.
-    pub shared_nodes: u32,
     /// GPUs one of whose MIG instances, replicas or capacity shares another tenant holds.
     pub shared_gpus: u32,
 }

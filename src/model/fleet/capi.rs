@@ -3,7 +3,7 @@
 //! remediated.
 
 use super::super::capi::Machine;
-use super::super::types::{Alert, AlertKind, AlertTarget};
+use super::super::types::{AlertKind, AlertTarget};
 use super::Fleet;
 
 impl Fleet {
@@ -68,14 +68,7 @@ impl Fleet {
             }
         }
         if let Some((kind, message)) = want {
-            let now = self.now;
-            let a = self.alerts.entry((kind, target.clone())).or_insert_with(|| Alert {
-                kind,
-                target,
-                since: now,
-                message: String::new(),
-            });
-            a.message = message;
+            self.set_alert((kind, target), message);
         }
     }
 }

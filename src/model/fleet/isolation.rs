@@ -29,7 +29,7 @@ pub(super) struct Cotenancy {
     pub tenant_nodes: FastMap<TenantId, BTreeSet<NodeId>>,
     /// Per node, its GPUs that serve more than one tenant, and those tenants.
     pub node_gpus: FastMap<NodeId, Vec<(GpuId, Vec<TenantId>)>>,
-    pub shared_nodes: FastMap<TenantId, u32>,
+    /// Per tenant, how many GPUs it shares with another tenant (its `GPU shared` alert).
     pub shared_gpus: FastMap<TenantId, u32>,
 }
 
@@ -56,12 +56,6 @@ impl Fleet {
             (None, true) => {
                 list.push((tenant, 1));
                 c.tenant_nodes.entry(tenant).or_default().insert(node);
-                if list.len() >= 2 {
-                    bump(&mut c.shared_nodes, tenant, true);
-                    if list.len() == 2 {
-                        bump(&mut c.shared_nodes, list[0].0, true);
-                    }
-                }
             }
             (Some(i), false) => {
                 list[i].1 -= 1;
@@ -71,12 +65,6 @@ impl Fleet {
                         s.remove(&node);
                         if s.is_empty() {
                             c.tenant_nodes.remove(&tenant);
-                        }
-                    }
-                    if !list.is_empty() {
-                        bump(&mut c.shared_nodes, tenant, false);
-                        if list.len() == 1 {
-                            bump(&mut c.shared_nodes, list[0].0, false);
                         }
                     }
                 }
@@ -150,7 +138,8 @@ impl Fleet {
         self.set_alert(key, message);
     }
 
-    fn set_alert(&mut self, key: (AlertKind, AlertTarget), message: String) {
+    /// Raises alert `key` with `message` (kept since it was first raised), or updates its text.
+    pub(super) fn set_alert(&mut self, key: (AlertKind, AlertTarget), message: String) {
         let now = self.now;
         let a = self.alerts.entry(key.clone()).or_insert_with(|| Alert {
             kind: key.0,
@@ -176,7 +165,6 @@ impl Fleet {
         let t = self.tenant(tid)?;
         let mut out = TenantIsolation {
             namespaces: t.namespaces.len() as u32,
-            shared_nodes: self.cotenancy.shared_nodes.get(&tid).copied().unwrap_or(0),
             shared_gpus: self.cotenancy.shared_gpus.get(&tid).copied().unwrap_or(0),
             ..Default::default()
         };
@@ -290,13 +278,10 @@ impl Fleet {
             }
         }
         assert_eq!(tenant_nodes, self.cotenancy.tenant_nodes, "tenants' nodes");
-        let (mut nodes, mut gpus): (FastMap<TenantId, u32>, FastMap<TenantId, u32>) = Default::default();
+        let mut gpus: FastMap<TenantId, u32> = FastMap::default();
         for (n, ts) in &node_tenants {
             if ts.len() < 2 {
                 continue;
-            }
-            for t in ts {
-                *nodes.entry(*t).or_default() += 1;
             }
             for g in self.node(*n).map(|n| n.gpus.clone()).unwrap_or_default() {
                 let ts = self.gpu_tenants(g);
@@ -307,7 +292,6 @@ impl Fleet {
                 }
             }
         }
-        assert_eq!(nodes, self.cotenancy.shared_nodes, "tenants' shared nodes");
         assert_eq!(gpus, self.cotenancy.shared_gpus, "tenants' shared GPUs");
     }
 }

@@ -269,10 +269,10 @@ impl Fleet {
                 self.check_stuck_mig() | ticked
             }
             Delta::NodeUpsert(spec) => {
-                let name = spec.name.clone();
-                self.upsert_node(spec);
                 // A node that arrives after its Machine gets the Machine's alert now.
-                if self.node_machine.contains_key(&name) {
+                let machine = self.node_machine.contains_key(&spec.name).then(|| spec.name.clone());
+                self.upsert_node(spec);
+                if let Some(name) = machine {
                     self.refresh_machine_alert(&name);
                 }
                 self.structure_gen += 1;

@@ -121,14 +121,7 @@ impl Fleet {
             Some(hard) if t.usage.requested_gpus as i64 > hard => {
                 let message =
                     format!("tenant {} requests {} GPUs, quota {hard}", self.str_of(t.name), t.usage.requested_gpus);
-                let now = self.now;
-                let a = self.alerts.entry(key).or_insert_with(|| Alert {
-                    kind: AlertKind::OverQuota,
-                    target: AlertTarget::Tenant(tid),
-                    since: now,
-                    message: String::new(),
-                });
-                a.message = message;
+                self.set_alert(key, message);
             }
             _ => {
                 self.alerts.remove(&key);

@@ -9,6 +9,14 @@ use crate::model::{Delta, GitOpsOwner};
 
 /// The owner an object's metadata names, if any.
 pub(super) fn owner_of(meta: &ObjectMeta) -> Option<GitOpsOwner> {
+    // Most objects carry no marker: look for one before collecting anything (every node
+    // update passes here).
+    let marked = |m: Option<&std::collections::BTreeMap<String, String>>| {
+        m.is_some_and(|m| m.keys().any(|k| GitOpsOwner::is_marker(k)))
+    };
+    if !marked(meta.labels.as_ref()) && !marked(meta.annotations.as_ref()) {
+        return None;
+    }
     GitOpsOwner::detect(pairs(meta.labels.as_ref()), pairs(meta.annotations.as_ref()))
 }
 
