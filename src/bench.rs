@@ -214,6 +214,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         Managed { .. } => "gitops",
         NetPolUpsert(_) | NetPolRemove { .. } => "netpol",
         MachineUpsert(_) | MachineRemove { .. } => "machine",
+        HostUpsert(_) | HostRemove { .. } => "host",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",
         PodUpsert(_) | PodRemove { .. } => "pod",

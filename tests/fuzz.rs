@@ -939,9 +939,10 @@ enum Watch {
     Workload,
     NetPol,
     Machine,
+    Host,
 }
 
-const WATCHES: [Watch; 16] = [
+const WATCHES: [Watch; 17] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -958,6 +959,7 @@ const WATCHES: [Watch; 16] = [
     Watch::Workload,
     Watch::NetPol,
     Watch::Machine,
+    Watch::Host,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -1003,6 +1005,7 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::Workload => event(ev, obj::<DynamicObject>(text)?).map(Msg::Workload),
         Watch::NetPol => event(ev, obj::<NetworkPolicy>(text)?).map(Msg::NetPol),
         Watch::Machine => event(ev, obj::<DynamicObject>(text)?).map(Msg::Machine),
+        Watch::Host => event(ev, obj::<DynamicObject>(text)?).map(Msg::Host),
     })
 }
 
@@ -1197,6 +1200,18 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                 "spec": {"clusterName": "gpu-prod", "providerID": "metal3://capi/host-1/md-0-abc"},
                 "status": {"phase": "Running", "nodeRef": {"name": "gpu-1"}, "conditions": [
                     {"type": "OwnerRemediated", "status": "False", "reason": "WaitingForRemediation", "message": "MachineHealthCheck"}]}
+            }),
+        ),
+        (
+            Watch::Host,
+            json!({
+                "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
+                "metadata": {"name": "host-1", "namespace": "capi", "uid": "u-1",
+                    "annotations": {"reboot.metal3.io": ""}},
+                "spec": {"online": true, "consumerRef": {"kind": "Metal3Machine", "name": "md-0-abc"}},
+                "status": {"operationalStatus": "error", "errorType": "power management error", "errorMessage": "BMC timeout",
+                    "poweredOn": true, "provisioning": {"state": "provisioned"},
+                    "hardware": {"cpu": {"count": 64}, "ramMebibytes": 524288, "nics": [{"speedGbps": 100}]}}
             }),
         ),
     ]

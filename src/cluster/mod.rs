@@ -7,6 +7,7 @@ pub mod inspect;
 pub mod kueue;
 pub mod labels;
 pub mod logs;
+pub mod metal3;
 
 use std::path::{Path, PathBuf};
 

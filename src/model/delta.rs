@@ -316,6 +316,13 @@ pub enum Delta {
         namespace: String,
         name: String,
     },
+    /// A Metal3 BareMetalHost appeared or changed...
+    HostUpsert(super::metal3::BareMetalHost),
+    /// ...or went away.
+    HostRemove {
+        namespace: String,
+        name: String,
+    },
     /// A NetworkPolicy appeared or changed...
     NetPolUpsert(super::isolation::NetPolicySpec),
     /// ...or went away.

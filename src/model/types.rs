@@ -425,6 +425,8 @@ pub enum AlertKind {
     MachineFailed,
     /// The node's Machine is unhealthy by its MachineHealthCheck, or being remediated.
     Remediating,
+    /// The node's Metal3 BareMetalHost is in error (BMC, power, provisioning...).
+    HostError,
 }
 
 impl AlertKind {
@@ -448,6 +450,7 @@ impl AlertKind {
             Self::SharedGpu => "GPU shared".into(),
             Self::MachineFailed => "machine failed".into(),
             Self::Remediating => "remediating".into(),
+            Self::HostError => "host error".into(),
         }
     }
 }

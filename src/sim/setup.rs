@@ -324,7 +324,7 @@ pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Del
                 cluster: "gpu-prod".into(),
                 phase: "Running".into(),
                 node: Some(n.name.clone()),
-                provider_id: format!("metal3://capi-gpu-prod/{}", n.name),
+                provider_id: format!("metal3://capi-gpu-prod/{}-host/{}-m3m", n.name, n.name),
                 failure: None,
                 unhealthy: down.then(|| {
                     "UnhealthyNode: Condition Ready on node is reporting status False for more than 5m0s".into()
@@ -332,6 +332,46 @@ pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Del
                 remediating: down.then(|| "WaitingForRemediation: MachineHealthCheck asked for remediation".into()),
                 deleting: false,
                 created: n.created,
+            })
+        })
+        .collect()
+}
+
+/// The demo's Metal3 BareMetalHosts, one under each node (its Machine's providerID names
+/// it): provisioned and on; the NotReady node's host is in a power management error, so its
+/// screen answers "hardware" down the chain node → Machine → host.
+pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Delta> {
+    nodes
+        .enumerate()
+        .map(|(i, n)| {
+            let down = !n.ready;
+            Delta::HostUpsert(BareMetalHost {
+                namespace: "capi-gpu-prod".into(),
+                name: format!("{}-host", n.name),
+                uid: format!("0b0e7a11-0000-4000-8000-{i:012}"),
+                state: "provisioned".into(),
+                operational: if down { "error" } else { "OK" }.into(),
+                error_type: if down { "power management error".into() } else { String::new() },
+                error_message: if down {
+                    "Failed to get power state for node: Redfish connection to the BMC timed out".into()
+                } else {
+                    String::new()
+                },
+                powered_on: !down,
+                online: true,
+                consumer: format!("Metal3Machine {}-m3m", n.name),
+                reboot_pending: false,
+                inspect_pending: false,
+                hardware: Some(Hardware {
+                    system: "Supermicro 821GE".into(),
+                    cpu_model: "Xeon 8480+".into(),
+                    cpus: 224,
+                    ram_mib: 2048 * 1024,
+                    nics: 10,
+                    nic_gbps: 400,
+                    disks: 8,
+                }),
+                deleting: false,
             })
         })
         .collect()

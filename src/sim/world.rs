@@ -372,6 +372,7 @@ impl Sim {
         out.extend(super::setup::gitops_marks(&self.quotas));
         out.extend(super::setup::netpols(&self.tenants));
         out.extend(super::setup::machines(self.nodes.iter().map(|n| &n.spec)));
+        out.extend(super::setup::hosts(self.nodes.iter().map(|n| &n.spec)));
         let running = self.census().running;
         self.update_pdbs(&running);
         self.dra_sync();

@@ -66,6 +66,8 @@ pub enum Kind {
     NetPols,
     /// Cluster API Machines (a CRD: on a management cluster).
     Machines,
+    /// Metal3 BareMetalHosts (a CRD: where Metal3 provisions the hosts).
+    Hosts,
 }
 
 impl Kind {
@@ -87,10 +89,11 @@ impl Kind {
             Kind::Workloads => "kueue workloads",
             Kind::NetPols => crate::model::fleet::isolation::NETPOL_FEED,
             Kind::Machines => "cluster-api machines",
+            Kind::Hosts => "baremetalhosts",
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 13] = [
+    const REST: [Kind; 14] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -104,6 +107,7 @@ impl Kind {
         Kind::Workloads,
         Kind::NetPols,
         Kind::Machines,
+        Kind::Hosts,
     ];
 }
 
@@ -125,6 +129,7 @@ pub enum Msg {
     Workload(Event<DynamicObject>),
     NetPol(Event<NetworkPolicy>),
     Machine(Event<DynamicObject>),
+    Host(Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -218,6 +223,7 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::Workloads => optional(c, KUEUE, "Workload", kind, Msg::Workload, tx),
         Kind::NetPols => watch(Api::<NetworkPolicy>::all(c), cfg, kind, Msg::NetPol, tx),
         Kind::Machines => optional(c, CAPI, "Machine", kind, Msg::Machine, tx),
+        Kind::Hosts => optional(c, METAL3, "BareMetalHost", kind, Msg::Host, tx),
     }
 }
 
@@ -244,6 +250,7 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::Workloads => optional_reachable(&c, KUEUE, "Workload", "workloads").await,
             Kind::NetPols => Api::<NetworkPolicy>::all(c).list(&lp).await.is_ok(),
             Kind::Machines => optional_reachable(&c, CAPI, "Machine", "machines").await,
+            Kind::Hosts => optional_reachable(&c, METAL3, "BareMetalHost", "baremetalhosts").await,
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
@@ -275,6 +282,8 @@ const KUEUE: (&str, &[&str]) = (l::KUEUE_GROUP, &["v1beta2", "v1beta1"]);
 const TAINT_RULES: (&str, &[&str]) = ("resource.k8s.io", &["v1alpha3"]);
 /// Cluster API's core CRDs: v1beta2 (storage since v1.11), else v1beta1.
 const CAPI: (&str, &[&str]) = ("cluster.x-k8s.io", &["v1beta2", "v1beta1"]);
+/// Metal3's baremetal-operator CRDs.
+const METAL3: (&str, &[&str]) = ("metal3.io", &["v1alpha1"]);
 /// The NVIDIA DRA driver's ComputeDomain CRD.
 const DOMAINS: (&str, &[&str]) = ("resource.nvidia.com", &["v1beta1"]);
 

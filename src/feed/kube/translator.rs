@@ -17,6 +17,7 @@ mod dra;
 mod gitops;
 mod isolation;
 mod kueue;
+mod metal3;
 use super::{Kind, KubeFeedConfig, Msg};
 use crate::model::{
     Delta, EventSpec, FeedState, GpuSpec, NodeSpec, PodSpec, QuotaSourceSpec, QuotaSpec, Severity, TenantSpec, Ts,
@@ -218,6 +219,7 @@ impl Translator {
             Msg::Workload(e) => self.on_event(Kind::Workloads, e, &mut out, Self::workload),
             Msg::NetPol(e) => self.on_event(Kind::NetPols, e, &mut out, Self::netpol),
             Msg::Machine(e) => self.on_event(Kind::Machines, e, &mut out, Self::machine),
+            Msg::Host(e) => self.on_event(Kind::Hosts, e, &mut out, Self::host),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }

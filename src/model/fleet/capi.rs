@@ -70,6 +70,8 @@ impl Fleet {
         if let Some((kind, message)) = want {
             self.set_alert((kind, target), message);
         }
+        // The Machine names the host under the node: its alert follows the join.
+        self.refresh_host_alert(name);
     }
 }
 

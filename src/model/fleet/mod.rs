@@ -14,6 +14,7 @@ mod gpus;
 mod indexes;
 pub mod isolation;
 mod kueue;
+mod metal3;
 mod nodes;
 mod pods;
 mod quotas;
@@ -73,6 +74,10 @@ pub struct Fleet {
     pub machines: BTreeMap<String, super::capi::Machine>,
     /// ...and by the node each became.
     pub node_machine: BTreeMap<String, String>,
+    /// Metal3 BareMetalHosts by `namespace/name`...
+    pub hosts: BTreeMap<String, super::metal3::BareMetalHost>,
+    /// ...and their `namespace/name` by uid (the legacy Metal3 providerID names a uid).
+    pub host_uid: BTreeMap<String, String>,
     /// NetworkPolicies by namespace, then name.
     pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
@@ -162,6 +167,8 @@ impl Fleet {
             netpols: BTreeMap::new(),
             machines: BTreeMap::new(),
             node_machine: BTreeMap::new(),
+            hosts: BTreeMap::new(),
+            host_uid: BTreeMap::new(),
             cotenancy: Default::default(),
             alerts: BTreeMap::new(),
             inspected: None,
@@ -333,6 +340,16 @@ impl Fleet {
             }
             Delta::MachineRemove { namespace, name } => {
                 let changed = self.remove_machine(&format!("{namespace}/{name}"));
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::HostUpsert(h) => {
+                let changed = self.upsert_host(h);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::HostRemove { namespace, name } => {
+                let changed = self.remove_host(&format!("{namespace}/{name}"));
                 self.structure_gen += changed as u64;
                 changed
             }

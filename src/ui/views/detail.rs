@@ -354,6 +354,15 @@ pub fn render_node(
         lines.push(Line::from(format!("machine {}{cluster}", m.key())));
         lines.push(Line::from(format!("└ {}", m.state_text())));
     }
+    // The Metal3 host under it: node → Machine → BareMetalHost.
+    if let Some(h) = f.host_of_node(f.str_of(n.name)) {
+        let style = if h.in_error() { theme.style("severity.error") } else { theme.style("ui.text") };
+        lines.push(Line::from(format!("host    {}", h.key())));
+        lines.push(Line::from(Span::styled(format!("└ {}", h.state_text()), style)));
+        if let Some(hw) = h.hardware.as_ref().map(|hw| hw.text()).filter(|t| !t.is_empty()) {
+            lines.push(Line::from(format!("└ {hw}")));
+        }
+    }
     for a in f
         .alerts
         .values()

@@ -1,0 +1,138 @@
+//! Metal3 BareMetalHosts in the fleet: by `namespace/name` (and uid), joined to a node
+//! through the node's Cluster API Machine (`spec.providerID`), with an alert on that node
+//! while its host is in error.
+
+use super::super::metal3::{BareMetalHost, HostRef};
+use super::super::types::{AlertKind, AlertTarget};
+use super::Fleet;
+
+impl Fleet {
+    /// The host a providerID names, if the fleet has it.
+    pub fn host_by_provider_id(&self, provider_id: &str) -> Option<&BareMetalHost> {
+        match HostRef::parse(provider_id)? {
+            HostRef::Key(k) => self.hosts.get(&k),
+            HostRef::Uid(u) => self.hosts.get(self.host_uid.get(&u)?),
+        }
+    }
+
+    /// The BareMetalHost under node `name`: node → Machine → providerID → host.
+    pub fn host_of_node(&self, name: &str) -> Option<&BareMetalHost> {
+        self.host_by_provider_id(&self.machine_of_node(name)?.provider_id)
+    }
+
+    /// The nodes whose Machine names host `h` (normally one).
+    fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
+        self.machines
+            .values()
+            .filter(|m| match HostRef::parse(&m.provider_id) {
+                Some(HostRef::Key(k)) => k == h.key(),
+                Some(HostRef::Uid(u)) => !h.uid.is_empty() && u == h.uid,
+                None => false,
+            })
+            .filter_map(|m| m.node.clone())
+            .collect()
+    }
+
+    pub(super) fn upsert_host(&mut self, h: BareMetalHost) -> bool {
+        let key = h.key();
+        let old = self.hosts.get(&key);
+        if old == Some(&h) {
+            return false;
+        }
+        if let Some(o) = old.filter(|o| o.uid != h.uid && !o.uid.is_empty()) {
+            let uid = o.uid.clone();
+            self.host_uid.remove(&uid);
+        }
+        if !h.uid.is_empty() {
+            self.host_uid.insert(h.uid.clone(), key.clone());
+        }
+        let nodes = self.nodes_of_host(&h);
+        self.hosts.insert(key, h);
+        for n in nodes {
+            self.refresh_host_alert(&n);
+        }
+        true
+    }
+
+    pub(super) fn remove_host(&mut self, key: &str) -> bool {
+        let Some(h) = self.hosts.remove(key) else { return false };
+        if self.host_uid.get(&h.uid).map(String::as_str) == Some(key) {
+            self.host_uid.remove(&h.uid);
+        }
+        for n in self.nodes_of_host(&h) {
+            self.refresh_host_alert(&n);
+        }
+        true
+    }
+
+    /// Sets or clears node `name`'s host alert.
+    pub(super) fn refresh_host_alert(&mut self, name: &str) {
+        let Some(id) = self.node_by_name(name) else { return };
+        let target = AlertTarget::Node(id);
+        let message = self
+            .host_of_node(name)
+            .filter(|h| h.in_error())
+            .map(|h| format!("{name} runs on BareMetalHost {}, which is in error: {}", h.key(), h.state_text()));
+        match message {
+            Some(m) => self.set_alert((AlertKind::HostError, target), m),
+            None => {
+                self.alerts.remove(&(AlertKind::HostError, target));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::capi::Machine;
+    use super::*;
+    use crate::model::Delta;
+
+    fn host(name: &str, uid: &str, error: bool) -> BareMetalHost {
+        BareMetalHost {
+            namespace: "metal3".into(),
+            name: name.into(),
+            uid: uid.into(),
+            state: "provisioned".into(),
+            operational: if error { "error" } else { "OK" }.into(),
+            error_type: if error { "power management error".into() } else { String::new() },
+            powered_on: true,
+            online: true,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_node_reaches_its_host_through_its_machine_in_both_provider_id_forms() {
+        let mut f = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let nodes: Vec<String> = f.nodes.iter().take(2).map(|(_, n)| f.str_of(n.name).to_string()).collect();
+        let has_alert = |f: &Fleet, n: &str| {
+            let id = f.node_by_name(n).expect("node");
+            f.alerts.contains_key(&(AlertKind::HostError, AlertTarget::Node(id)))
+        };
+        let machine = |node: &str, pid: &str| Machine {
+            namespace: "capi".into(),
+            name: format!("{node}-m"),
+            phase: "Running".into(),
+            node: Some(node.into()),
+            provider_id: pid.into(),
+            ..Default::default()
+        };
+        // New form; the host arrives after the Machine, in error, then heals.
+        f.apply(Delta::MachineUpsert(machine(&nodes[0], "metal3://metal3/h0/m3m-0")));
+        assert!(f.host_of_node(&nodes[0]).is_none());
+        f.apply(Delta::HostUpsert(host("h0", "u0", true)));
+        assert_eq!(f.host_of_node(&nodes[0]).map(|h| h.key()), Some("metal3/h0".into()));
+        assert!(has_alert(&f, &nodes[0]));
+        f.apply(Delta::HostUpsert(host("h0", "u0", false)));
+        assert!(!has_alert(&f, &nodes[0]));
+        // Legacy form (a uid); the host comes first this time.
+        f.apply(Delta::HostUpsert(host("h1", "u1", true)));
+        f.apply(Delta::MachineUpsert(machine(&nodes[1], "metal3://u1")));
+        assert_eq!(f.host_of_node(&nodes[1]).map(|h| h.key()), Some("metal3/h1".into()));
+        assert!(has_alert(&f, &nodes[1]));
+        f.apply(Delta::HostRemove { namespace: "metal3".into(), name: "h1".into() });
+        assert!(f.host_of_node(&nodes[1]).is_none() && !has_alert(&f, &nodes[1]));
+        assert!(f.host_uid.is_empty() || !f.host_uid.contains_key("u1"));
+    }
+}
