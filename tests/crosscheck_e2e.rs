@@ -73,6 +73,11 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "no Cluster API CRDs on this control plane: null; tests/factory_e2e.rs compares it with kubectl",
             ),
+            (
+                "host",
+                Exact,
+                "no Metal3 CRDs on this control plane: null; tests/factory_e2e.rs compares it with kubectl",
+            ),
             ("model", Text, "GPU model from the product label or the slice"),
             ("gpus", Exact, "gpu.count label, or the GPUs of the node's ResourceSlice"),
             (
@@ -683,6 +688,7 @@ fn truth(api: &Api) -> Truth {
         r.insert("cordoned", json!(n["spec"]["unschedulable"].as_bool().unwrap_or(false)));
         r.insert("managed_by", gitops_owner(&n["metadata"]));
         r.insert("machine", Value::Null);
+        r.insert("host", Value::Null);
         r.insert("sharing", Value::Null);
         let cfg = s(&labels["nvidia.com/mig.config"]);
         let state = labels["nvidia.com/mig.config.state"].as_str();

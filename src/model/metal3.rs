@@ -153,10 +153,7 @@ mod tests {
 
     #[test]
     fn provider_ids_name_hosts_in_both_forms() {
-        assert_eq!(
-            HostRef::parse("metal3://capi/host-1/gpu-md-0-x7k"),
-            Some(HostRef::Key("capi/host-1".into()))
-        );
+        assert_eq!(HostRef::parse("metal3://capi/host-1/gpu-md-0-x7k"), Some(HostRef::Key("capi/host-1".into())));
         assert_eq!(
             HostRef::parse("metal3://9d8c2b1e-1111-4c3a-9f00-0123456789ab"),
             Some(HostRef::Uid("9d8c2b1e-1111-4c3a-9f00-0123456789ab".into()))
@@ -184,7 +181,10 @@ mod tests {
             ..h
         };
         assert!(h.in_error());
-        assert_eq!(h.state_text(), "provisioned · power off (asked on) · error: power management error: BMC unreachable");
+        assert_eq!(
+            h.state_text(),
+            "provisioned · power off (asked on) · error: power management error: BMC unreachable"
+        );
         let h = BareMetalHost { reboot_pending: true, inspect_pending: true, deleting: true, ..Default::default() };
         assert_eq!(h.state_text(), "unknown state · power rebooting · re-inspection asked · deleting");
         let hw = Hardware {

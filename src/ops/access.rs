@@ -108,6 +108,9 @@ pub const PATCH_REPLICASETS: Perm = Perm::ns("patch", "apps", "replicasets", "")
 pub const PATCH_STATEFULSETS: Perm = Perm::ns("patch", "apps", "statefulsets", "");
 pub const PATCH_JOBS: Perm = Perm::ns("patch", "batch", "jobs", "");
 
+/// A host's power or inspection request: a merge patch of its annotations or `spec.online`.
+pub const PATCH_HOSTS: Perm = Perm::ns("patch", "metal3.io", "baremetalhosts", "");
+
 /// The permission to write `kind`'s replicas or suspension.
 pub fn patch_workload(kind: super::Workload) -> Perm {
     match kind {
@@ -136,10 +139,11 @@ pub fn requirements(kind: OpKind) -> Vec<Perm> {
         OpKind::Reclaim => vec![PATCH_DEPLOYMENTS, PATCH_STATEFULSETS, PATCH_JOBS, PATCH_PODS, EVICT_PODS],
         OpKind::HoldQueue | OpKind::ResumeQueue => vec![PATCH_CLUSTERQUEUES],
         OpKind::SuspendWorkload | OpKind::ResumeWorkload => vec![PATCH_WORKLOADS],
+        OpKind::RebootHost | OpKind::PowerHost | OpKind::InspectHost => vec![PATCH_HOSTS],
     }
 }
 
-pub const KINDS: [OpKind; 12] = [
+pub const KINDS: [OpKind; 15] = [
     OpKind::Cordon,
     OpKind::Uncordon,
     OpKind::Drain,
@@ -152,6 +156,9 @@ pub const KINDS: [OpKind; 12] = [
     OpKind::ResumeQueue,
     OpKind::SuspendWorkload,
     OpKind::ResumeWorkload,
+    OpKind::RebootHost,
+    OpKind::PowerHost,
+    OpKind::InspectHost,
 ];
 
 /// Asks the API server whether this identity may do `p`.

@@ -33,7 +33,7 @@ pub fn touched(plan: &Plan) -> Vec<(String, String, String)> {
         }
         // A DeviceTaintRule fabrik creates, a Workload Kueue creates, a pod's owner (read
         // only when the reclaim runs): nothing GitOps is known to own.
-        PlanDetail::Taint(_) | PlanDetail::Reclaim(_) | PlanDetail::Workload(_) => Vec::new(),
+        PlanDetail::Taint(_) | PlanDetail::Reclaim(_) | PlanDetail::Workload(_) | PlanDetail::Host(_) => Vec::new(),
     }
 }
 

@@ -13,6 +13,7 @@ mod drain;
 pub mod exec;
 mod executor;
 pub mod gitops;
+pub mod host;
 pub mod kube;
 pub mod kueue;
 pub mod mig_ack;
@@ -27,6 +28,7 @@ pub mod target;
 
 pub use drain::{DrainPlan, DrainPod, PodAction, terminating_note};
 pub use executor::{ExecRequest, Executor, Recorder};
+pub use host::{HostAction, HostPlan};
 pub use kueue::WorkloadPlan;
 pub use queue::{QueuePlan, StopPolicy};
 pub use quota::{QuotaPlan, is_extended, shown, source_spec};
@@ -90,6 +92,12 @@ pub enum OpRequest {
         /// `namespace/name`.
         workload: String,
         active: bool,
+    },
+    /// Reboots, powers off or on, or inspects again the Metal3 BareMetalHost under a node
+    /// ([`host`]).
+    Host {
+        node: String,
+        action: HostAction,
     },
 }
 
@@ -155,6 +163,9 @@ pub enum OpKind {
     ResumeQueue,
     SuspendWorkload,
     ResumeWorkload,
+    RebootHost,
+    PowerHost,
+    InspectHost,
 }
 
 impl OpKind {
@@ -172,6 +183,9 @@ impl OpKind {
             OpKind::ResumeQueue => "resume-queue",
             OpKind::SuspendWorkload => "suspend-workload",
             OpKind::ResumeWorkload => "resume-workload",
+            OpKind::RebootHost => "reboot-host",
+            OpKind::PowerHost => "power-host",
+            OpKind::InspectHost => "inspect-host",
         }
     }
 }
@@ -186,6 +200,7 @@ pub enum PlanDetail {
     Reclaim(ReclaimPlan),
     Queue(QueuePlan),
     Workload(WorkloadPlan),
+    Host(HostPlan),
 }
 
 /// A planned operation: everything the preview shows, and everything the executor needs.
@@ -291,6 +306,14 @@ fn plan_only(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
         }),
         OpRequest::QueueStop { queue, policy } => queue::plan(fleet, queue, *policy, req.clone()),
         OpRequest::WorkloadActive { workload, active } => kueue::plan(fleet, workload, *active, req.clone()),
+        OpRequest::Host { node, action } => host::plan(fleet, node, *action, req.clone()).map(|mut p| {
+            let t = exec::ExecOptions::default().drain_timeout;
+            p.effects.push(format!(
+                "deadline: {} for the operator's answer; past it fabrik stops and says what the host reports",
+                minutes(t)
+            ));
+            p
+        }),
     }
 }
 

@@ -294,4 +294,21 @@ pub trait Target {
         uid: &str,
         active: bool,
     ) -> Step<Result<(), String>>;
+
+    /// A Metal3 BareMetalHost now (`None`: gone).
+    async fn read_host(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::BareMetalHost>, ReadFailure>>;
+    /// Asks the baremetal-operator for `action`: the reboot or inspect annotation, or
+    /// `spec.online`. `Err`: refused, in words (nothing was changed).
+    async fn request_host(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        action: super::HostAction,
+    ) -> Step<Result<(), String>>;
 }

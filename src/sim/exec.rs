@@ -523,4 +523,26 @@ impl Target for SimTarget {
         let key = format!("{namespace}/{name}");
         Ok(self.with(move |s| s.kueue_set_active(&key, active)).await)
     }
+
+    async fn read_host(
+        &mut self,
+        _run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::BareMetalHost>, ReadFailure>> {
+        let key = format!("{namespace}/{name}");
+        Ok(Ok(self.with(move |s| s.host_view(&key)).await))
+    }
+
+    async fn request_host(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        action: crate::ops::HostAction,
+    ) -> Step<Result<(), String>> {
+        run.sending(&format!("asking for {} of BareMetalHost {namespace}/{name}", action.as_str()))?;
+        let key = format!("{namespace}/{name}");
+        Ok(self.with(move |s| s.request_host(&key, action)).await)
+    }
 }

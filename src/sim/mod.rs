@@ -8,6 +8,7 @@
 
 mod dra;
 mod exec;
+mod host;
 mod kueue;
 mod pods;
 mod queue;

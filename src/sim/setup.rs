@@ -340,12 +340,12 @@ pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Del
 /// The demo's Metal3 BareMetalHosts, one under each node (its Machine's providerID names
 /// it): provisioned and on; the NotReady node's host is in a power management error, so its
 /// screen answers "hardware" down the chain node → Machine → host.
-pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Delta> {
+pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<BareMetalHost> {
     nodes
         .enumerate()
         .map(|(i, n)| {
             let down = !n.ready;
-            Delta::HostUpsert(BareMetalHost {
+            BareMetalHost {
                 namespace: "capi-gpu-prod".into(),
                 name: format!("{}-host", n.name),
                 uid: format!("0b0e7a11-0000-4000-8000-{i:012}"),
@@ -372,7 +372,7 @@ pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Delta>
                     disks: 8,
                 }),
                 deleting: false,
-            })
+            }
         })
         .collect()
 }

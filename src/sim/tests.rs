@@ -651,3 +651,39 @@ fn kueue_workloads_queue_in_order_and_suspend_and_resume_when_kueue_says_so() {
     assert_eq!(wl(&f, "job-nightly-eval").state(), WorkloadState::Inactive, "it stays suspended");
     check_invariants(&f);
 }
+
+#[test]
+fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_error_fails_it() {
+    let (mut sim, mut f) = start(42, 48);
+    let node = f.nodes.iter().map(|(_, n)| n).find(|n| n.ready).map(|n| f.str_of(n.name).to_string()).expect("a node");
+    let key = f.host_of_node(&node).map(|h| h.key()).expect("the demo's node has a host");
+    let host = |node: &str| OpRequest::Host { node: node.into(), action: ops::HostAction::Reboot };
+    let plan = ops::plan(&f, &host(&node)).unwrap();
+    assert!(plan.can_execute(), "{:?}", plan.blockers);
+    assert_eq!(plan.title, format!("Reboot host {key} of node {node}"));
+    let states = drive(&mut sim, &mut f, 1, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?} {:?}", f.op(1).map(|o| &o.log));
+    let log = &f.op(1).expect("op").log;
+    assert!(log.iter().any(|l| l == &format!("the baremetal-operator powered {key} off")), "{log:?}");
+    let h = f.host_of_node(&node).expect("host");
+    assert!(h.powered_on && !h.reboot_pending, "{h:?}");
+    // Power off, then on: each done when the operator reports it.
+    for (id, action, on) in [(2, ops::HostAction::PowerOff, false), (3, ops::HostAction::PowerOn, true)] {
+        let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), action }).unwrap();
+        let states = drive(&mut sim, &mut f, id, plan, 60);
+        assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+        assert_eq!(f.host_of_node(&node).map(|h| h.powered_on), Some(on));
+    }
+    // A provisioned host is not inspected again: blocked, with the reason.
+    let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), action: ops::HostAction::Inspect }).unwrap();
+    assert!(plan.blockers.iter().any(|b| b.contains("only an available host")), "{:?}", plan.blockers);
+    // The NotReady node's host does not answer its BMC: the reboot fails and says so.
+    let down = f.nodes.iter().map(|(_, n)| n).find(|n| !n.ready).map(|n| f.str_of(n.name).to_string()).expect("down");
+    let plan = ops::plan(&f, &host(&down)).unwrap();
+    assert!(plan.warnings.iter().any(|w| w.contains("is in error now")), "{:?}", plan.warnings);
+    let states = drive(&mut sim, &mut f, 4, plan, 60);
+    let Some(OpState::Failed(why)) = states.last() else { panic!("{states:?}") };
+    assert!(why.contains("in error") && why.contains("power management error"), "{why}");
+    let e = ops::plan(&f, &host("no-such-node")).unwrap_err();
+    assert!(e.to_string().contains("not in the fleet"), "{e}");
+}

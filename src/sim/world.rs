@@ -160,6 +160,9 @@ pub struct Sim {
     /// again, reactivated at `kueue_on`).
     pub(super) kueue_off: BTreeMap<String, Option<Ts>>,
     pub(super) kueue_on: BTreeMap<String, Ts>,
+    /// The Metal3 BareMetalHosts under the nodes (`namespace/name`), as the
+    /// baremetal-operator keeps them.
+    pub(super) hosts: BTreeMap<String, BareMetalHost>,
 }
 
 fn short(model: GpuModel) -> &'static str {
@@ -204,6 +207,7 @@ impl Sim {
             kueue_sent: BTreeMap::new(),
             kueue_off: BTreeMap::new(),
             kueue_on: BTreeMap::new(),
+            hosts: BTreeMap::new(),
         };
         let n = cfg.nodes.max(1);
         // Shared nodes are counted among the nodes that are not MIG-partitioned, so that
@@ -372,7 +376,11 @@ impl Sim {
         out.extend(super::setup::gitops_marks(&self.quotas));
         out.extend(super::setup::netpols(&self.tenants));
         out.extend(super::setup::machines(self.nodes.iter().map(|n| &n.spec)));
-        out.extend(super::setup::hosts(self.nodes.iter().map(|n| &n.spec)));
+        if self.hosts.is_empty() {
+            self.hosts =
+                super::setup::hosts(self.nodes.iter().map(|n| &n.spec)).into_iter().map(|h| (h.key(), h)).collect();
+        }
+        out.extend(self.hosts.values().map(|h| Delta::HostUpsert(h.clone())));
         let running = self.census().running;
         self.update_pdbs(&running);
         self.dra_sync();
@@ -424,6 +432,7 @@ impl Sim {
         self.schedule(census.pending, 64, false);
         self.advance_ops();
         self.advance_mig();
+        self.advance_hosts();
         self.dra_sync();
         self.refresh_quota_usage();
         if self.tick.is_multiple_of(5) {

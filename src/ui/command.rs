@@ -190,6 +190,8 @@ commands! {
             aliases: &["unsuspend", "activate"], arg: Arg::Optional, op: Some(OpKind::ResumeWorkload);
         Reclaim => "reclaim", "Free the GPUs of the selected pod through its owner: scale down, suspend the Job, or evict (preview first)",
             aliases: &["reclaim"], arg: Arg::Optional, op: Some(OpKind::Reclaim);
+        HostPower => "host_power", "Reboot the selected node's Metal3 host (:host [reboot|off|on|inspect]; preview first)",
+            aliases: &["host", "bmh"], arg: Arg::Optional, op: Some(OpKind::RebootHost);
         Confirm => "confirm", "Confirm the previewed operation";
         Cancel => "cancel", "Cancel the dialog or the running operation";
         ToggleForce => "toggle_force", "In a drain preview: also delete unmanaged and emptyDir pods";
@@ -363,7 +365,8 @@ mod tests {
                 Command::ResumeQueue,
                 Command::SuspendWorkload,
                 Command::ResumeWorkload,
-                Command::Reclaim
+                Command::Reclaim,
+                Command::HostPower
             ]
         );
     }

@@ -626,6 +626,9 @@ fn verb(kind: crate::ops::OpKind) -> &'static str {
         crate::ops::OpKind::ResumeQueue => "Resume",
         crate::ops::OpKind::SuspendWorkload => "Suspend",
         crate::ops::OpKind::ResumeWorkload => "Resume",
+        crate::ops::OpKind::RebootHost => "Reboot",
+        crate::ops::OpKind::PowerHost => "Power",
+        crate::ops::OpKind::InspectHost => "Inspect",
     }
 }
 

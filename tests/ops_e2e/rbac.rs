@@ -60,7 +60,7 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("policy", "poddisruptionbudgets", &["list", "watch"], ""),
         ("networking.k8s.io", "networkpolicies", &["list", "watch"], ""),
         ("cluster.x-k8s.io", "machines", &["list", "watch"], ""),
-        ("metal3.io", "baremetalhosts", &["list", "watch"], ""),
+        ("metal3.io", "baremetalhosts", &["get", "list", "watch"], ""),
         ("resource.k8s.io", "resourceslices", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceclaims", &["list", "watch"], ""),
         ("resource.k8s.io", "devicetaintrules", &["list", "watch"], ""),
@@ -95,6 +95,8 @@ fn operator_grants() -> BTreeSet<Grant> {
         ("apps", "statefulsets", &["get", "patch"], ""),
         ("batch", "jobs", &["get", "patch"], ""),
         ("", "pods", &["patch"], ""),
+        // A host reboot, power or inspection: one merge patch of the BareMetalHost.
+        ("metal3.io", "baremetalhosts", &["patch"], ""),
     ]));
     g
 }

@@ -19,6 +19,7 @@
 //! targets).
 
 mod drain;
+mod host;
 mod kueue;
 pub mod progress;
 mod queue;
@@ -96,6 +97,9 @@ impl ExecOptions {
             OpKind::HoldQueue | OpKind::ResumeQueue => self.call_timeout * 4 + self.drain_timeout,
             // One read and one write, then Kueue's answer (a suspension: its pods gone).
             OpKind::SuspendWorkload | OpKind::ResumeWorkload => self.call_timeout * 4 + self.drain_timeout,
+            // One read and one write, then the baremetal-operator's answer (a server's power
+            // cycle and POST take minutes).
+            OpKind::RebootHost | OpKind::PowerHost | OpKind::InspectHost => self.call_timeout * 4 + self.drain_timeout,
         }
     }
 }
@@ -347,6 +351,7 @@ async fn steps<T: Target>(t: &mut T, run: &mut Run<'_>, plan: &Plan) -> Step<Str
         PlanDetail::Reclaim(r) => reclaim::reclaim_op(t, run, r).await,
         PlanDetail::Queue(q) => queue::queue_op(t, run, q).await,
         PlanDetail::Workload(w) => kueue::workload_op(t, run, w).await,
+        PlanDetail::Host(h) => host::host_op(t, run, h).await,
     }
 }
 

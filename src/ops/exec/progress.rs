@@ -30,6 +30,8 @@ pub fn step_total(plan: &Plan) -> u32 {
         PlanDetail::Queue(_) => 2,
         // The write, and Kueue's answer.
         PlanDetail::Workload(_) => 2,
+        // The write, and the baremetal-operator's answer (a reboot: off, then on again).
+        PlanDetail::Host(h) => 2 + u32::from(h.action == super::super::HostAction::Reboot),
         PlanDetail::Reclaim(r) => match &r.action {
             super::super::ReclaimAction::ScaleDown { rs: Some(_), .. } => 3,
             _ => 2,

@@ -26,6 +26,7 @@
 mod call;
 mod drain;
 mod evict;
+mod host;
 mod kueue;
 mod node;
 mod queue;
@@ -280,6 +281,25 @@ impl Target for Kube {
     ) -> Step<Result<(), String>> {
         self.workload_active(run, namespace, name, uid, active).await
     }
+
+    async fn read_host(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+    ) -> Step<Result<Option<crate::model::BareMetalHost>, ReadFailure>> {
+        self.host(run, namespace, name).await
+    }
+
+    async fn request_host(
+        &mut self,
+        run: &mut Run<'_>,
+        namespace: &str,
+        name: &str,
+        action: super::HostAction,
+    ) -> Step<Result<(), String>> {
+        self.host_request(run, namespace, name, action).await
+    }
 }
 
 /// The permissions a plan needs, scoped to the namespaces it touches.
@@ -319,6 +339,7 @@ pub fn perms_for(plan: &Plan) -> Vec<Perm> {
         }
         PlanDetail::Queue(_) => v.push(access::PATCH_CLUSTERQUEUES),
         PlanDetail::Workload(w) => v.push(access::PATCH_WORKLOADS.in_namespace(&w.namespace)),
+        PlanDetail::Host(h) => v.push(access::PATCH_HOSTS.in_namespace(&h.namespace)),
         PlanDetail::Reclaim(r) => {
             let ns = r.namespace.as_str();
             match &r.action {

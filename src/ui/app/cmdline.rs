@@ -38,6 +38,7 @@ impl App {
             Command::Kubectl => self.run_kubectl(arg),
             Command::TaintGpu => self.start_taint(arg),
             Command::Reclaim => self.start_reclaim(arg),
+            Command::HostPower => self.start_host(arg),
             Command::HoldQueue | Command::ResumeQueue => self.start_queue_stop(c, arg),
             Command::SuspendWorkload | Command::ResumeWorkload => self.start_workload_active(c, arg),
             other => {

@@ -238,6 +238,24 @@ impl App {
         self.preview(OpRequest::TaintGpu { node, gpu: index, effect, value });
     }
 
+    /// `B` / `:host [reboot|off|on|inspect]`: the Metal3 host under the selected node.
+    pub(super) fn start_host(&mut self, arg: &str) {
+        let Some(action) = ops::HostAction::parse(arg) else {
+            self.ui.error(format!("{arg:?} is no host action: use :host reboot, :host off, :host on or :host inspect"));
+            return;
+        };
+        if let Err(denied) = self.may_run(action.kind()) {
+            self.ui.error(denied.on_start(&format!("{} the host", action.as_str())));
+            return;
+        }
+        let Some(node) = self.target().0.and_then(|n| self.fleet.node(n)) else {
+            self.ui.warn("select a node first (fleet view, or a node's screen) to act on its host");
+            return;
+        };
+        let node = self.fleet.str_of(node.name).to_string();
+        self.preview(OpRequest::Host { node, action });
+    }
+
     /// `R` / `:reclaim [NAMESPACE/POD]`: frees the GPUs of the selected pod (or of the pod on
     /// the selected GPU or MIG instance, or the one an alert is about) by acting on its owner.
     pub(super) fn start_reclaim(&mut self, arg: &str) {

@@ -360,6 +360,7 @@ pub fn plan_node(plan: &Plan) -> Option<&str> {
         PlanDetail::Reslice(r) => Some(&r.node),
         PlanDetail::Quota(_) => None,
         PlanDetail::Taint(t) => Some(&t.node),
+        PlanDetail::Host(h) => Some(&h.node),
         PlanDetail::Reclaim(_) | PlanDetail::Queue(_) | PlanDetail::Workload(_) => None,
     }
 }

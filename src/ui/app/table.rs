@@ -120,6 +120,7 @@ impl App {
             Command::TaintGpu => self.start_taint(""),
             Command::UntaintGpu => self.start_op(c),
             Command::Reclaim => self.start_reclaim(""),
+            Command::HostPower => self.start_host(""),
             Command::HoldQueue | Command::ResumeQueue => self.start_queue_stop(c, ""),
             Command::SuspendWorkload | Command::ResumeWorkload => self.start_workload_active(c, ""),
             Command::QuitNow => self.request_exit(None, true),

@@ -1,0 +1,123 @@
+//! A host rebooted, powered off or on, or inspected again ([`crate::ops::host`]): the host
+//! read, the request written (unless it stands already), then the baremetal-operator's
+//! answer waited for — for a reboot the host seen off or the annotation gone, then on again
+//! with the annotation gone; for power, `status.poweredOn` as asked; for an inspection the
+//! annotation taken and the host available again.
+
+use super::{Run, Step, Stop, secs};
+use crate::model::BareMetalHost;
+use crate::ops::target::Target;
+use crate::ops::{HostAction, HostPlan};
+
+/// Whether the operator's status shows the request done, and if not, what it shows.
+fn answered(h: &BareMetalHost, action: HostAction, went_off: bool) -> Result<(), String> {
+    let power = if h.powered_on { "on" } else { "off" };
+    match action {
+        HostAction::Reboot if h.reboot_pending && h.powered_on && !went_off => {
+            Err("the operator has not powered it off yet".into())
+        }
+        HostAction::Reboot if h.reboot_pending => Err("it is off; the operator has not taken the request yet".into()),
+        HostAction::Reboot if !h.powered_on => Err("it is off; waiting for the operator to power it on".into()),
+        HostAction::Reboot => Ok(()),
+        HostAction::PowerOff if h.powered_on => Err(format!("the operator reports it powered {power}")),
+        HostAction::PowerOn if !h.powered_on => Err(format!("the operator reports it powered {power}")),
+        HostAction::PowerOff | HostAction::PowerOn => Ok(()),
+        HostAction::Inspect if h.inspect_pending => Err("the operator has not taken the request yet".into()),
+        HostAction::Inspect if h.state == "inspecting" => Err("the operator is inspecting it".into()),
+        HostAction::Inspect => Ok(()),
+    }
+}
+
+pub(crate) async fn host_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &HostPlan) -> Step<String> {
+    let key = p.key();
+    let read = |r: Result<Option<BareMetalHost>, crate::ops::target::ReadFailure>| match r {
+        Ok(Some(h)) => Ok(h),
+        Ok(None) => Err(Stop::Failed(format!("BareMetalHost {key} is gone; nothing was changed"))),
+        Err(f) => Err(Stop::Failed(format!("{}; nothing was changed", f.message))),
+    };
+    let now = read(t.read_host(run, &p.namespace, &p.host).await?)?;
+    let stands = match p.action {
+        HostAction::Reboot => now.reboot_pending,
+        HostAction::PowerOff => !now.online,
+        HostAction::PowerOn => now.online,
+        HostAction::Inspect => now.inspect_pending,
+    };
+    let asked = match p.action {
+        HostAction::Reboot => "the reboot.metal3.io annotation",
+        HostAction::PowerOff => "spec.online: false",
+        HostAction::PowerOn => "spec.online: true",
+        HostAction::Inspect => "the inspect.metal3.io annotation",
+    };
+    if stands {
+        run.step(format!("BareMetalHost {key} has {asked} already")).await?;
+    } else {
+        if let Err(why) = t.request_host(run, &p.namespace, &p.host, p.action).await? {
+            return Err(Stop::Failed(format!("{why}; nothing was changed")));
+        }
+        run.step(format!("BareMetalHost {key}: wrote {asked}")).await?;
+    }
+    let started = t.clock_ms();
+    let mut went_off = !now.powered_on;
+    loop {
+        match t.read_host(run, &p.namespace, &p.host).await? {
+            Ok(Some(h)) => {
+                if p.action == HostAction::Reboot && !h.powered_on && !went_off {
+                    went_off = true;
+                    run.step(format!("the baremetal-operator powered {key} off")).await?;
+                }
+                match answered(&h, p.action, went_off) {
+                    Ok(()) => break,
+                    Err(why) if h.in_error() => {
+                        return Err(Stop::Failed(format!(
+                            "the baremetal-operator reports {key} in error: {} ({why}); the request stays written",
+                            h.state_text()
+                        )));
+                    }
+                    Err(why) if t.clock_ms() >= run.deadline_ms => {
+                        let waited = secs(std::time::Duration::from_millis(t.clock_ms().saturating_sub(started)));
+                        return Err(Stop::Failed(format!(
+                            "after {waited}: {why}; {asked} stays written (is the baremetal-operator running?)"
+                        )));
+                    }
+                    Err(why) => run.blocked(format!("waiting for the baremetal-operator: {why}")).await?,
+                }
+            }
+            Ok(None) => return Err(Stop::Failed(format!("BareMetalHost {key} is gone"))),
+            Err(f) if f.transient && t.clock_ms() < run.deadline_ms => {
+                run.log(format!("could not read BareMetalHost {key} ({}); looking again", f.why)).await?;
+            }
+            Err(f) => return Err(Stop::Failed(f.message)),
+        }
+        let poll = run.opts.poll;
+        run.sleep(t, poll).await?;
+    }
+    let outcome = match p.action {
+        HostAction::Reboot => format!("host {key} rebooted: the operator powered it off and on again"),
+        HostAction::PowerOff => format!("host {key} powered off: the operator reports it off"),
+        HostAction::PowerOn => format!("host {key} powered on: the operator reports it on"),
+        HostAction::Inspect => format!("host {key} inspected again: the operator took the request and it is available"),
+    };
+    run.step(outcome.clone()).await?;
+    Ok(outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reboot_is_done_only_after_the_host_went_off_and_came_back() {
+        let on = BareMetalHost { powered_on: true, online: true, reboot_pending: true, ..Default::default() };
+        assert!(answered(&on, HostAction::Reboot, false).is_err(), "asked, not yet off");
+        let off = BareMetalHost { powered_on: false, ..on.clone() };
+        assert!(answered(&off, HostAction::Reboot, true).is_err(), "off, annotation still there");
+        let taken = BareMetalHost { reboot_pending: false, ..off };
+        assert!(answered(&taken, HostAction::Reboot, true).is_err(), "annotation gone, not on yet");
+        let back = BareMetalHost { powered_on: true, ..taken };
+        assert!(answered(&back, HostAction::Reboot, true).is_ok());
+        assert!(answered(&back, HostAction::PowerOn, false).is_ok());
+        assert!(answered(&back, HostAction::PowerOff, false).is_err());
+        let inspecting = BareMetalHost { state: "inspecting".into(), ..back };
+        assert!(answered(&inspecting, HostAction::Inspect, false).is_err());
+    }
+}
