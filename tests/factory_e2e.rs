@@ -21,6 +21,8 @@ use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
 use serde_json::{Value, json};
 
 mod common;
+#[path = "factory_e2e/hosts.rs"]
+mod hosts;
 #[path = "crosscheck_e2e/isolation.rs"]
 mod isolation;
 use common::{BIN, Tmux, control_plane, eventually, gitops_owner, kubectl, session};
@@ -46,14 +48,14 @@ fn quotas() -> Value {
     ]})
 }
 
-fn apply(kubeconfig: &Path, dir: &Path, name: &str, body: &Value) {
+pub(crate) fn apply(kubeconfig: &Path, dir: &Path, name: &str, body: &Value) {
     let file = dir.join(format!("{name}.json"));
     std::fs::write(&file, body.to_string()).expect("write the manifest");
     kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
 }
 
 /// `fabrik snapshot --view VIEW --format json` against the test control plane.
-fn fabrik_view(kubeconfig: &Path, view: &str) -> Value {
+pub(crate) fn fabrik_view(kubeconfig: &Path, view: &str) -> Value {
     let o = std::process::Command::new(BIN)
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -280,6 +282,7 @@ async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[S
     assert!(owners_fabrik(kubeconfig, nodes)["fac-argo"].is_null());
     isolation_phase(kubeconfig, dir, &t);
     machines_phase(kubeconfig, dir, &t, nodes);
+    hosts::hosts_phase(kubeconfig, dir, &t, nodes);
     t.keys(&["q"]);
 }
 
@@ -292,7 +295,7 @@ fn patch_status(kubeconfig: &Path, name: &str, patch: &str) {
 }
 
 /// Polls `check` every half second for up to 30 s; fails with its last complaint.
-fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+pub(crate) fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
     let mut last = String::new();
     for _ in 0..60 {
         match check() {

@@ -23,6 +23,7 @@
 mod agents;
 mod alpha;
 mod alpha_api;
+mod bmo;
 mod kubelet;
 pub(crate) mod logs;
 mod migparted;
@@ -227,6 +228,8 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     let (resume_tx, resume_rx) = mpsc::unbounded_channel();
     tasks.spawn(nodes::watch_nodes(shared.clone(), resume_tx));
     tasks.spawn(kubelet::run(shared.clone(), args.seed, resume_rx, pod_writer));
+    // Metal3's operator for simulated BareMetalHosts (when the CRD is installed).
+    tasks.spawn(bmo::run(client.clone()));
 
     let mut pods = 0;
     if args.workload {

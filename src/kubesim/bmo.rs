@@ -1,0 +1,113 @@
+//! The baremetal-operator's power handling, for the BareMetalHosts labelled
+//! `fabrik.io/simulated=true` (never any other): on a real API server, what Metal3 would
+//! answer to fabrik's host operations. Each round (a second apart, as the operator's
+//! requeues): a host with a `reboot.metal3.io` annotation is powered off (`status.poweredOn`);
+//! once it is off the unsuffixed annotation is removed (suffixed ones stay: the host stays off
+//! until their owners remove them); with no reboot annotation left, `status.poweredOn`
+//! follows `spec.online` — except on a host in error (its BMC does not answer). Power is
+//! managed only where the operator manages it (provisioned, externally provisioned,
+//! available, ready). An available host with `inspect.metal3.io` goes to `inspecting` (the
+//! annotation taken), and back to `available` the round after. Without the CRD it waits
+//! quietly and looks again.
+
+use std::time::Duration;
+
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+
+use crate::cluster::labels;
+use crate::cluster::metal3::{INSPECT_ANNOTATION, REBOOT_ANNOTATION};
+
+/// What one round does to one host: a metadata patch, a status patch, or nothing.
+pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
+    let Some(h) = crate::cluster::metal3::host(o) else { return (None, None) };
+    let annotations = o["metadata"]["annotations"].as_object();
+    let has = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
+    let manages_power = matches!(h.state.as_str(), "provisioned" | "externally provisioned" | "available" | "ready");
+    if h.state == "inspecting" {
+        return (None, Some(json!({"status": {"provisioning": {"state": "available"}}})));
+    }
+    if h.inspect_pending && matches!(h.state.as_str(), "available" | "ready") {
+        return (
+            Some(json!({"metadata": {"annotations": {INSPECT_ANNOTATION: null}}})),
+            Some(json!({"status": {"provisioning": {"state": "inspecting"}}})),
+        );
+    }
+    if !manages_power {
+        return (None, None);
+    }
+    if h.reboot_pending {
+        if h.powered_on {
+            return (None, Some(json!({"status": {"poweredOn": false}})));
+        }
+        if has(REBOOT_ANNOTATION) {
+            return (Some(json!({"metadata": {"annotations": {REBOOT_ANNOTATION: null}}})), None);
+        }
+        return (None, None);
+    }
+    if h.powered_on != h.online && !h.in_error() {
+        return (None, Some(json!({"status": {"poweredOn": h.online}})));
+    }
+    (None, None)
+}
+
+pub(crate) async fn run(client: kube::Client) {
+    let gvk = GroupVersionKind::gvk("metal3.io", "v1alpha1", "BareMetalHost");
+    let ar = ApiResource::from_gvk_with_plural(&gvk, "baremetalhosts");
+    let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let lp = ListParams::default().labels(&format!("{}=true", labels::SIMULATED));
+    let pp = PatchParams::default();
+    loop {
+        let Ok(list) = all.list(&lp).await else {
+            // No Metal3 CRD (yet), or the server is away: look again later.
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            continue;
+        };
+        for o in list.items {
+            let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
+            let Ok(v) = serde_json::to_value(&o) else { continue };
+            let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+            let (meta, status) = reconcile(&v);
+            if let Some(m) = meta
+                && let Err(e) = api.patch(&name, &pp, &Patch::Merge(&m)).await
+            {
+                eprintln!("fabrik sim: BareMetalHost {ns}/{name}: {}", super::describe(&e));
+            }
+            if let Some(s) = status
+                && let Err(e) = api.patch_status(&name, &pp, &Patch::Merge(&s)).await
+            {
+                eprintln!("fabrik sim: BareMetalHost {ns}/{name} status: {}", super::describe(&e));
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(annotations: Value, online: bool, on: bool, state: &str, op: &str) -> Value {
+        json!({"metadata": {"name": "h", "namespace": "m", "annotations": annotations},
+            "spec": {"online": online},
+            "status": {"poweredOn": on, "operationalStatus": op, "provisioning": {"state": state}}})
+    }
+
+    #[test]
+    fn a_reboot_goes_off_then_the_request_is_taken_then_on_and_suffixed_ones_hold_it_off() {
+        let asked = host(json!({"reboot.metal3.io": ""}), true, true, "provisioned", "OK");
+        assert_eq!(reconcile(&asked), (None, Some(json!({"status": {"poweredOn": false}}))));
+        let off = host(json!({"reboot.metal3.io": ""}), true, false, "provisioned", "OK");
+        assert_eq!(reconcile(&off), (Some(json!({"metadata": {"annotations": {"reboot.metal3.io": null}}})), None));
+        let taken = host(json!({}), true, false, "provisioned", "OK");
+        assert_eq!(reconcile(&taken), (None, Some(json!({"status": {"poweredOn": true}}))));
+        let held = host(json!({"reboot.metal3.io/remediation": ""}), true, false, "provisioned", "OK");
+        assert_eq!(reconcile(&held), (None, None), "stays off until its owner removes it");
+        let broken = host(json!({}), true, false, "provisioned", "error");
+        assert_eq!(reconcile(&broken), (None, None), "a host in error is not powered on");
+        let provisioning = host(json!({"reboot.metal3.io": ""}), true, true, "provisioning", "OK");
+        assert_eq!(reconcile(&provisioning), (None, None));
+        let inspect = host(json!({"inspect.metal3.io": ""}), true, true, "available", "OK");
+        assert_eq!(reconcile(&inspect).1, Some(json!({"status": {"provisioning": {"state": "inspecting"}}})));
+    }
+}
