@@ -33,6 +33,10 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("workloads", vec![], Some("workloads")),
         // The factory (issue 17): a change to a ClusterQueue Flux applies from Git, previewed.
         ("gitops-preview", vec![], Some("hold cq-inference-prod")),
+        // ...and down to the metal: the NotReady node's Machine and BareMetalHost, and the
+        // reboot of its host previewed (B; the host's BMC does not answer: a warning).
+        ("host-chain", vec![], Some("node a100-0007")),
+        ("host-reboot-preview", vec![Command::HostPower], Some("fleet a100-0007")),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());

@@ -90,8 +90,9 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
     let state = if h.state.is_empty() { "no state yet" } else { h.state.as_str() };
     let stops_work = |warnings: &mut Vec<String>| {
         if n.pods > 0 {
+            let verb = if n.pods == 1 { "stops" } else { "stop" };
             warnings.push(format!(
-                "{} on {node} stop with the host; drain {node} first (D) to move them",
+                "{} on {node} {verb} with the host; drain {node} first (D) to move them",
                 count(n.pods as usize, "GPU pod")
             ));
         }
