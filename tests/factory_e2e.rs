@@ -20,6 +20,8 @@ use fabrik::model::{QuotaSourceSpec, Thresholds};
 use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
 use serde_json::{Value, json};
 
+#[path = "factory_e2e/cilium.rs"]
+mod cilium;
 mod common;
 #[path = "factory_e2e/hosts.rs"]
 mod hosts;
@@ -283,6 +285,7 @@ async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[S
     isolation_phase(kubeconfig, dir, &t);
     machines_phase(kubeconfig, dir, &t, nodes);
     hosts::hosts_phase(kubeconfig, dir, &t, nodes);
+    cilium::cilium_phase(kubeconfig, dir, &t);
     t.keys(&["q"]);
 }
 

@@ -940,9 +940,11 @@ enum Watch {
     NetPol,
     Machine,
     Host,
+    CiliumPol,
+    CiliumWide,
 }
 
-const WATCHES: [Watch; 17] = [
+const WATCHES: [Watch; 19] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -960,6 +962,8 @@ const WATCHES: [Watch; 17] = [
     Watch::NetPol,
     Watch::Machine,
     Watch::Host,
+    Watch::CiliumPol,
+    Watch::CiliumWide,
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -1006,6 +1010,8 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::NetPol => event(ev, obj::<NetworkPolicy>(text)?).map(Msg::NetPol),
         Watch::Machine => event(ev, obj::<DynamicObject>(text)?).map(Msg::Machine),
         Watch::Host => event(ev, obj::<DynamicObject>(text)?).map(Msg::Host),
+        Watch::CiliumPol => event(ev, obj::<DynamicObject>(text)?).map(Msg::CiliumPol),
+        Watch::CiliumWide => event(ev, obj::<DynamicObject>(text)?).map(Msg::CiliumWide),
     })
 }
 
@@ -1212,6 +1218,23 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
                 "status": {"operationalStatus": "error", "errorType": "power management error", "errorMessage": "BMC timeout",
                     "poweredOn": true, "provisioning": {"state": "provisioned"},
                     "hardware": {"cpu": {"count": 64}, "ramMebibytes": 524288, "nics": [{"speedGbps": 100}]}}
+            }),
+        ),
+        (
+            Watch::CiliumPol,
+            json!({
+                "apiVersion": "cilium.io/v2", "kind": "CiliumNetworkPolicy",
+                "metadata": {"name": "default-deny", "namespace": "team-a"},
+                "specs": [{"endpointSelector": {}, "ingress": [{}], "egress": [{"toEntities": ["all"], "toPorts": [{"ports": [{"port": "53"}]}]}]}]
+            }),
+        ),
+        (
+            Watch::CiliumWide,
+            json!({
+                "apiVersion": "cilium.io/v2", "kind": "CiliumClusterwideNetworkPolicy",
+                "metadata": {"name": "deny-all"},
+                "spec": {"endpointSelector": {"matchExpressions": [{"key": "io.kubernetes.pod.namespace", "operator": "NotIn", "values": ["kube-system"]}]},
+                    "ingress": [{}], "enableDefaultDeny": {"egress": false}}
             }),
         ),
     ]

@@ -3,6 +3,7 @@
 //! the cluster executor. Label and resource names of the GPU stack live in [`labels`].
 
 pub mod capi;
+pub mod cilium;
 pub mod inspect;
 pub mod kueue;
 pub mod labels;

@@ -6,7 +6,11 @@
 //! no ports, a peer `namespaceSelector: {}` without a pod selector — every pod of every
 //! namespace — or an `ipBlock` of `0.0.0.0/0` or `::/0`). Policy types follow Kubernetes:
 //! `policyTypes` when given, else Ingress, and Egress when the policy has egress rules.
-//! Only Kubernetes NetworkPolicies are read (not Cilium's own policies).
+//! Cilium's policies (`crate::cluster::cilium`) are read into the same shape; a clusterwide
+//! one is kept under the namespace `*` and applies to the namespaces it selects.
+
+/// The namespace a clusterwide policy (Cilium's) is kept under.
+pub const ALL_NAMESPACES: &str = "*";
 
 /// One direction of a policy, reduced to what isolation needs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,6 +30,17 @@ pub struct NetPolicySpec {
     pub all_pods: bool,
     pub ingress: PolicyDir,
     pub egress: PolicyDir,
+    /// A clusterwide policy (namespace `*`): the namespaces it selects (empty: all)...
+    pub only: Vec<String>,
+    /// ...and those it leaves out.
+    pub except: Vec<String>,
+}
+
+impl NetPolicySpec {
+    /// Whether a clusterwide policy selects the pods of namespace `ns`.
+    pub fn applies_to(&self, ns: &str) -> bool {
+        (self.only.is_empty() || self.only.iter().any(|n| n == ns)) && !self.except.iter().any(|n| n == ns)
+    }
 }
 
 /// What a namespace's policies add up to.

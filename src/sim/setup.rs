@@ -306,6 +306,7 @@ pub(super) fn netpols(tenants: &[super::world::STenant]) -> Vec<Delta> {
                 all_pods: true,
                 ingress: PolicyDir { isolates: true, allows_all: false },
                 egress: PolicyDir { isolates: egress, allows_all: false },
+                ..Default::default()
             }));
         }
     }

@@ -60,6 +60,8 @@ fn viewer_grants() -> BTreeSet<Grant> {
         ("policy", "poddisruptionbudgets", &["list", "watch"], ""),
         ("networking.k8s.io", "networkpolicies", &["list", "watch"], ""),
         ("cluster.x-k8s.io", "machines", &["list", "watch"], ""),
+        ("cilium.io", "ciliumnetworkpolicies", &["list", "watch"], ""),
+        ("cilium.io", "ciliumclusterwidenetworkpolicies", &["list", "watch"], ""),
         ("metal3.io", "baremetalhosts", &["get", "list", "watch"], ""),
         ("resource.k8s.io", "resourceslices", &["list", "watch"], ""),
         ("resource.k8s.io", "resourceclaims", &["list", "watch"], ""),

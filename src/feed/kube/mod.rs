@@ -68,6 +68,10 @@ pub enum Kind {
     Machines,
     /// Metal3 BareMetalHosts (a CRD: where Metal3 provisions the hosts).
     Hosts,
+    /// Cilium's CiliumNetworkPolicies and CiliumClusterwideNetworkPolicies (CRDs: where
+    /// Cilium is the CNI), read for tenant isolation beside NetworkPolicies.
+    CiliumPols,
+    CiliumWide,
 }
 
 impl Kind {
@@ -90,10 +94,12 @@ impl Kind {
             Kind::NetPols => crate::model::fleet::isolation::NETPOL_FEED,
             Kind::Machines => "cluster-api machines",
             Kind::Hosts => "baremetalhosts",
+            Kind::CiliumPols => crate::model::fleet::isolation::CILIUM_FEEDS[0],
+            Kind::CiliumWide => crate::model::fleet::isolation::CILIUM_FEEDS[1],
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 14] = [
+    const REST: [Kind; 16] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -108,6 +114,8 @@ impl Kind {
         Kind::NetPols,
         Kind::Machines,
         Kind::Hosts,
+        Kind::CiliumPols,
+        Kind::CiliumWide,
     ];
 }
 
@@ -130,6 +138,8 @@ pub enum Msg {
     NetPol(Event<NetworkPolicy>),
     Machine(Event<DynamicObject>),
     Host(Event<DynamicObject>),
+    CiliumPol(Event<DynamicObject>),
+    CiliumWide(Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -224,6 +234,8 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::NetPols => watch(Api::<NetworkPolicy>::all(c), cfg, kind, Msg::NetPol, tx),
         Kind::Machines => optional(c, CAPI, "Machine", kind, Msg::Machine, tx),
         Kind::Hosts => optional(c, METAL3, "BareMetalHost", kind, Msg::Host, tx),
+        Kind::CiliumPols => optional(c, CILIUM, "CiliumNetworkPolicy", kind, Msg::CiliumPol, tx),
+        Kind::CiliumWide => optional(c, CILIUM, "CiliumClusterwideNetworkPolicy", kind, Msg::CiliumWide, tx),
     }
 }
 
@@ -251,6 +263,11 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
             Kind::NetPols => Api::<NetworkPolicy>::all(c).list(&lp).await.is_ok(),
             Kind::Machines => optional_reachable(&c, CAPI, "Machine", "machines").await,
             Kind::Hosts => optional_reachable(&c, METAL3, "BareMetalHost", "baremetalhosts").await,
+            Kind::CiliumPols => optional_reachable(&c, CILIUM, "CiliumNetworkPolicy", "ciliumnetworkpolicies").await,
+            Kind::CiliumWide => {
+                optional_reachable(&c, CILIUM, "CiliumClusterwideNetworkPolicy", "ciliumclusterwidenetworkpolicies")
+                    .await
+            }
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
@@ -282,6 +299,8 @@ const KUEUE: (&str, &[&str]) = (l::KUEUE_GROUP, &["v1beta2", "v1beta1"]);
 const TAINT_RULES: (&str, &[&str]) = ("resource.k8s.io", &["v1alpha3"]);
 /// Cluster API's core CRDs: v1beta2 (storage since v1.11), else v1beta1.
 const CAPI: (&str, &[&str]) = ("cluster.x-k8s.io", &["v1beta2", "v1beta1"]);
+/// Cilium's policy CRDs.
+const CILIUM: (&str, &[&str]) = ("cilium.io", &["v2"]);
 /// Metal3's baremetal-operator CRDs.
 const METAL3: (&str, &[&str]) = ("metal3.io", &["v1alpha1"]);
 /// The NVIDIA DRA driver's ComputeDomain CRD.

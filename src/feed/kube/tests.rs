@@ -80,6 +80,8 @@ fn all_listed(t: &mut Translator, f: &mut Fleet) {
     feed(t, f, listed::<k8s_openapi::api::networking::v1::NetworkPolicy>(Msg::NetPol, vec![]));
     feed(t, f, vec![Msg::Error { kind: Kind::Machines, code: Some(404), reason: "no Cluster API".into() }]);
     feed(t, f, vec![Msg::Error { kind: Kind::Hosts, code: Some(404), reason: "no Metal3".into() }]);
+    feed(t, f, vec![Msg::Error { kind: Kind::CiliumPols, code: Some(404), reason: "no Cilium".into() }]);
+    feed(t, f, vec![Msg::Error { kind: Kind::CiliumWide, code: Some(404), reason: "no Cilium".into() }]);
 }
 
 #[test]

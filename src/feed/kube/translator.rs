@@ -106,9 +106,8 @@ pub struct Translator {
     claims: HashMap<String, ClaimInfo>,
     claim_pods: HashMap<String, BTreeSet<String>>,
     pods_with_claims: HashMap<String, PodSpec>,
-    /// The resourceVersion of each Event object passed on, so a re-list (after a restart,
-    /// a 410) does not add the same events to the history again; an Event that was updated
-    /// (its count went up) is passed on again. Bounded by the Events the cluster keeps.
+    /// The resourceVersion of each Event passed on, so a re-list (a restart, a 410) adds no
+    /// event twice; an updated Event (count up) is passed on again. Bounded by the cluster's.
     event_versions: HashMap<String, String>,
     // quotas: key → (tenant, resources)
     /// What was sent per ResourceQuota (compact specs, not the object), so a tenant change
@@ -120,8 +119,8 @@ pub struct Translator {
     local_queues: HashMap<String, String>,
     ns_kueue: HashMap<String, String>,
     cq_quotas: HashMap<String, Vec<(String, String)>>,
-    /// Workloads as read (before their ClusterQueue is filled in from the LocalQueue), so a
-    /// LocalQueue that changes its ClusterQueue moves the Workloads waiting in it.
+    /// Workloads as read (ClusterQueue not yet from the LocalQueue), so a LocalQueue that
+    /// changes its ClusterQueue moves the Workloads waiting in it.
     workloads: HashMap<String, crate::model::KueueWorkload>,
     dra: dra::DraJoins,
     /// Who owns each object that a GitOps tool marks, as last sent (by gitops key).
@@ -220,6 +219,8 @@ impl Translator {
             Msg::NetPol(e) => self.on_event(Kind::NetPols, e, &mut out, Self::netpol),
             Msg::Machine(e) => self.on_event(Kind::Machines, e, &mut out, Self::machine),
             Msg::Host(e) => self.on_event(Kind::Hosts, e, &mut out, Self::host),
+            Msg::CiliumPol(e) => self.on_event(Kind::CiliumPols, e, &mut out, Self::cilium_pol),
+            Msg::CiliumWide(e) => self.on_event(Kind::CiliumWide, e, &mut out, Self::cilium_wide),
             Msg::Error { kind, code, reason } => self.error(kind, code, reason, now, &mut out),
             Msg::Reachable(kind) => self.live(kind, &mut out),
         }

@@ -15,6 +15,9 @@ use super::Fleet;
 /// The feed source whose trouble makes NetworkPolicies unknown (`kubectl auth can-i list
 /// networkpolicies` says no): then no tenant is called open.
 pub const NETPOL_FEED: &str = "networkpolicies";
+/// Cilium's policy feeds: forbidden (or failing), they make isolation unknown too; not
+/// served (no Cilium) is fine.
+pub const CILIUM_FEEDS: [&str; 2] = ["ciliumnetworkpolicies", "ciliumclusterwidenetworkpolicies"];
 
 /// The nodes and the GPUs a tenant shares, each with the other tenants there.
 pub type Neighbours = (Vec<(NodeId, Vec<TenantId>)>, Vec<(GpuId, Vec<TenantId>)>);
@@ -152,12 +155,18 @@ impl Fleet {
 
     /// Whether the fleet knows the cluster's NetworkPolicies (listed, and allowed to).
     pub fn netpol_known(&self) -> bool {
-        self.synced && !matches!(self.feeds.get(NETPOL_FEED), Some(FeedState::Stale { .. }))
+        self.synced
+            && std::iter::once(NETPOL_FEED)
+                .chain(CILIUM_FEEDS)
+                .all(|f| !matches!(self.feeds.get(f), Some(FeedState::Stale { .. })))
     }
 
     /// What the policies of namespace `ns` add up to.
     pub fn namespace_isolation(&self, ns: &str) -> NsIsolation {
-        NsIsolation::of(self.netpols.get(ns).into_iter().flat_map(|m| m.values()))
+        let wide = self.netpols.get(super::super::isolation::ALL_NAMESPACES).into_iter().flat_map(|m| m.values());
+        NsIsolation::of(
+            self.netpols.get(ns).into_iter().flat_map(|m| m.values()).chain(wide.filter(|p| p.applies_to(ns))),
+        )
     }
 
     /// A tenant's isolation: its namespaces' policies and its neighbours on nodes and GPUs.
@@ -213,6 +222,11 @@ impl Fleet {
                 gone
             }
         };
+        if changed && namespace == super::super::isolation::ALL_NAMESPACES {
+            // A clusterwide policy: any tenant's verdict may change.
+            self.refresh_netpol_alerts();
+            return true;
+        }
         let ns = self.interner.intern(&namespace);
         if changed && let Some(t) = self.idx.tenant_by_ns.get(&ns).copied() {
             self.refresh_netpol_alert(t);
@@ -317,6 +331,7 @@ mod tests {
             all_pods: true,
             ingress: PolicyDir { isolates: true, allows_all: false },
             egress: PolicyDir::default(),
+            ..Default::default()
         };
         f.apply(Delta::NetPolUpsert(deny.clone()));
         assert!(!open_alerts(&f).iter().any(|m| m.contains("tenant eval")));
@@ -358,5 +373,26 @@ mod tests {
         }
         assert_eq!(f.tenant_isolation(speech).map(|i| i.shared_gpus), Some(gpus.len() as u32));
         f.check_cotenancy();
+    }
+
+    #[test]
+    fn a_clusterwide_policy_covers_the_namespaces_it_selects_and_only_those() {
+        let mut f = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let (eval, research) =
+            (f.tenant_by_name("eval").expect("eval"), f.tenant_by_name("research").expect("research"));
+        let wide = NetPolicySpec {
+            namespace: crate::model::isolation::ALL_NAMESPACES.into(),
+            name: "CiliumClusterwideNetworkPolicy/deny".into(),
+            all_pods: true,
+            ingress: PolicyDir { isolates: true, allows_all: false },
+            except: vec!["eval".into()],
+            ..Default::default()
+        };
+        f.apply(Delta::NetPolUpsert(wide.clone()));
+        assert_eq!(f.tenant_isolation(eval).map(|i| i.open), Some(vec!["eval".to_string()]), "left out");
+        assert_eq!(f.tenant_isolation(research).map(|i| i.open.len()), Some(0), "covered");
+        assert!(!open_alerts(&f).iter().any(|m| m.contains("tenant research")), "{:?}", open_alerts(&f));
+        f.apply(Delta::NetPolRemove { namespace: wide.namespace.clone(), name: wide.name.clone() });
+        assert!(open_alerts(&f).iter().any(|m| m.contains("tenant research")), "{:?}", open_alerts(&f));
     }
 }

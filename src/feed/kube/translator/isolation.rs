@@ -2,6 +2,7 @@
 
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::api::DynamicObject;
 
 use super::{Translator, split};
 use crate::model::{Delta, NetPolicySpec, PolicyDir};
@@ -49,10 +50,33 @@ pub(super) fn netpol_spec(p: &NetworkPolicy) -> Option<NetPolicySpec> {
             ingress.iter().map(|r| (r.from.as_ref(), r.ports.as_ref().is_some_and(|p| !p.is_empty()))),
         ),
         egress: dir(iso_out, egress.iter().map(|r| (r.to.as_ref(), r.ports.as_ref().is_some_and(|p| !p.is_empty())))),
+        ..Default::default()
     })
 }
 
 impl Translator {
+    /// A CiliumNetworkPolicy ([`crate::cluster::cilium`]).
+    pub(super) fn cilium_pol(&mut self, o: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
+        match o.and_then(|o| serde_json::to_value(o).ok()).and_then(|v| crate::cluster::cilium::policy(&v, false)) {
+            Some(spec) => out.push(Delta::NetPolUpsert(spec)),
+            None => {
+                let (namespace, name) = split(key);
+                out.push(Delta::NetPolRemove { namespace, name: format!("CiliumNetworkPolicy/{name}") });
+            }
+        }
+    }
+
+    /// A CiliumClusterwideNetworkPolicy: kept under the namespace `*`.
+    pub(super) fn cilium_wide(&mut self, o: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
+        match o.and_then(|o| serde_json::to_value(o).ok()).and_then(|v| crate::cluster::cilium::policy(&v, true)) {
+            Some(spec) => out.push(Delta::NetPolUpsert(spec)),
+            None => out.push(Delta::NetPolRemove {
+                namespace: crate::model::isolation::ALL_NAMESPACES.into(),
+                name: format!("CiliumClusterwideNetworkPolicy/{}", split(key).1),
+            }),
+        }
+    }
+
     pub(super) fn netpol(&mut self, p: Option<&NetworkPolicy>, key: &str, out: &mut Vec<Delta>) {
         match p.and_then(netpol_spec) {
             Some(spec) => out.push(Delta::NetPolUpsert(spec)),
