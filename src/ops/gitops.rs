@@ -4,7 +4,7 @@
 //! the next sync where Git sets the field. A warning, not a blocker: on call, a change that
 //! holds until the next sync is often what is needed, and the person decides.
 
-use super::{Plan, PlanDetail};
+use super::{HostAction, Plan, PlanDetail};
 use crate::model::gitops::key;
 use crate::model::{Fleet, QuotaSourceSpec};
 
@@ -31,6 +31,13 @@ pub fn touched(plan: &Plan) -> Vec<(String, String, String)> {
         PlanDetail::Queue(q) => {
             vec![(key("clusterqueue", None, &q.queue), format!("ClusterQueue {}", q.queue), "spec.stopPolicy".into())]
         }
+        // Power is spec.online, which a host kept in Git has; a reboot or inspection request
+        // is an annotation the operator removes itself.
+        PlanDetail::Host(h) if matches!(h.action, HostAction::PowerOff | HostAction::PowerOn) => vec![(
+            key("baremetalhost", Some(&h.namespace), &h.host),
+            format!("BareMetalHost {}", h.key()),
+            "spec.online".into(),
+        )],
         // A DeviceTaintRule fabrik creates, a Workload Kueue creates, a pod's owner (read
         // only when the reclaim runs): nothing GitOps is known to own.
         PlanDetail::Taint(_) | PlanDetail::Reclaim(_) | PlanDetail::Workload(_) | PlanDetail::Host(_) => Vec::new(),

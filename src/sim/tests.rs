@@ -674,6 +674,15 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
         assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
         assert_eq!(f.host_of_node(&node).map(|h| h.powered_on), Some(on));
     }
+    // A host kept in Git (Argo CD): a power change warns (spec.online is put back), a reboot
+    // (an annotation the operator removes) does not.
+    let (ns, name) = key.split_once('/').expect("ns/name");
+    let owner = crate::model::GitOpsOwner::detect(vec![("argocd.argoproj.io/instance", "bare-metal")], vec![]);
+    assert!(owner.is_some());
+    f.apply(Delta::Managed { object: crate::model::gitops::key("baremetalhost", Some(ns), name), owner });
+    let off = ops::plan(&f, &OpRequest::Host { node: node.clone(), action: ops::HostAction::PowerOff }).unwrap();
+    assert!(off.warnings.iter().any(|w| w.contains("bare-metal") && w.contains("spec.online")), "{:?}", off.warnings);
+    assert!(!ops::plan(&f, &host(&node)).unwrap().warnings.iter().any(|w| w.contains("bare-metal")));
     // A provisioned host is not inspected again: blocked, with the reason.
     let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), action: ops::HostAction::Inspect }).unwrap();
     assert!(plan.blockers.iter().any(|b| b.contains("only an available host")), "{:?}", plan.blockers);

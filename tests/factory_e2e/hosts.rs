@@ -12,12 +12,18 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::common::{Tmux, install_fixture, kubectl};
+use super::common::{Tmux, gitops_owner, install_fixture, kubectl};
 use super::{apply, fabrik_view, settle};
 
 fn host(name: &str) -> Value {
+    // One host kept in Git by Argo CD, as hosts often are.
+    let annotations = if name == "host-ok" {
+        json!({"argocd.argoproj.io/tracking-id": "bare-metal:metal3.io/BareMetalHost:capi-gpu/host-ok"})
+    } else {
+        json!({})
+    };
     json!({"apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
-        "metadata": {"name": name, "namespace": "capi-gpu", "labels": {"fabrik.io/simulated": "true"}},
+        "metadata": {"name": name, "namespace": "capi-gpu", "labels": {"fabrik.io/simulated": "true"}, "annotations": annotations},
         "spec": {"online": true, "bmc": {"address": format!("redfish://10.0.0.9/redfish/v1/Systems/{name}"), "credentialsName": format!("{name}-bmc")},
             "consumerRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3Machine", "name": name, "namespace": "capi-gpu"}}})
 }
@@ -81,7 +87,7 @@ fn hosts_truth(kubeconfig: &Path, nodes: &[String]) -> BTreeMap<String, Value> {
             json!({"namespace": h["metadata"]["namespace"], "name": h["metadata"]["name"],
                 "provisioning_state": s(&st["provisioning"]["state"]), "operational_status": op,
                 "error_type": et, "error_message": em, "powered_on": on, "online": online,
-                "reboot_pending": reboot, "state": state,
+                "reboot_pending": reboot, "state": state, "managed_by": gitops_owner(&h["metadata"]),
                 "hardware": if hw.is_object() { json!({"cpus": hw["cpu"]["count"].as_i64().unwrap_or(0),
                     "ram_mib": hw["ramMebibytes"].as_i64().unwrap_or(0),
                     "nics": hw["nics"].as_array().map_or(0, Vec::len),
@@ -128,6 +134,7 @@ pub fn hosts_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
     assert_eq!(truth[&nodes[0]]["state"], "provisioned · power on · OK", "{truth:#?}");
     assert_eq!(truth[&nodes[1]]["error_type"], "power management error", "{truth:#?}");
     assert_eq!(truth[&nodes[0]]["hardware"]["cpus"], 224, "{truth:#?}");
+    assert_eq!(truth[&nodes[0]]["managed_by"]["app"], "bare-metal", "{truth:#?}");
 
     // The running cockpit, started before the CRD existed, watches hosts within its minute.
     t.keys(&["Escape"]);

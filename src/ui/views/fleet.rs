@@ -319,6 +319,7 @@ pub fn json(f: &Fleet, row: RowId) -> Option<serde_json::Value> {
             "powered_on": h.powered_on,
             "online": h.online,
             "reboot_pending": h.reboot_pending,
+            "managed_by": crate::ui::json::managed_by(f, &gitops::key("baremetalhost", Some(&h.namespace), &h.name)),
             "state": h.state_text(),
             "hardware": h.hardware.as_ref().map(|hw| json!({
                 "cpus": hw.cpus,
