@@ -6,7 +6,8 @@
 //! until their owners remove them); with no reboot annotation left, `status.poweredOn`
 //! follows `spec.online` — except on a host in error (its BMC does not answer). Power is
 //! managed only where the operator manages it (provisioned, externally provisioned,
-//! available, ready). An available host with `inspect.metal3.io` goes to `inspecting` (the
+//! available, ready); a reboot request counts only on a provisioned host (on an available one
+//! the operator wants `force`, which fabrik never writes). An available host with `inspect.metal3.io` goes to `inspecting` (the
 //! annotation taken), and back to `available` the round after. Without the CRD it waits
 //! quietly and looks again.
 
@@ -36,7 +37,9 @@ pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
     if !manages_power {
         return (None, None);
     }
-    if h.reboot_pending {
+    // An available host counts a reboot request only when forced (fabrik never forces).
+    let provisioned = matches!(h.state.as_str(), "provisioned" | "externally provisioned");
+    if h.reboot_pending && provisioned {
         if h.powered_on {
             return (None, Some(json!({"status": {"poweredOn": false}})));
         }
@@ -45,7 +48,7 @@ pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
         }
         return (None, None);
     }
-    if h.powered_on != h.online && !h.in_error() {
+    if (!h.reboot_pending || !provisioned) && h.powered_on != h.online && !h.in_error() {
         return (None, Some(json!({"status": {"poweredOn": h.online}})));
     }
     (None, None)

@@ -62,6 +62,9 @@ impl HostPlan {
 
 /// Provisioning states in which the operator manages power (a reboot, `spec.online`).
 const POWER_STATES: [&str; 4] = ["provisioned", "externally provisioned", "available", "ready"];
+/// States in which it reboots on a plain request (an available host only with `force`,
+/// which fabrik does not write).
+const REBOOT_STATES: [&str; 2] = ["provisioned", "externally provisioned"];
 /// States in which it honours a request to inspect again.
 const INSPECT_STATES: [&str; 2] = ["available", "ready"];
 
@@ -104,9 +107,10 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                  the annotation once it is off, and powers it on again"
             ));
             effects.push("done when the annotation is gone and the operator reports the host powered on".into());
-            if !POWER_STATES.contains(&state) {
+            if !REBOOT_STATES.contains(&state) {
                 blockers.push(format!(
-                    "the operator reboots a host only when it is provisioned or available; {key} is {state}"
+                    "the operator reboots a host on request only once it is provisioned; {key} is {state} \
+                     (an available host it reboots only when forced, which fabrik does not do)"
                 ));
             }
             if !h.online {

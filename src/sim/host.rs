@@ -31,7 +31,8 @@ impl Sim {
         for h in self.hosts.values_mut() {
             let before = h.clone();
             let manages_power = matches!(h.state.as_str(), "provisioned" | "externally provisioned" | "available");
-            if h.reboot_pending && manages_power {
+            let provisioned = matches!(h.state.as_str(), "provisioned" | "externally provisioned");
+            if h.reboot_pending && provisioned {
                 if h.powered_on {
                     h.powered_on = false;
                 } else {

@@ -246,6 +246,9 @@ pub async fn least_privilege(c: &kube::Client, kubeconfig: &Path, audit_dir: &Pa
     );
 
     // ---------- kubectl auth can-i, the cockpit's own lines ----------
+    // kubectl names a resource only once the server serves it: Metal3's CRD (a host's
+    // reboot or power checks `patch baremetalhosts.metal3.io`).
+    crate::common::install_fixture(kubeconfig, "crds/metal3.io_baremetalhosts.yaml");
     for p in operation_perms() {
         let line = p.can_i();
         assert!(can_i(&operator_kc, &line), "the operator may: {line}");
