@@ -203,8 +203,10 @@ fn tui_reads_the_preemption(kubeconfig: &Path, wa: &str, hi: &str) {
     t.keys(&["/"]);
     t.literal(a_name);
     t.keys(&["Enter"]);
-    let s = t.wait_screen("train-a's row", |s| s.lines().any(|l| l.contains(a_name) && l.contains("Evicted")));
-    let row = s.lines().find(|l| l.contains(a_name)).unwrap_or_default();
+    // The row, not the title (which shows the filter, and so the name, too).
+    let is_row = |l: &str| l.contains(a_name) && l.contains("Evicted");
+    let s = t.wait_screen("train-a's row", |s| s.lines().any(|l| is_row(l) && l.contains("preempted by")));
+    let row = s.lines().find(|l| is_row(l)).unwrap_or_default();
     assert!(row.contains("preempted by"), "WHY names the preemption: {row}");
     assert!(row.contains("cq-train") && row.contains(" 1 "), "first in line in cq-train: {row}");
     t.keys(&["Enter"]);
