@@ -503,9 +503,13 @@ async fn kueue_admits_what_the_queue_allows_and_fabrik_reads_and_edits_it() {
             let p = jsonpath(
                 &kc,
                 &["-n", NS, "get", "pods", "-l", "job-name=train-hi", "--field-selector=status.phase=Running"],
-                "{.items[0].metadata.name}",
+                // `[*]`: an empty list is no names (`[0]` of it is an error to kubectl).
+                "{.items[*].metadata.name}",
             );
-            if p.is_empty() { Err("no running pod yet".to_string()) } else { Ok(p) }
+            match p.split_whitespace().next() {
+                Some(first) => Ok(first.to_string()),
+                None => Err("no running pod yet".to_string()),
+            }
         }
     })
     .await;
