@@ -24,21 +24,20 @@ pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
     let Some(h) = crate::cluster::metal3::host(o) else { return (None, None) };
     let annotations = o["metadata"]["annotations"].as_object();
     let has = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
-    let manages_power = matches!(h.state.as_str(), "provisioned" | "externally provisioned" | "available" | "ready");
     if h.state == "inspecting" {
         return (None, Some(json!({"status": {"provisioning": {"state": "available"}}})));
     }
-    if h.inspect_pending && matches!(h.state.as_str(), "available" | "ready") {
+    if h.inspect_pending && h.takes_inspect() {
         return (
             Some(json!({"metadata": {"annotations": {INSPECT_ANNOTATION: null}}})),
             Some(json!({"status": {"provisioning": {"state": "inspecting"}}})),
         );
     }
-    if !manages_power {
+    if !h.manages_power() {
         return (None, None);
     }
     // An available host counts a reboot request only when forced (fabrik never forces).
-    let provisioned = matches!(h.state.as_str(), "provisioned" | "externally provisioned");
+    let provisioned = h.takes_reboot();
     if h.reboot_pending && provisioned {
         if h.powered_on {
             return (None, Some(json!({"status": {"poweredOn": false}})));

@@ -86,6 +86,21 @@ impl BareMetalHost {
         self.operational == "error"
     }
 
+    /// The baremetal-operator manages its power in this state (`spec.online`, reboots).
+    pub fn manages_power(&self) -> bool {
+        matches!(self.state.as_str(), "provisioned" | "externally provisioned" | "available" | "ready")
+    }
+
+    /// It reboots on a plain request (an available host only on a forced one).
+    pub fn takes_reboot(&self) -> bool {
+        matches!(self.state.as_str(), "provisioned" | "externally provisioned")
+    }
+
+    /// It inspects again on request (only an available host).
+    pub fn takes_inspect(&self) -> bool {
+        matches!(self.state.as_str(), "available" | "ready")
+    }
+
     /// `on`, `off`, `off (asked on)`, `on (asked off)`, `rebooting`.
     pub fn power_text(&self) -> String {
         if self.reboot_pending {
@@ -135,6 +150,14 @@ pub enum HostRef {
 }
 
 impl HostRef {
+    /// Whether this reference names host `h`.
+    pub fn names(&self, h: &BareMetalHost) -> bool {
+        match self {
+            HostRef::Key(k) => *k == h.key(),
+            HostRef::Uid(u) => !h.uid.is_empty() && *u == h.uid,
+        }
+    }
+
     /// `None` for a providerID that is not Metal3's.
     pub fn parse(provider_id: &str) -> Option<HostRef> {
         let rest = provider_id.trim().strip_prefix("metal3://")?;

@@ -60,14 +60,6 @@ impl HostPlan {
     }
 }
 
-/// Provisioning states in which the operator manages power (a reboot, `spec.online`).
-const POWER_STATES: [&str; 4] = ["provisioned", "externally provisioned", "available", "ready"];
-/// States in which it reboots on a plain request (an available host only with `force`,
-/// which fabrik does not write).
-const REBOOT_STATES: [&str; 2] = ["provisioned", "externally provisioned"];
-/// States in which it honours a request to inspect again.
-const INSPECT_STATES: [&str; 2] = ["available", "ready"];
-
 pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpRequest) -> Result<Plan, PlanError> {
     let id = fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
     let n = fleet.node(id).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
@@ -107,7 +99,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                  the annotation once it is off, and powers it on again"
             ));
             effects.push("done when the annotation is gone and the operator reports the host powered on".into());
-            if !REBOOT_STATES.contains(&state) {
+            if !h.takes_reboot() {
                 blockers.push(format!(
                     "the operator reboots a host on request only once it is provisioned; {key} is {state} \
                      (an available host it reboots only when forced, which fabrik does not do)"
@@ -135,7 +127,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                 warnings
                     .push(format!("{key} is powered {} already; this changes nothing", if on { "on" } else { "off" }));
             }
-            if !POWER_STATES.contains(&state) {
+            if !h.manages_power() {
                 warnings.push(format!(
                     "the operator manages power once the host is provisioned or available; {key} is {state}, so \
                      this may wait until then"
@@ -152,7 +144,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                  inspection image and reads its hardware again"
             ));
             effects.push("done when the operator has taken the request and the host is available again".into());
-            if !INSPECT_STATES.contains(&state) {
+            if !h.takes_inspect() {
                 blockers.push(format!(
                     "the operator inspects again only an available host (a provisioned one would be rebooted into \
                      the inspection image); {key} is {state}: release it from its Machine first"

@@ -30,20 +30,18 @@ impl Sim {
         let mut changed = Vec::new();
         for h in self.hosts.values_mut() {
             let before = h.clone();
-            let manages_power = matches!(h.state.as_str(), "provisioned" | "externally provisioned" | "available");
-            let provisioned = matches!(h.state.as_str(), "provisioned" | "externally provisioned");
-            if h.reboot_pending && provisioned {
+            if h.reboot_pending && h.takes_reboot() {
                 if h.powered_on {
                     h.powered_on = false;
                 } else {
                     h.reboot_pending = false;
                 }
-            } else if !h.reboot_pending && manages_power && h.powered_on != h.online && !h.in_error() {
+            } else if !h.reboot_pending && h.manages_power() && h.powered_on != h.online && !h.in_error() {
                 h.powered_on = h.online;
             }
             if h.state == "inspecting" {
                 h.state = "available".into();
-            } else if h.inspect_pending && h.state == "available" {
+            } else if h.inspect_pending && h.takes_inspect() {
                 h.inspect_pending = false;
                 h.state = "inspecting".into();
             }
