@@ -64,20 +64,48 @@ fn sim_config(a: &SimArgs) -> SimConfig {
     }
 }
 
-pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool) -> color_eyre::Result<()> {
-    let (tx, rx) = mpsc::channel(64);
-    let log_tx = tx.clone();
-    let (exec_tx, exec_rx) = std::sync::mpsc::channel();
-    let _feed = crate::feed::sim::spawn(sim_config(&sim), tx, exec_rx)?;
-    let mut ui = Ui::new(format!("demo seed {} ({} nodes)", sim.seed, sim.nodes));
+pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool, clusters: u32) -> color_eyre::Result<()> {
+    let (to, trx) = mpsc::channel(64);
+    // Each simulated cluster: its own factory (the next seed), feed, executor and logs.
+    let mut started = Vec::new();
+    for i in 0..clusters.max(1) {
+        let (tx, rx) = mpsc::channel(64);
+        let (exec_tx, exec_rx) = std::sync::mpsc::channel();
+        // Halving sizes (48, 24, 12, …), so the clusters' rows differ at a glance.
+        let nodes = (sim.nodes as usize >> i).max(8.min(sim.nodes as usize));
+        let cfg = SimConfig { seed: sim.seed + u64::from(i), nodes, ..sim_config(&sim) };
+        let feed = crate::feed::sim::spawn(cfg, tx.clone(), exec_rx)?;
+        let forward = crate::ui::run::forward(i as usize, rx, to.clone());
+        let name = if clusters > 1 { format!("demo-{}", i + 1) } else { "demo".to_string() };
+        let source = format!("demo seed {} ({nodes} nodes)", sim.seed + u64::from(i));
+        started.push((name, source, exec_tx, tx, feed, forward));
+    }
+    drop(to);
+    let mut parts = started.iter();
+    let Some((_, source, exec_tx, log_tx, _, _)) = parts.next() else { return Ok(()) };
+    let mut ui = Ui::new(source.clone());
     ui.session.readonly = readonly;
     ui.session.theme_name = setup.theme.name.clone();
     ui.session.keymap_name = setup.keymap.name.clone();
     let mut fleet = Fleet::new(setup.thresholds());
     config_warnings_into(&setup, &mut fleet, &mut ui);
-    let mut app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx));
-    app.on_logs(demo_logs(log_tx));
-    crate::ui::run::run(app, rx, setup.config.fps).await.map(|_| ())
+    let thresholds = setup.thresholds();
+    let mut app = App::new(fleet, ui, setup.theme, setup.keymap, Box::new(exec_tx.clone()));
+    app.on_logs(demo_logs(log_tx.clone()));
+    app.name_cluster(if clusters > 1 { "demo-1" } else { "demo" });
+    for (name, source, exec_tx, log_tx, _, _) in parts {
+        app.add_cluster(crate::ui::ClusterParts {
+            name: name.clone(),
+            source: source.clone(),
+            fleet: Fleet::new(thresholds),
+            exec: Box::new(exec_tx.clone()),
+            kubectl: Vec::new(),
+            view_nodes: None,
+            inspector: None,
+            logger: Some(Box::new(demo_logs(log_tx.clone()))),
+        });
+    }
+    crate::ui::run::run(app, trx, setup.config.fps).await.map(|_| ())
 }
 
 /// What the demo's containers have written by `now_ms` for `req` (`L` in the demo): the text
@@ -175,8 +203,9 @@ pub fn config_warnings_into(setup: &Setup, fleet: &mut Fleet, ui: &mut Ui) {
     ui.warn(format!("{} config warning(s), defaults used — {first} (all in :events)", setup.warnings.len()));
 }
 
-pub fn view_kind(v: ViewArg) -> ViewKind {
-    match v {
+/// The view of one cluster `--view` names; `None`: the clusters view (one row per cluster).
+pub fn view_kind(v: ViewArg) -> Option<ViewKind> {
+    Some(match v {
         ViewArg::Fleet => ViewKind::Fleet,
         ViewArg::Gpus => ViewKind::Gpus,
         ViewArg::Tenants => ViewKind::Tenants,
@@ -186,7 +215,8 @@ pub fn view_kind(v: ViewArg) -> ViewKind {
         ViewArg::Ops => ViewKind::Ops,
         ViewArg::Domains => ViewKind::Domains,
         ViewArg::Workloads => ViewKind::Workloads,
-    }
+        ViewArg::Clusters => return None,
+    })
 }
 
 /// The demo snapshot; `live::snapshot` takes one from a cluster.
@@ -204,7 +234,17 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
     if let Some(file) = &args.bundle {
         return Ok(write_bundle(&fleet, &args, file, "demo", ""));
     }
-    let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
+    let out = match view_kind(args.view) {
+        Some(v) => export::rows(&fleet, v, &args.filter, args.format.into()),
+        // The demo is one cluster: one row.
+        None => export::clusters(
+            &[crate::ui::views::clusters::ClusterRow::of("demo", &fleet)],
+            0,
+            fleet.now,
+            &args.filter,
+            args.format.into(),
+        ),
+    };
     let mut stdout = std::io::stdout().lock();
     // A closed pipe (`| head`) is not an error worth a message.
     let _ = stdout.write_all(out.as_bytes());

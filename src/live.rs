@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{mpsc, watch};
 
-use crate::cli::SnapshotArgs;
+use crate::cli::{SnapshotArgs, ViewArg};
 use crate::cluster;
 use crate::demo::{Setup, config_warnings_into, view_kind};
 use crate::feed::kube::KubeFeedConfig;
@@ -19,6 +19,7 @@ use crate::ops::exec::ExecOptions;
 use crate::ops::{Executor, KubeExecutor, Refuse, serve_ops};
 use crate::ui::export;
 use crate::ui::run::Exit;
+use crate::ui::views::clusters::ClusterRow;
 use crate::ui::{App, Ui};
 
 /// How long a stopping cockpit waits for running operations to record where they were
@@ -38,120 +39,232 @@ pub struct Telemetry {
     pub prometheus: Option<(String, Duration)>,
 }
 
+/// Which clusters the cockpit watches: `--context` (repeatable; none: the current context)
+/// or `--all-contexts`.
+#[derive(Clone, Debug, Default)]
+pub struct Contexts {
+    pub names: Vec<String>,
+    pub all: bool,
+}
+
+impl Contexts {
+    /// The contexts to open, in order (the first is on screen); `None`: the current one.
+    fn resolve(&self, kubeconfig: Option<&std::path::Path>) -> Result<Vec<Option<String>>, cluster::ConnectError> {
+        if self.all {
+            return Ok(cluster::all_contexts(kubeconfig)?.into_iter().map(Some).collect());
+        }
+        if self.names.is_empty() {
+            return Ok(vec![None]);
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        Ok(self.names.iter().filter(|n| seen.insert(n.as_str())).cloned().map(Some).collect())
+    }
+}
+
+/// One cluster's running parts: what the app gets, and the tasks to stop at the end.
+struct Started {
+    parts: crate::ui::ClusterParts,
+    contexts: Vec<String>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    ops_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// What every cluster of one cockpit shares.
+struct Shared<'a> {
+    setup: &'a Setup,
+    telemetry: &'a Telemetry,
+    readonly: bool,
+    /// Tells every operations server why the cockpit stopped.
+    halt_rx: watch::Receiver<Option<String>>,
+    /// The cockpit's one stream of tagged batches.
+    to: mpsc::Sender<crate::ui::run::Tagged>,
+}
+
+/// Starts cluster `i`'s feed, operations, `y` and `L` readers; its batches go to the
+/// cockpit tagged `i`. `direct`: this cluster also takes `--agent` and `--prometheus` (the
+/// first one).
+fn start_cluster(i: usize, conn: cluster::Connection, direct: bool, sh: &Shared) -> Started {
+    let (setup, telemetry) = (sh.setup, sh.telemetry);
+    let (tx, rx) = mpsc::channel(256);
+    let mut tasks = vec![
+        crate::ui::run::forward(i, rx, sh.to.clone()),
+        tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(setup), tx.clone())),
+    ];
+    if direct {
+        for a in &telemetry.agents {
+            tasks.push(tokio::spawn(crate::feed::agent_stream::run(a.clone(), Duration::from_secs(1), tx.clone())));
+        }
+        if let Some((url, every)) = &telemetry.prometheus {
+            tasks.push(tokio::spawn(crate::feed::prometheus::run(url.clone(), *every, tx.clone())));
+        }
+    }
+    // Agent pods stream through the pod proxy for the nodes on screen.
+    let (view_tx, view_rx) = watch::channel(std::collections::BTreeSet::new());
+    if !telemetry.agent_selector.trim().is_empty() {
+        tasks.push(tokio::spawn(crate::feed::agent_discovery::run(
+            conn.client.clone(),
+            telemetry.agent_namespace.clone(),
+            telemetry.agent_selector.clone(),
+            Duration::from_secs(1),
+            view_rx,
+            tx.clone(),
+        )));
+    }
+    let mut ops_task = None;
+    let exec: Box<dyn Executor> = if sh.readonly {
+        Box::new(Refuse)
+    } else {
+        let (etx, erx) = mpsc::unbounded_channel();
+        let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &conn.context));
+        let opts = ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
+        ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, sh.halt_rx.clone())));
+        Box::new(KubeExecutor(etx))
+    };
+    // `y`: one object read on request, answered into the same delta stream.
+    let (itx, mut irx) = mpsc::unbounded_channel::<(u64, crate::model::InspectTarget)>();
+    let (client, answers) = (conn.client.clone(), tx.clone());
+    let flags = conn.kubectl_flags();
+    tasks.push(tokio::spawn(async move {
+        // Each request on its own: a slow `:kubectl` does not hold up the next `y` (answers
+        // are numbered; the cockpit shows only the last request's).
+        while let Some((request, target)) = irx.recv().await {
+            let (client, answers, flags) = (client.clone(), answers.clone(), flags.clone());
+            tokio::spawn(async move {
+                let result = if target.is_kubectl() {
+                    cluster::inspect::kubectl(&flags, &target.name).await
+                } else {
+                    cluster::inspect::inspect(&client, &target).await
+                };
+                let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
+                let _ = answers.send(vec![Delta::Inspected(Box::new(answer))]).await;
+            });
+        }
+    }));
+    // `L`: one log streamed at a time; a new request (or `None`, the pane closed) ends
+    // the one before.
+    let (ltx, mut lrx) = mpsc::unbounded_channel::<Option<crate::model::LogRequest>>();
+    let (client, answers) = (conn.client.clone(), tx.clone());
+    tasks.push(tokio::spawn(async move {
+        // Dropped (a new request, the pane closed, this task aborted): the stream stops.
+        let mut _current: Option<AbortOnDrop> = None;
+        while let Some(ask) = lrx.recv().await {
+            _current = None;
+            let Some(req) = ask else { continue };
+            let (client, answers) = (client.clone(), answers.clone());
+            _current = Some(AbortOnDrop(tokio::spawn(async move {
+                let (etx, mut erx) = mpsc::channel(4);
+                let request = req.id;
+                let forward = async move {
+                    while let Some(event) = erx.recv().await {
+                        if answers.send(vec![Delta::Log { request, event }]).await.is_err() {
+                            return;
+                        }
+                    }
+                };
+                futures::future::join(cluster::logs::stream(client, req, etx), forward).await;
+            })));
+        }
+    }));
+    let parts = crate::ui::ClusterParts {
+        name: conn.context.clone(),
+        source: format!("ctx {}", conn.context),
+        fleet: Fleet::new(setup.thresholds()),
+        exec,
+        kubectl: conn.kubectl_flags(),
+        view_nodes: Some(Box::new(move |nodes| {
+            let _ = view_tx.send(nodes.clone());
+        })),
+        inspector: Some(Box::new(move |request, t| {
+            let _ = itx.send((request, t.clone()));
+        })),
+        logger: Some(Box::new(move |r| {
+            let _ = ltx.send(r.cloned());
+        })),
+    };
+    Started { parts, contexts: conn.contexts, tasks, ops_task }
+}
+
 pub async fn run_cockpit(
     ui_args: &crate::cli::UiArgs,
     kubeconfig: Option<PathBuf>,
-    mut context: Option<String>,
+    mut which: Contexts,
     telemetry: &Telemetry,
 ) -> color_eyre::Result<ExitCode> {
     loop {
-        let conn = match cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
-            Ok(c) => c,
+        let names = match which.resolve(kubeconfig.as_deref()) {
+            Ok(n) => n,
             Err(e) => {
                 eprintln!("fabrik: {e}");
                 return Ok(ExitCode::from(2));
             }
         };
+        // Every context is opened (nothing is sent to a server yet); with several, one that
+        // cannot be opened is a row that says why, and the others run.
+        let mut conns = Vec::new();
+        let mut failed = Vec::new();
+        for name in &names {
+            match cluster::connect(kubeconfig.as_deref(), name.as_deref()).await {
+                Ok(c) => conns.push(c),
+                Err(e) if names.len() > 1 => failed.push((name.clone().unwrap_or_default(), e.to_string())),
+                Err(e) => {
+                    eprintln!("fabrik: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            }
+        }
+        if conns.is_empty() {
+            for (name, e) in &failed {
+                eprintln!("fabrik: {name}: {e}");
+            }
+            return Ok(ExitCode::from(2));
+        }
         let setup = Setup::load(ui_args);
-        let (tx, rx) = mpsc::channel(256);
-        let mut feeds =
-            vec![tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(&setup), tx.clone()))];
-        for a in &telemetry.agents {
-            feeds.push(tokio::spawn(crate::feed::agent_stream::run(a.clone(), Duration::from_secs(1), tx.clone())));
-        }
-        // Agent pods stream through the pod proxy for the nodes on screen.
-        let (view_tx, view_rx) = watch::channel(std::collections::BTreeSet::new());
-        if !telemetry.agent_selector.trim().is_empty() {
-            feeds.push(tokio::spawn(crate::feed::agent_discovery::run(
-                conn.client.clone(),
-                telemetry.agent_namespace.clone(),
-                telemetry.agent_selector.clone(),
-                Duration::from_secs(1),
-                view_rx,
-                tx.clone(),
-            )));
-        }
-        if let Some((url, every)) = &telemetry.prometheus {
-            feeds.push(tokio::spawn(crate::feed::prometheus::run(url.clone(), *every, tx.clone())));
-        }
+        let (to, rx) = mpsc::channel(256);
         let (halt_tx, halt_rx) = watch::channel(None);
-        let mut ops_task = None;
-        let exec: Box<dyn Executor> = if ui_args.readonly {
-            Box::new(Refuse)
-        } else {
-            let (etx, erx) = mpsc::unbounded_channel();
-            let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &conn.context));
-            let opts =
-                ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
-            ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, halt_rx)));
-            Box::new(KubeExecutor(etx))
-        };
-        // `y`: one object read on request, answered into the same delta stream.
-        let (itx, mut irx) = mpsc::unbounded_channel::<(u64, crate::model::InspectTarget)>();
-        let (client, answers) = (conn.client.clone(), tx.clone());
-        let flags = conn.kubectl_flags();
-        feeds.push(tokio::spawn(async move {
-            // Each request on its own: a slow `:kubectl` does not hold up the next `y` (answers
-            // are numbered; the cockpit shows only the last request's).
-            while let Some((request, target)) = irx.recv().await {
-                let (client, answers, flags) = (client.clone(), answers.clone(), flags.clone());
-                tokio::spawn(async move {
-                    let result = if target.is_kubectl() {
-                        cluster::inspect::kubectl(&flags, &target.name).await
-                    } else {
-                        cluster::inspect::inspect(&client, &target).await
-                    };
-                    let answer = crate::model::Inspected { request, target, at: crate::now_ms(), result };
-                    let _ = answers.send(vec![Delta::Inspected(Box::new(answer))]).await;
-                });
-            }
-        }));
-        // `L`: one log streamed at a time; a new request (or `None`, the pane closed) ends
-        // the one before.
-        let (ltx, mut lrx) = mpsc::unbounded_channel::<Option<crate::model::LogRequest>>();
-        let (client, answers) = (conn.client.clone(), tx.clone());
-        feeds.push(tokio::spawn(async move {
-            // Dropped (a new request, the pane closed, this task aborted): the stream stops.
-            let mut _current: Option<AbortOnDrop> = None;
-            while let Some(ask) = lrx.recv().await {
-                _current = None;
-                let Some(req) = ask else { continue };
-                let (client, answers) = (client.clone(), answers.clone());
-                _current = Some(AbortOnDrop(tokio::spawn(async move {
-                    let (etx, mut erx) = mpsc::channel(4);
-                    let request = req.id;
-                    let forward = async move {
-                        while let Some(event) = erx.recv().await {
-                            if answers.send(vec![Delta::Log { request, event }]).await.is_err() {
-                                return;
-                            }
-                        }
-                    };
-                    futures::future::join(cluster::logs::stream(client, req, etx), forward).await;
-                })));
-            }
-        }));
-        drop(tx);
-        let mut ui = Ui::new(format!("ctx {}", conn.context));
+        let shared = Shared { setup: &setup, telemetry, readonly: ui_args.readonly, halt_rx, to };
+        let mut started: Vec<Started> =
+            conns.into_iter().enumerate().map(|(i, c)| start_cluster(i, c, i == 0, &shared)).collect();
+        drop(shared);
+        let mut tasks = Vec::new();
+        let mut ops_tasks = Vec::new();
+        let mut parts = Vec::new();
+        for s in &mut started {
+            tasks.append(&mut s.tasks);
+            ops_tasks.extend(s.ops_task.take());
+        }
+        let contexts = started.first().map(|s| s.contexts.clone()).unwrap_or_default();
+        for s in started {
+            parts.push(s.parts);
+        }
+        let mut parts = parts.into_iter();
+        let Some(first) = parts.next() else { return Ok(ExitCode::from(2)) };
+        let mut ui = Ui::new(first.source.clone());
         ui.session.readonly = ui_args.readonly;
-        ui.session.contexts = conn.contexts.clone();
-        ui.session.kubectl = conn.kubectl_flags();
+        ui.session.contexts = contexts;
+        ui.session.kubectl = first.kubectl.clone();
         ui.session.theme_name = setup.theme.name.clone();
         ui.session.keymap_name = setup.keymap.name.clone();
-        let mut fleet = Fleet::new(setup.thresholds());
+        let mut fleet = first.fleet;
         config_warnings_into(&setup, &mut fleet, &mut ui);
         let fps = setup.config.fps;
-        let mut app = App::new(fleet, ui, setup.theme, setup.keymap, exec);
-        app.on_view_nodes(move |nodes| {
-            let _ = view_tx.send(nodes.clone());
-        });
-        app.on_inspect(move |request, t| {
-            let _ = itx.send((request, t.clone()));
-        });
-        app.on_logs(move |r| {
-            let _ = ltx.send(r.cloned());
-        });
-        // `run` consumes the app, so its executor is gone when it returns: serve_ops stops
+        let mut app = App::new(fleet, ui, setup.theme, setup.keymap, first.exec);
+        app.name_cluster(&first.name);
+        if let Some(tell) = first.view_nodes {
+            app.on_view_nodes(tell);
+        }
+        if let Some(ask) = first.inspector {
+            app.on_inspect(ask);
+        }
+        if let Some(ask) = first.logger {
+            app.on_logs(ask);
+        }
+        for p in parts {
+            app.add_cluster(p);
+        }
+        for (name, why) in &failed {
+            app.add_failed_cluster(name, why);
+        }
+        // `run` consumes the app, so its executors are gone when it returns: serve_ops stops
         // taking requests and waits for the operations that `halt` interrupts.
         let exit = crate::ui::run::run(app, rx, fps).await;
         let why = match &exit {
@@ -159,19 +272,17 @@ pub async fn run_cockpit(
             Err(e) => format!("the cockpit failed: {e}"),
         };
         let _ = halt_tx.send(Some(why));
-        if let Some(t) = ops_task
-            && tokio::time::timeout(HALT_WAIT, t).await.is_err()
-        {
+        if tokio::time::timeout(HALT_WAIT, futures::future::join_all(ops_tasks)).await.is_err() {
             say(&format!(
                 "running operations did not record their interruption within {}s; `fabrik audit` shows them INTERRUPTED",
                 HALT_WAIT.as_secs()
             ));
         }
-        for f in feeds {
-            f.abort();
+        for t in tasks {
+            t.abort();
         }
         match exit? {
-            Exit::Switch(next) => context = Some(next),
+            Exit::Switch(next) => which = Contexts { names: vec![next], all: false },
             Exit::Quit => return Ok(ExitCode::SUCCESS),
             Exit::Signal(s) => {
                 say(&format!("stopped by {s}"));
@@ -200,13 +311,25 @@ fn feed_config(setup: &Setup) -> KubeFeedConfig {
     KubeFeedConfig { tenant_label: setup.config.tenant_label.clone() }
 }
 
-/// Lists the cluster into a fleet (every kind synced, or `timeout`), then prints one view.
-pub async fn snapshot(
-    args: &SnapshotArgs,
-    kubeconfig: Option<PathBuf>,
-    context: Option<String>,
-    timeout: Duration,
-) -> color_eyre::Result<ExitCode> {
+/// Lists the cluster into a fleet (every kind synced, or `timeout`), then prints one view;
+/// `--view clusters` (or several contexts) lists each cluster and prints one row for each.
+pub async fn snapshot(args: &SnapshotArgs, timeout: Duration) -> color_eyre::Result<ExitCode> {
+    let several = args.cluster.several();
+    if args.view == ViewArg::Clusters || several {
+        if args.bundle.is_some() {
+            eprintln!("fabrik snapshot: --bundle covers one cluster: give one --context and no --view clusters");
+            return Ok(ExitCode::from(2));
+        }
+        if several && args.view != ViewArg::Clusters {
+            eprintln!(
+                "fabrik snapshot: --view {} shows one cluster; with several contexts (or --all-contexts) use --view clusters",
+                view_kind(args.view).map_or("clusters", |v| v.name())
+            );
+            return Ok(ExitCode::from(2));
+        }
+        return snapshot_clusters(args, timeout).await;
+    }
+    let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context());
     let conn = match cluster::connect(kubeconfig.as_deref(), context.as_deref()).await {
         Ok(c) => c,
         Err(e) => {
@@ -233,9 +356,43 @@ pub async fn snapshot(
         };
         return Ok(crate::demo::write_bundle(&fleet, args, file, &conn.context, &extra));
     }
-    let out = export::rows(&fleet, view_kind(args.view), &args.filter, args.format.into());
+    let Some(view) = view_kind(args.view) else { return Ok(ExitCode::from(2)) };
+    let out = export::rows(&fleet, view, &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(ExitCode::SUCCESS)
+}
+
+/// `fabrik snapshot --view clusters`: every cluster listed at once, one row each; exit 1 when
+/// one of them could not be opened or listed (its row says why), 2 on bad input.
+async fn snapshot_clusters(args: &SnapshotArgs, timeout: Duration) -> color_eyre::Result<ExitCode> {
+    let kubeconfig = args.cluster.kubeconfig.clone();
+    let which = Contexts { names: args.cluster.contexts.clone(), all: args.cluster.all_contexts };
+    let names = match which.resolve(kubeconfig.as_deref()) {
+        Ok(n) => n,
+        Err(e) => {
+            eprintln!("fabrik snapshot: {e}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    let setup = Setup::load(&crate::cli::UiArgs::default());
+    let listed = names.iter().map(|name| {
+        let (kubeconfig, setup) = (kubeconfig.clone(), &setup);
+        async move {
+            let conn = cluster::connect(kubeconfig.as_deref(), name.as_deref()).await;
+            let conn = match conn {
+                Ok(c) => c,
+                Err(e) => return ClusterRow::failed(name.as_deref().unwrap_or("(current)"), &e.to_string()),
+            };
+            match load_fleet(conn.client.clone(), feed_config(setup), setup.thresholds(), timeout).await {
+                Ok(f) => ClusterRow::of(&conn.context, &f),
+                Err(msg) => ClusterRow::failed(&conn.context, &msg),
+            }
+        }
+    });
+    let rows = futures::future::join_all(listed).await;
+    let out = export::clusters(&rows, 0, crate::now_ms(), &args.filter, args.format.into());
+    let _ = std::io::stdout().lock().write_all(out.as_bytes());
+    Ok(if rows.iter().any(|r| r.failed) { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
 /// `fabrik describe KIND NAME [-n NS]`: the inspect pane's text, once. Exit 1 when the API
@@ -248,7 +405,7 @@ pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<Exi
             return Ok(ExitCode::from(2));
         }
     };
-    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context.as_deref()).await {
+    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context().as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("fabrik describe: {e}");
@@ -271,7 +428,7 @@ pub async fn describe(args: &crate::cli::DescribeArgs) -> color_eyre::Result<Exi
 /// `fabrik logs POD`: the log the pane's `L` streams, printed as it arrives. Exit 1 when the
 /// API server refuses it (no such pod or container, no previous run), 2 on bad input.
 pub async fn logs(args: &crate::cli::LogsArgs) -> color_eyre::Result<ExitCode> {
-    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context.as_deref()).await {
+    let conn = match cluster::connect(args.cluster.kubeconfig.as_deref(), args.cluster.context().as_deref()).await {
         Ok(c) => c,
         Err(e) => {
             eprintln!("fabrik logs: {e}");

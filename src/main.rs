@@ -43,7 +43,7 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(fabrik::live::run_cockpit(
                 &cli.ui,
                 cli.cluster.kubeconfig.clone(),
-                cli.cluster.context.clone(),
+                fabrik::live::Contexts { names: cli.cluster.contexts.clone(), all: cli.cluster.all_contexts },
                 &fabrik::live::Telemetry {
                     agents: cli.agents.clone(),
                     agent_selector: cli.agent_selector.clone(),
@@ -55,19 +55,18 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
         Some(Cmd::Demo(demo)) => {
             let setup = demo::Setup::load(&demo.ui);
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            rt.block_on(demo::run_demo(setup, demo.sim, demo.ui.readonly))?;
+            rt.block_on(demo::run_demo(setup, demo.sim, demo.ui.readonly, demo.clusters))?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Snapshot(args)) if args.demo => demo::snapshot(args),
         Some(Cmd::Snapshot(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
             let timeout = std::time::Duration::from_secs(args.timeout_secs);
-            let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context.clone());
-            rt.block_on(fabrik::live::snapshot(&args, kubeconfig, context, timeout))
+            rt.block_on(fabrik::live::snapshot(&args, timeout))
         }
         Some(Cmd::Sim(args)) => {
             let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-            let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context.clone());
+            let (kubeconfig, context) = (args.cluster.kubeconfig.clone(), args.cluster.context());
             rt.block_on(fabrik::kubesim::run(args.options(), kubeconfig, context))
         }
         Some(Cmd::Agent(args)) => run_agent(args),

@@ -37,10 +37,15 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         // reboot of its host previewed (B; the host's BMC does not answer: a warning).
         ("host-chain", vec![], Some("node a100-0007")),
         ("host-reboot-preview", vec![Command::HostPower], Some("fleet a100-0007")),
+        // ...and many clusters in one cockpit, as `fabrik demo --clusters 3` runs them.
+        ("clusters", vec![Command::ViewClusters], None),
     ];
     for (name, keys, cmdline) in shots {
         let (_, mut app) = full_demo_app(seed, 20, theme.clone());
         app.resize(140, 40);
+        if name == "clusters" {
+            add_demo_clusters(&mut app, seed);
+        }
         if let Some(c) = cmdline {
             app.dispatch(Command::CommandLine);
             for ch in c.chars() {
@@ -65,6 +70,32 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         println!("wrote {}/{name}.svg and .txt", out.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The clusters of `fabrik demo --clusters 3` beside the first: the next seeds, 24 and 12 nodes.
+fn add_demo_clusters(app: &mut crate::ui::App, seed: u64) {
+    app.name_cluster("demo-1");
+    for (i, nodes) in [(1u64, 24usize), (2, 12)] {
+        let cfg = crate::sim::SimConfig {
+            seed: seed + i,
+            nodes,
+            tick_ms: 1000,
+            churn: true,
+            sharing_every: crate::demo::DEMO_SHARING_EVERY,
+            dra_alpha: true,
+        };
+        let (_, fleet) = crate::testing::demo_fleet_with(cfg, 20, crate::model::Thresholds::default());
+        app.add_cluster(crate::ui::ClusterParts {
+            name: format!("demo-{}", i + 1),
+            source: format!("demo seed {} ({nodes} nodes)", seed + i),
+            fleet,
+            exec: Box::new(crate::ops::Recorder::default()),
+            kubectl: Vec::new(),
+            view_nodes: None,
+            inspector: None,
+            logger: None,
+        });
+    }
 }
 
 fn color_hex(c: Option<ratatui::style::Color>, default: &str) -> String {

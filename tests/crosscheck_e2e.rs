@@ -314,6 +314,31 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("age_s", Exact, "generated_at_ms - created_ms"),
         ],
     ),
+    (
+        "clusters",
+        &[
+            ("name", Text, "the context: `kubectl config current-context` (checked after the views)"),
+            ("current", Exact, "the one context asked for is the one on screen"),
+            ("state", Exact, "every watch listed and live"),
+            ("synced", Exact, "every watch listed"),
+            ("failed", Exact, "the context opened"),
+            ("nodes", Exact, "Ready condition True / all nodes"),
+            ("gpus", Exact, "the fleet rows' gpus, summed (each from the gpu.count label or the ResourceSlice)"),
+            ("gpus_allocated", Exact, "the fleet rows' alloc_gpus.used, summed"),
+            ("gpus_busy", Unknown, "no node agent"),
+            ("gpus_measured", Unknown, "no node agent: 0"),
+            ("idle_allocated", Unknown, "idle needs utilisation: unknown without an agent"),
+            ("devices_measured", Unknown, "no node agent: 0"),
+            ("mig", Exact, "the fleet rows' mig_alloc used and total, summed"),
+            ("pods", Exact, "unfinished GPU pods"),
+            ("pods_pending", Exact, "unfinished GPU pods in phase Pending"),
+            (
+                "alerts",
+                Text,
+                "fabrik's judgement (its alert rules), not an API figure; the events view lists each alert",
+            ),
+        ],
+    ),
 ];
 
 fn fabrik(kubeconfig: &Path, args: &[&str]) -> String {
@@ -1144,7 +1169,34 @@ fn truth(api: &Api) -> Truth {
     }
     t.views.insert("tenants", tenants);
     t.views.insert("domains", dra::domain_rows(&api.domains, &api.pods, &tenant_of_ns));
+    t.views.insert("clusters", cluster_row(&t.views, &pods));
     t
+}
+
+/// The clusters view's one row (the context on screen, keyed `current`): the fleet's totals,
+/// each summed from the per-node and per-pod figures computed above from the API.
+fn cluster_row(views: &BTreeMap<&'static str, Rows>, pods: &[PodFacts]) -> Rows {
+    let fleet = &views["fleet"];
+    let sum = |f: &dyn Fn(&BTreeMap<&'static str, Value>) -> i64| -> i64 { fleet.values().map(f).sum() };
+    let mut r = BTreeMap::new();
+    r.insert("current", json!(true));
+    r.insert("synced", json!(true));
+    r.insert("failed", json!(false));
+    r.insert("state", json!("live"));
+    r.insert(
+        "nodes",
+        json!({ "ready": fleet.values().filter(|n| n["ready"] == json!(true)).count(), "total": fleet.len() }),
+    );
+    r.insert("gpus", json!(sum(&|n| count(&n["gpus"]))));
+    r.insert("gpus_allocated", json!(sum(&|n| count(&n["alloc_gpus"]["used"]))));
+    r.insert(
+        "mig",
+        json!({ "used": sum(&|n| count(&n["mig_alloc"]["used"])), "total": sum(&|n| count(&n["mig_alloc"]["total"])) }),
+    );
+    let unfinished: Vec<&PodFacts> = pods.iter().filter(|p| !p.finished()).collect();
+    r.insert("pods", json!(unfinished.len()));
+    r.insert("pods_pending", json!(unfinished.iter().filter(|p| p.phase == "Pending").count()));
+    Rows::from([("current".to_string(), r)])
 }
 
 /// fabrik's rows of a view, keyed as the truth keys them.
@@ -1161,6 +1213,8 @@ fn keyed(view: &str, doc: &Value) -> BTreeMap<String, Value> {
             "quotas" => format!("{}/{}/{}", s(&r["source"]["namespace"]), s(&r["source"]["name"]), s(&r["resource"])),
             "pods" => format!("{}/{}", s(&r["namespace"]), s(&r["name"])),
             "domains" => s(&r["domain"]),
+            "clusters" if r["current"] == json!(true) => "current".to_string(),
+            "clusters" => s(&r["name"]),
             _ => continue,
         };
         out.insert(key, r.clone());
@@ -1202,7 +1256,8 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
             let v = &row[*field];
             if *how == Unknown {
                 let ok = match *field {
-                    "util_measured_gpus" | "telemetry_gpus" | "busy_measured" | "ecc_uncorrected" => v == &json!(0),
+                    "util_measured_gpus" | "telemetry_gpus" | "busy_measured" | "ecc_uncorrected" | "gpus_measured"
+                    | "devices_measured" => v == &json!(0),
                     "telemetry_stale" => v == &json!(false),
                     _ => v.is_null(),
                 };
@@ -1838,7 +1893,7 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(sharing >= 2, "two tenants share a GPU: {iso:?}");
 
     let mut failures = Vec::new();
-    for view in ["fleet", "gpus", "tenants", "quotas", "pods", "domains"] {
+    for view in ["fleet", "gpus", "tenants", "quotas", "pods", "domains", "clusters"] {
         let mut compared = false;
         for attempt in 0..8 {
             let before_ms = now_ms();
@@ -1872,6 +1927,15 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(compared, "{view}: the cluster never held still for one snapshot in 8 attempts");
     }
+    // The clusters row is the kubeconfig's context, and --all-contexts (one here) gives it too.
+    let context = kubectl(&kubeconfig, &["config", "current-context"]);
+    let all: Value = serde_json::from_str(&fabrik(
+        &kubeconfig,
+        &["snapshot", "--all-contexts", "--view", "clusters", "--format", "json"],
+    ))
+    .unwrap_or_else(|e| panic!("clusters JSON: {e}"));
+    let names: Vec<&str> = all["rows"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, [context.trim()], "--all-contexts: one row, the kubeconfig's context");
 
     // The incident bundle (issue 16), scoped to the node with the most GPU pods and to the
     // on-call tenant (pending pods, a quota refusal): each section holds what the API says

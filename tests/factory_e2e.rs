@@ -10,6 +10,8 @@
 //!   edit's preview warns, the confirmed change lands (kubectl) and the audit log keeps the
 //!   warning with the plan; once the marker is removed (kubectl) the view and the previews
 //!   stop warning.
+//! - **Many clusters** (`factory_e2e/clusters.rs`): a second control plane plays a workload
+//!   cluster; `--context a --context b` and the clusters view against kubectl on each.
 //!
 //! There is no skip: without Go or the control plane this test fails and says why.
 
@@ -22,6 +24,8 @@ use serde_json::{Value, json};
 
 #[path = "factory_e2e/cilium.rs"]
 mod cilium;
+#[path = "factory_e2e/clusters.rs"]
+mod clusters;
 mod common;
 #[path = "factory_e2e/hosts.rs"]
 mod hosts;
@@ -150,6 +154,7 @@ async fn the_factory_around_the_gpus_on_the_real_control_plane() {
     assert_eq!(nodes.len(), 2, "{nodes:?}");
 
     gitops(&kubeconfig, &conn.client, &dir, &nodes).await;
+    clusters::clusters_phase(&kubeconfig, &dir);
 }
 
 async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[String]) {

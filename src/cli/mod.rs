@@ -1,6 +1,8 @@
 //! Subcommands and their flags.
 
+mod cluster;
 mod read;
+pub use cluster::ClusterArgs;
 pub use read::{DescribeArgs, LogsArgs};
 
 use std::path::PathBuf;
@@ -69,25 +71,6 @@ impl UiArgs {
     }
 }
 
-/// Which cluster to talk to (`fabrik`, `fabrik snapshot`, `fabrik sim`).
-#[derive(Args, Debug, Clone, Default)]
-pub struct ClusterArgs {
-    /// Kubeconfig to use (default: $KUBECONFIG, then ~/.kube/config).
-    #[arg(long)]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubernetes context to use (default: the current context).
-    #[arg(long)]
-    pub context: Option<String>,
-}
-
-impl ClusterArgs {
-    /// Takes what `root` gave and `self` did not.
-    fn inherit(&mut self, root: &ClusterArgs) {
-        self.kubeconfig = self.kubeconfig.take().or_else(|| root.kubeconfig.clone());
-        self.context = self.context.take().or_else(|| root.context.clone());
-    }
-}
-
 impl Cli {
     /// Parses the process's arguments; on an error prints it (or the help) and exits, as
     /// clap does.
@@ -133,19 +116,22 @@ impl Cli {
             }
             Cmd::Snapshot(a) => {
                 a.cluster.inherit(&self.cluster);
-                ("snapshot", &["kubeconfig", "context"])
+                ("snapshot", &["kubeconfig", "context", "all_contexts"])
             }
             Cmd::Sim(a) => {
                 a.cluster.inherit(&self.cluster);
-                ("sim", &["kubeconfig", "context"])
+                a.cluster.one("sim")?;
+                ("sim", &["kubeconfig", "context", "all_contexts"])
             }
             Cmd::Describe(a) => {
                 a.cluster.inherit(&self.cluster);
-                ("describe", &["kubeconfig", "context"])
+                a.cluster.one("describe")?;
+                ("describe", &["kubeconfig", "context", "all_contexts"])
             }
             Cmd::Logs(a) => {
                 a.cluster.inherit(&self.cluster);
-                ("logs", &["kubeconfig", "context"])
+                a.cluster.one("logs")?;
+                ("logs", &["kubeconfig", "context", "all_contexts"])
             }
             Cmd::Audit(_) => ("audit", &[]),
             Cmd::Mig(_) => ("mig", &[]),
@@ -165,12 +151,13 @@ impl Cli {
 }
 
 /// The argument ids of the root command's own options.
-const ROOT_ARGS: [&str; 10] = [
+const ROOT_ARGS: [&str; 11] = [
     "theme",
     "keymap",
     "readonly",
     "kubeconfig",
     "context",
+    "all_contexts",
     "agents",
     "agent_selector",
     "agent_namespace",
@@ -193,6 +180,9 @@ pub struct DemoArgs {
     pub sim: SimArgs,
     #[command(flatten)]
     pub ui: UiArgs,
+    /// Simulate this many clusters (seeds SEED, SEED+1, …) to try the clusters view (`0`).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub clusters: u32,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -414,6 +404,8 @@ pub enum ViewArg {
     Ops,
     Domains,
     Workloads,
+    /// One row per cluster: --context (repeatable) or --all-contexts.
+    Clusters,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -531,7 +523,7 @@ mod tests {
     #[test]
     fn each_subcommand_shows_only_its_own_options() {
         let cockpit = ["theme", "keymap", "readonly"];
-        let cluster = ["kubeconfig", "context"];
+        let cluster = ["kubeconfig", "context", "all-contexts"];
         let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
             (
                 vec![],
@@ -542,7 +534,7 @@ mod tests {
                 ]
                 .concat(),
             ),
-            (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms", "sharing-every"]].concat()),
+            (vec!["demo"], [&cockpit[..], &["seed", "nodes", "tick-ms", "sharing-every", "clusters"]].concat()),
             (
                 vec!["snapshot"],
                 [
@@ -642,7 +634,7 @@ mod tests {
         match cli.command {
             Some(Cmd::Snapshot(a)) => {
                 assert_eq!(a.cluster.kubeconfig, Some(PathBuf::from("k")));
-                assert_eq!(a.cluster.context.as_deref(), Some("c"));
+                assert_eq!(a.cluster.context().as_deref(), Some("c"));
             }
             other => panic!("{other:?}"),
         }
@@ -650,7 +642,7 @@ mod tests {
         match cli.command {
             Some(Cmd::Sim(a)) => {
                 assert_eq!(a.cluster.kubeconfig, Some(PathBuf::from("k")));
-                assert_eq!(a.cluster.context.as_deref(), Some("mine"));
+                assert_eq!(a.cluster.context().as_deref(), Some("mine"));
             }
             other => panic!("{other:?}"),
         }
@@ -671,7 +663,7 @@ mod tests {
         // The cockpit alone keeps all of them.
         let Ok(cli) = parse(&["--readonly", "--context", "c", "--agent", "http://h:9400"]) else { panic!("cockpit") };
         assert!(cli.command.is_none() && cli.ui.readonly && cli.agents.len() == 1);
-        assert_eq!(cli.cluster.context.as_deref(), Some("c"));
+        assert_eq!(cli.cluster.context().as_deref(), Some("c"));
     }
 
     #[test]

@@ -95,9 +95,8 @@ fn default_kubeconfig_path() -> Option<PathBuf> {
     Some(home)
 }
 
-/// Reads the kubeconfig (the given path, else $KUBECONFIG, else ~/.kube/config) and builds a
-/// client for `context` (else the current context). Nothing is sent to the server here.
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Connection, ConnectError> {
+/// The kubeconfig (the given path, else $KUBECONFIG, else ~/.kube/config), read.
+fn read_kubeconfig(kubeconfig: Option<&Path>) -> Result<(PathBuf, Kubeconfig), ConnectError> {
     let path = match kubeconfig {
         Some(p) => p.to_path_buf(),
         None => default_kubeconfig_path().ok_or(ConnectError::NoKubeconfig)?,
@@ -109,9 +108,33 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
             ConnectError::NoKubeconfig
         });
     }
-    let shown = path.display().to_string();
     let kc = Kubeconfig::read_from(&path)
-        .map_err(|e| ConnectError::BadKubeconfig { path: shown.clone(), reason: e.to_string() })?;
+        .map_err(|e| ConnectError::BadKubeconfig { path: path.display().to_string(), reason: e.to_string() })?;
+    Ok((path, kc))
+}
+
+/// `--all-contexts`: the kubeconfig's contexts, the current one first.
+pub fn all_contexts(kubeconfig: Option<&Path>) -> Result<Vec<String>, ConnectError> {
+    let (path, kc) = read_kubeconfig(kubeconfig)?;
+    let mut names: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
+    if names.is_empty() {
+        return Err(ConnectError::BadKubeconfig {
+            path: path.display().to_string(),
+            reason: "it has no contexts".into(),
+        });
+    }
+    if let Some(i) = kc.current_context.as_ref().and_then(|c| names.iter().position(|n| n == c)) {
+        let current = names.remove(i);
+        names.insert(0, current);
+    }
+    Ok(names)
+}
+
+/// Reads the kubeconfig (the given path, else $KUBECONFIG, else ~/.kube/config) and builds a
+/// client for `context` (else the current context). Nothing is sent to the server here.
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Connection, ConnectError> {
+    let (path, kc) = read_kubeconfig(kubeconfig)?;
+    let shown = path.display().to_string();
     let contexts: Vec<String> = kc.contexts.iter().map(|c| c.name.clone()).collect();
     let available = if contexts.is_empty() { "no contexts".to_string() } else { contexts.join(", ") };
     let ctx = match context {

@@ -171,6 +171,8 @@ commands! {
             aliases: &["domains", "domain", "computedomains", "cd"], arg: VIEW;
         ViewWorkloads => "view_workloads", "Open the Kueue Workloads view (queued, admitted, evicted, preempted)",
             aliases: &["workloads", "workload", "wl", "kueue"], arg: VIEW;
+        ViewClusters => "view_clusters", "Open the clusters view: one row per cluster watched; Enter opens one",
+            aliases: &["clusters", "cluster", "cl"];
         Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
         Uncordon => "uncordon", "Uncordon the selected node", op: Some(OpKind::Uncordon);
         Drain => "drain", "Drain the selected node (preview first)", op: Some(OpKind::Drain);

@@ -5,6 +5,7 @@ use ratatui::buffer::Buffer;
 use ratatui::style::{Color, Modifier};
 
 use super::command::ViewKind;
+use super::views::clusters::{self, ClusterRow};
 use super::views::tables;
 use crate::model::Fleet;
 
@@ -172,25 +173,52 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
         }
         Format::Table => {
             let (headers, rows) = text();
-            let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-            for r in &rows {
-                for (i, c) in r.iter().enumerate() {
-                    widths[i] = widths[i].max(c.trim().chars().count());
-                }
-            }
-            let line = |cells: Vec<String>| -> String {
-                let mut s: String =
-                    cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}", w = *w)).collect::<Vec<_>>().join("  ");
-                s.truncate(s.trim_end().len());
-                s + "\n"
-            };
-            let mut s = line(headers.iter().map(|h| h.to_string()).collect());
-            for r in rows {
-                s.push_str(&line(r.into_iter().map(|c| c.trim().to_string()).collect()));
-            }
-            s
+            plain(&headers, rows)
         }
     }
+}
+
+/// `fabrik snapshot --view clusters`: one row per cluster (`current`: the first asked for);
+/// `filter` keeps the rows whose cells contain it (a leading `!` inverts).
+pub fn clusters(rows: &[ClusterRow], current: usize, now: crate::model::Ts, filter: &str, format: Format) -> String {
+    let (not, text) = match filter.strip_prefix('!') {
+        Some(t) => (true, t.to_lowercase()),
+        None => (false, filter.to_lowercase()),
+    };
+    let keep = |r: &ClusterRow| text.is_empty() || r.cells().iter().any(|c| c.to_lowercase().contains(&text)) != not;
+    let kept: Vec<ClusterRow> = rows.iter().filter(|r| keep(r)).cloned().collect();
+    let current = rows.get(current).and_then(|c| kept.iter().position(|r| r.name == c.name)).unwrap_or(usize::MAX);
+    let cells = || -> Vec<Vec<String>> {
+        kept.iter().map(|r| r.cells().iter().map(|c| crate::text::printable(c).into_owned()).collect()).collect()
+    };
+    match format {
+        Format::Json => {
+            serde_json::to_string_pretty(&clusters::json_doc(&kept, current, now)).unwrap_or_default() + "\n"
+        }
+        Format::Markdown => markdown(&clusters::HEADERS, &cells()),
+        Format::Table => plain(&clusters::HEADERS, cells()),
+    }
+}
+
+/// A plain text table, columns padded to their widest cell.
+fn plain(headers: &[&str], rows: Vec<Vec<String>>) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for r in &rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.trim().chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| -> String {
+        let mut s: String =
+            cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}", w = *w)).collect::<Vec<_>>().join("  ");
+        s.truncate(s.trim_end().len());
+        s + "\n"
+    };
+    let mut s = line(headers.iter().map(|h| h.to_string()).collect());
+    for r in rows {
+        s.push_str(&line(r.into_iter().map(|c| c.trim().to_string()).collect()));
+    }
+    s
 }
 
 /// A Markdown table of cells (escaped for the terminal: `text::printable`).

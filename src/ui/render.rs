@@ -96,6 +96,9 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         Screen::Gpu(g) => detail::render_gpu(frame, a.body, f, g, ui.nav.gpu_row, theme),
         Screen::Inspect => super::views::inspect::render(frame, a.body, &ui.nav, theme),
         Screen::Logs => super::views::logs::render(frame, a.body, f, &ui.nav, theme),
+        Screen::Clusters => {
+            super::views::clusters::render(frame, a.body, &ui.clusters, ui.cluster, ui.clusters_sel, theme)
+        }
     }
     render_status(f, ui, theme, frame, a.status);
     render_footer(f, ui, theme, keymap, frame, a.footer);
@@ -139,6 +142,13 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             theme.style("ui.text.muted"),
         ),
         Span::styled(format!("[{feed}]"), theme.style(feed_tok)),
+        Span::styled(
+            match ui.clusters.len() {
+                0 | 1 => String::new(),
+                n => format!(" cluster {}/{n}", ui.cluster + 1),
+            },
+            theme.style("ui.text.muted"),
+        ),
         Span::styled(if ui.session.readonly { " [read-only]" } else { "" }, theme.style("ui.warning")),
         Span::styled(
             if f.alerts.is_empty() { String::new() } else { format!(" ⚠ {} alerts", f.alerts.len()) },
@@ -357,6 +367,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
         Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
         Screen::Inspect => v.extend([Command::Down, Command::Up, Command::Bottom, Command::Back]),
         Screen::Logs => v.extend([Command::LogFollow, Command::LogPrevious, Command::LogContainer, Command::Back]),
+        Screen::Clusters => v.extend([Command::Open, Command::Back]),
     }
     v.extend([Command::NextView, Command::Quit]);
     v

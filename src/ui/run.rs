@@ -55,9 +55,25 @@ impl Exit {
     }
 }
 
+/// A batch of one cluster's deltas, by the cluster's index in the app (see
+/// [`App::add_cluster`]); `None`: that cluster's feed stopped.
+pub type Tagged = (usize, Option<Batch>);
+
+/// Forwards cluster `i`'s feed into the cockpit's one stream, and says when it stops.
+pub fn forward(i: usize, mut from: mpsc::Receiver<Batch>, to: mpsc::Sender<Tagged>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        while let Some(b) = from.recv().await {
+            if to.send((i, Some(b))).await.is_err() {
+                return;
+            }
+        }
+        let _ = to.send((i, None)).await;
+    })
+}
+
 /// Runs the cockpit until the person quits, a context switch is asked for, or a signal
 /// arrives.
-pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Batch>, fps: u16) -> color_eyre::Result<Exit> {
+pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Tagged>, fps: u16) -> color_eyre::Result<Exit> {
     // ratatui::init installs a panic hook that restores the terminal before the report.
     let mut terminal = ratatui::init();
     let _guard = TerminalGuard;
@@ -107,10 +123,22 @@ fn hand_off(terminal: &mut ratatui::DefaultTerminal, args: &[String]) -> std::io
     Ok(msg)
 }
 
+/// One cluster's batch, or the end of its feed (shown as stale, with that cluster's time).
+fn apply(app: &mut App, i: usize, b: Option<Batch>) -> bool {
+    match b {
+        Some(b) => app.apply_to(i, b),
+        None => {
+            let now = app.cluster_now(i);
+            let stale = FeedState::Stale { since: now, reason: "the feed stopped".into() };
+            app.apply_to(i, vec![Delta::Feed { source: "feed".into(), state: stale }])
+        }
+    }
+}
+
 async fn drive(
     app: &mut App,
     terminal: &mut ratatui::DefaultTerminal,
-    deltas: &mut mpsc::Receiver<Batch>,
+    deltas: &mut mpsc::Receiver<Tagged>,
     fps: u16,
 ) -> color_eyre::Result<Exit> {
     crossterm::execute!(stdout(), EnableMouseCapture)?;
@@ -168,27 +196,23 @@ async fn drive(
                 None => return Ok(Exit::TerminalLost("its input ended".into())),
             },
             batch = deltas.recv(), if feed_open => match batch {
-                Some(b) => {
+                Some((i, b)) => {
                     let t = Instant::now();
                     // The clock before the deltas too: an expensive view's rebuild is
                     // throttled by the time since it was built, not since the last frame.
                     app.set_clock(t);
-                    let mut changed = app.apply(b);
+                    let mut changed = apply(app, i, b);
                     // Whatever else is queued, for at most APPLY_BUDGET: a feed that keeps
                     // sending (a burst of events, a relist) must not hold off keys and frames;
                     // what is left is taken on the next turn of the loop.
                     while t.elapsed() < APPLY_BUDGET {
-                        let Ok(b) = deltas.try_recv() else { break };
-                        changed |= app.apply(b);
+                        let Ok((i, b)) = deltas.try_recv() else { break };
+                        changed |= apply(app, i, b);
                     }
                     dirty |= changed;
                     log("batch", t);
                 }
-                None => {
-                    feed_open = false;
-                    let now = app.fleet.now;
-                    dirty |= app.apply([Delta::Feed { source: "feed".into(), state: FeedState::Stale { since: now, reason: "the feed stopped".into() } }]);
-                }
+                None => feed_open = false,
             },
             _ = tokio::time::sleep_until(deadline), if dirty => {
                 let t = Instant::now();

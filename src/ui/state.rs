@@ -20,6 +20,8 @@ pub enum Screen {
     Inspect,
     /// A container's log (`L`): `Navigation::logs` says which.
     Logs,
+    /// Every cluster this cockpit watches (`:clusters`): `Ui::clusters`.
+    Clusters,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -172,6 +174,12 @@ pub struct Ui {
     pub session: Session,
     pub ops: OpBook,
     pub exit: Exit,
+    /// One row per cluster this cockpit watches (one, unless started with several contexts),
+    /// remade as their deltas arrive; `cluster` is the one on screen, `clusters_sel` the row
+    /// selected in the clusters view.
+    pub clusters: Vec<crate::ui::views::clusters::ClusterRow>,
+    pub cluster: usize,
+    pub clusters_sel: usize,
 }
 
 impl Ui {
@@ -206,6 +214,9 @@ impl Ui {
             size: (120, 40),
             session: Session { source, theme_name: "dark".into(), keymap_name: "default".into(), ..Session::default() },
             ops: OpBook { mine: Vec::new(), next: 1 },
+            clusters: Vec::new(),
+            cluster: 0,
+            clusters_sel: 0,
             exit: Exit::default(),
         }
     }

@@ -67,6 +67,10 @@ impl App {
 
     /// `:ctx` lists the kubeconfig's contexts; `:ctx NAME` asks the runner to reconnect.
     pub(super) fn switch_context(&mut self, arg: &str) {
+        // A cluster this cockpit already watches opens at once.
+        if let Some(i) = self.cluster_named(arg).filter(|_| self.clusters.len() > 1) {
+            return self.open_cluster(i);
+        }
         if self.ui.session.contexts.is_empty() {
             self.ui.warn("this cockpit runs on the embedded demo; run `fabrik` (or --context NAME) for a cluster");
             return;

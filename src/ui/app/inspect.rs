@@ -28,6 +28,7 @@ impl App {
             Screen::Node(n) => node(n),
             Screen::Gpu(g) => f.gpu(g).and_then(|g| node(g.node)),
             Screen::Inspect => return Err("this is the object; Esc goes back"),
+            Screen::Clusters => return Err("a cluster is not one object; Enter opens it"),
             Screen::Logs => {
                 let r = self.ui.nav.logs.as_ref().ok_or("no log is open")?;
                 return Ok(InspectTarget::new("Pod", Some(&r.namespace), &r.pod));
@@ -171,6 +172,7 @@ impl App {
             }),
             Screen::Node(n) => f.node(n).map(|n| f.str_of(n.name).to_string()),
             Screen::Gpu(g) => f.gpu(g).map(|g| f.str_of(g.uuid).to_string()),
+            Screen::Clusters => self.ui.clusters.get(self.ui.clusters_sel).map(|c| c.name.clone()),
             Screen::Table(v) => match self.ui.selected_id(v) {
                 None => None,
                 Some(RowId::Node(n)) => f.node(n).map(|n| f.str_of(n.name).to_string()),

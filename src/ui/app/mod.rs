@@ -22,6 +22,7 @@ use crate::mig;
 use crate::model::{Delta, Fleet, GpuId, NodeId};
 use crate::ops::{self, Plan, PlanDetail};
 
+mod clusters;
 mod cmdline;
 mod dialogs;
 mod inspect;
@@ -31,6 +32,7 @@ mod mouse;
 mod table;
 
 pub use crate::ops::{ExecRequest, Executor, Recorder};
+pub use clusters::ClusterParts;
 
 /// What is open, and so what a key means. Each has its own key handling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,7 +52,7 @@ pub enum KeyMode {
 }
 
 /// Told the names of the nodes on screen (the agent streams follow them).
-type ViewNodes = Box<dyn FnMut(&BTreeSet<String>) + Send>;
+pub type ViewNodes = Box<dyn FnMut(&BTreeSet<String>) + Send>;
 
 pub struct App {
     pub fleet: Fleet,
@@ -68,6 +70,8 @@ pub struct App {
     /// The time the terminal driver last passed in (`set_clock`); rebuilds of expensive views
     /// are throttled against it. `None` (headless: snapshots, tests): never throttled.
     clock: Option<std::time::Instant>,
+    /// Every cluster of this cockpit, the one on screen included (see `clusters`).
+    clusters: Vec<clusters::Slot>,
 }
 
 impl App {
@@ -83,7 +87,11 @@ impl App {
             inspector: None,
             logger: None,
             clock: None,
+            clusters: Vec::new(),
         };
+        let name = app.ui.session.source.clone();
+        app.clusters.push(clusters::Slot { name, failed: None, parked: None });
+        app.name_cluster(&app.ui.session.source.clone());
         app.prepare();
         app
     }
@@ -166,7 +174,7 @@ impl App {
         let ids: Vec<NodeId> = match self.ui.screen() {
             Screen::Node(n) => vec![n],
             Screen::Gpu(g) => gpu_node(g).into_iter().collect(),
-            Screen::Inspect | Screen::Logs => Vec::new(),
+            Screen::Inspect | Screen::Logs | Screen::Clusters => Vec::new(),
             Screen::Table(v) => {
                 let t = self.ui.table(v);
                 let h = table_height(render::table_area(v, self.body()).0).max(1);
@@ -251,6 +259,9 @@ impl App {
                 let len = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
                 self.ui.nav.gpu_row = self.ui.nav.gpu_row.min(len.saturating_sub(1));
             }
+            Screen::Clusters => {
+                self.ui.clusters_sel = self.ui.clusters_sel.min(self.ui.clusters.len().saturating_sub(1))
+            }
             Screen::Table(_) | Screen::Inspect | Screen::Logs => {}
         }
     }
@@ -319,8 +330,7 @@ impl App {
     /// does to them and the second leaves (`force`: at once, as `:q!`). Leaving records each
     /// running operation as interrupted at its step (on a cluster, in the audit log).
     pub(super) fn request_exit(&mut self, switch: Option<String>, force: bool) {
-        let running =
-            self.ui.ops.mine.iter().filter(|id| self.fleet.op(**id).is_some_and(|o| !o.state.finished())).count();
+        let running = self.running_ops();
         if running == 0 || force || self.ui.exit.armed {
             self.ui.exit.switch_context = switch;
             self.ui.exit.quit = true;

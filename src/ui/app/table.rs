@@ -114,6 +114,7 @@ impl App {
             Command::ViewOps => self.open_view(ViewKind::Ops),
             Command::ViewDomains => self.open_view(ViewKind::Domains),
             Command::ViewWorkloads => self.open_view(ViewKind::Workloads),
+            Command::ViewClusters => self.open_clusters(),
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
             }
@@ -179,6 +180,14 @@ impl App {
                 // At the bottom the log sticks to its newest line again (G, or scrolling down).
                 nav.logs_stick = *s >= last;
             }
+            Screen::Clusters => {
+                let n = self.ui.clusters.len();
+                self.ui.clusters_sel = match delta {
+                    isize::MIN => 0,
+                    isize::MAX => n.saturating_sub(1),
+                    d => (self.ui.clusters_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                };
+            }
             Screen::Gpu(g) => {
                 let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);
                 self.ui.nav.gpu_row = match delta {
@@ -225,6 +234,7 @@ impl App {
 
     pub(super) fn open_selected(&mut self) {
         match self.ui.screen() {
+            Screen::Clusters => self.open_cluster(self.ui.clusters_sel),
             Screen::Table(v) => {
                 let Some(id) = self.ui.selected_id(v) else { return };
                 match v {

@@ -9,6 +9,7 @@
 //! one, is a line in the view's `json` (a new key stays within `fabrik.snapshot/v1`).
 
 pub mod cell;
+pub mod clusters;
 pub mod column;
 pub mod detail;
 pub mod domains;

@@ -1,0 +1,310 @@
+//! Many clusters in one cockpit (`fabrik --context a --context b`, `--all-contexts`). Each
+//! cluster keeps its own fleet, executor, API hooks and navigation: the one on screen lives
+//! in `App`'s own fields, the others are parked in `App::clusters` and keep applying their
+//! deltas. Opening another cluster swaps the two: no reconnect, no re-list, and coming back
+//! finds the view, filter and selection as they were left.
+
+use std::collections::BTreeSet;
+
+use super::inspect::InspectFn;
+use super::logs::LogsFn;
+use super::{App, Executor, ViewNodes};
+use crate::model::{Batch, Fleet};
+use crate::ui::state::{Navigation, OpBook, RowCache, Screen};
+use crate::ui::views::clusters::ClusterRow;
+
+/// What the runner hands over for each further cluster (see [`App::add_cluster`]).
+pub struct ClusterParts {
+    /// The kube context (the row's name).
+    pub name: String,
+    /// What the header says it is (`ctx NAME`, `demo seed 43 (24 nodes)`).
+    pub source: String,
+    pub fleet: Fleet,
+    pub exec: Box<dyn Executor>,
+    /// kubectl's options for this cluster (`--kubeconfig F --context C`).
+    pub kubectl: Vec<String>,
+    pub view_nodes: Option<ViewNodes>,
+    pub inspector: Option<InspectFn>,
+    pub logger: Option<LogsFn>,
+}
+
+/// One cluster of the cockpit.
+pub(super) struct Slot {
+    pub name: String,
+    /// It could not be opened (its kubeconfig entry): what to fix.
+    pub failed: Option<String>,
+    /// Its state while another cluster is on screen; `None` while it is the one on screen
+    /// (or failed).
+    pub parked: Option<Box<Parked>>,
+}
+
+/// Everything of a cluster that is not on screen.
+pub(super) struct Parked {
+    fleet: Fleet,
+    exec: Box<dyn Executor>,
+    view_nodes: Option<ViewNodes>,
+    inspector: Option<InspectFn>,
+    logger: Option<LogsFn>,
+    nav: Navigation,
+    caches: std::collections::HashMap<crate::ui::command::ViewKind, RowCache>,
+    ops: OpBook,
+    source: String,
+    kubectl: Vec<String>,
+}
+
+impl App {
+    /// Names the cluster the app was made with (the first row of the clusters view).
+    pub fn name_cluster(&mut self, name: &str) {
+        if let Some(s) = self.clusters.get_mut(self.ui.cluster) {
+            s.name = name.to_string();
+        }
+        self.refresh_cluster(self.ui.cluster);
+    }
+
+    /// Adds a cluster that waits off screen until opened; its deltas go to
+    /// [`App::apply_to`] with the index returned.
+    pub fn add_cluster(&mut self, p: ClusterParts) -> usize {
+        let fresh = crate::ui::state::Ui::new(String::new());
+        let parked = Parked {
+            fleet: p.fleet,
+            exec: p.exec,
+            view_nodes: p.view_nodes,
+            inspector: p.inspector,
+            logger: p.logger,
+            nav: fresh.nav,
+            caches: Default::default(),
+            ops: fresh.ops,
+            source: p.source,
+            kubectl: p.kubectl,
+        };
+        self.clusters.push(Slot { name: p.name, failed: None, parked: Some(Box::new(parked)) });
+        let i = self.clusters.len() - 1;
+        self.refresh_cluster(i);
+        i
+    }
+
+    /// Adds a cluster that could not be opened: its row says why.
+    pub fn add_failed_cluster(&mut self, name: &str, why: &str) -> usize {
+        self.clusters.push(Slot { name: name.to_string(), failed: Some(why.to_string()), parked: None });
+        let i = self.clusters.len() - 1;
+        self.refresh_cluster(i);
+        i
+    }
+
+    /// Applies a batch of cluster `i`'s deltas; returns whether a redraw is needed (for a
+    /// cluster off screen: only while the clusters view shows its row).
+    pub fn apply_to(&mut self, i: usize, batch: Batch) -> bool {
+        if i == self.ui.cluster {
+            let dirty = self.apply(batch);
+            self.refresh_cluster(i);
+            return dirty;
+        }
+        let Some(p) = self.clusters.get_mut(i).and_then(|s| s.parked.as_mut()) else { return false };
+        let mut changed = false;
+        for d in batch {
+            changed |= p.fleet.apply(d);
+        }
+        self.refresh_cluster(i);
+        changed && self.ui.screen() == Screen::Clusters
+    }
+
+    /// Cluster `i`'s fleet time.
+    pub fn cluster_now(&self, i: usize) -> crate::model::Ts {
+        match self.clusters.get(i).and_then(|s| s.parked.as_ref()) {
+            Some(p) => p.fleet.now,
+            None => self.fleet.now,
+        }
+    }
+
+    /// Remakes cluster `i`'s row from its fleet.
+    fn refresh_cluster(&mut self, i: usize) {
+        let Some(s) = self.clusters.get(i) else { return };
+        let row = match (&s.failed, &s.parked) {
+            (Some(why), _) => ClusterRow::failed(&s.name, why),
+            (None, Some(p)) => ClusterRow::of(&s.name, &p.fleet),
+            (None, None) => ClusterRow::of(&s.name, &self.fleet),
+        };
+        if self.ui.clusters.len() != self.clusters.len() {
+            self.ui.clusters.resize(self.clusters.len(), row.clone());
+        }
+        self.ui.clusters[i] = row;
+    }
+
+    /// `:clusters`: the clusters view, the one on screen selected.
+    pub(super) fn open_clusters(&mut self) {
+        self.ui.clusters_sel = self.ui.cluster;
+        self.push(Screen::Clusters);
+    }
+
+    /// Enter on the clusters view: that cluster in the views, as it was left.
+    pub(super) fn open_cluster(&mut self, i: usize) {
+        let Some(slot) = self.clusters.get(i) else { return };
+        if let Some(why) = &slot.failed {
+            return self.ui.error(format!("cannot open {}: {why}", slot.name));
+        }
+        let name = slot.name.clone();
+        if i == self.ui.cluster {
+            self.leave_clusters_screen();
+            return self.ui.info(format!("{name} is on screen"));
+        }
+        let Some(mut p) = self.clusters[i].parked.take() else { return };
+        // What is open belongs to the cluster being left.
+        self.ui.dialog = None;
+        self.ui.input = None;
+        self.leave_clusters_screen();
+        // Its agent streams follow the nodes on screen: none now.
+        if let Some(tell) = self.view_nodes.as_mut() {
+            tell(&BTreeSet::new());
+        }
+        self.last_view_nodes = BTreeSet::new();
+        std::mem::swap(&mut self.fleet, &mut p.fleet);
+        std::mem::swap(&mut self.exec, &mut p.exec);
+        std::mem::swap(&mut self.view_nodes, &mut p.view_nodes);
+        std::mem::swap(&mut self.inspector, &mut p.inspector);
+        std::mem::swap(&mut self.logger, &mut p.logger);
+        std::mem::swap(&mut self.ui.nav, &mut p.nav);
+        std::mem::swap(&mut self.ui.caches, &mut p.caches);
+        std::mem::swap(&mut self.ui.ops, &mut p.ops);
+        std::mem::swap(&mut self.ui.session.source, &mut p.source);
+        std::mem::swap(&mut self.ui.session.kubectl, &mut p.kubectl);
+        let was = self.ui.cluster;
+        self.clusters[was].parked = Some(p);
+        self.ui.cluster = i;
+        self.ui.clusters_sel = i;
+        // A quit asked on the other cluster is not carried over.
+        self.ui.exit.armed = false;
+        self.refresh_cluster(was);
+        self.refresh_cluster(i);
+        self.ui.info(format!("cluster {name}"));
+    }
+
+    /// Takes the clusters view off the stack (it is not part of a cluster's navigation).
+    fn leave_clusters_screen(&mut self) {
+        self.ui.nav.stack.retain(|s| *s != Screen::Clusters);
+        if self.ui.nav.stack.is_empty() {
+            self.ui.nav.stack.push(Screen::Table(crate::ui::command::ViewKind::Fleet));
+        }
+    }
+
+    /// The index of the cluster named `name`, if this cockpit watches it.
+    pub(super) fn cluster_named(&self, name: &str) -> Option<usize> {
+        self.clusters.iter().position(|s| s.name == name)
+    }
+
+    /// Operations started in this cockpit that still run, on every cluster.
+    pub(super) fn running_ops(&self) -> usize {
+        let running = |ops: &OpBook, f: &Fleet| {
+            ops.mine.iter().filter(|id| f.op(**id).is_some_and(|o| !o.state.finished())).count()
+        };
+        let parked: usize =
+            self.clusters.iter().filter_map(|s| s.parked.as_ref()).map(|p| running(&p.ops, &p.fleet)).sum();
+        running(&self.ui.ops, &self.fleet) + parked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+    use super::*;
+    use crate::model::Thresholds;
+    use crate::ops::{ExecRequest, Recorder};
+    use crate::sim::{Sim, SimConfig};
+    use crate::ui::command::ViewKind;
+    use crate::ui::keymap::Keymap;
+    use crate::ui::{App, Ui};
+
+    type Log = Arc<Mutex<Vec<ExecRequest>>>;
+
+    fn sim(seed: u64, nodes: usize) -> Sim {
+        Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: false, sharing_every: 0, dra_alpha: false })
+    }
+
+    fn press(app: &mut App, keys: &str) {
+        for ch in keys.chars() {
+            let code = if ch == '\n' { KeyCode::Enter } else { KeyCode::Char(ch) };
+            app.handle_key(KeyEvent::new(code, KeyModifiers::NONE));
+        }
+    }
+
+    /// Cluster "a" (12 nodes, on screen) and "b" (30 nodes, fed through `apply_to`).
+    fn two() -> (App, Log, Log) {
+        let (ra, rb): (Log, Log) = (Arc::default(), Arc::default());
+        let mut a = sim(1, 12);
+        let mut fa = Fleet::new(Thresholds::default());
+        for d in a.initial_deltas() {
+            fa.apply(d);
+        }
+        let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
+        let theme = crate::ui::theme::Theme::builtin("dark").expect("dark is builtin");
+        let mut app = App::new(fa, Ui::new("ctx a".into()), theme, keymap, Box::new(Recorder(ra.clone())));
+        app.resize(160, 40);
+        app.name_cluster("a");
+        let i = app.add_cluster(ClusterParts {
+            name: "b".into(),
+            source: "ctx b".into(),
+            fleet: Fleet::new(Thresholds::default()),
+            exec: Box::new(Recorder(rb.clone())),
+            kubectl: vec!["--context".into(), "b".into()],
+            view_nodes: None,
+            inspector: None,
+            logger: None,
+        });
+        assert_eq!(i, 1);
+        let redraw = app.apply_to(i, sim(2, 30).initial_deltas());
+        assert!(!redraw, "a parked cluster's deltas do not redraw the fleet view");
+        (app, ra, rb)
+    }
+
+    #[test]
+    fn deltas_go_to_their_own_cluster_and_rows_follow_each_fleet() {
+        let (app, _, _) = two();
+        assert_eq!(app.fleet.totals.nodes, 12, "cluster b's nodes did not land in a's fleet");
+        let rows = &app.ui.clusters;
+        assert_eq!(rows.iter().map(|r| (r.name.as_str(), r.nodes)).collect::<Vec<_>>(), [("a", 12), ("b", 30)]);
+        assert_eq!(rows[0].gpus, app.fleet.totals.gpus);
+        assert_eq!(rows[1].gpus, 30 * 8);
+    }
+
+    #[test]
+    fn enter_opens_a_cluster_as_it_was_left_and_its_own_executor_runs_its_operations() {
+        let (mut app, ra, rb) = two();
+        press(&mut app, "2"); // a: the GPUs view
+        press(&mut app, "0");
+        assert_eq!(app.ui.screen(), Screen::Clusters);
+        press(&mut app, "j\n");
+        assert_eq!((app.ui.cluster, app.ui.session.source.as_str()), (1, "ctx b"));
+        assert_eq!(app.fleet.totals.nodes, 30);
+        assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Fleet), "b opens on its fleet view");
+        assert_eq!(app.ui.session.kubectl, ["--context", "b"]);
+        // An operation on b goes to b's executor.
+        press(&mut app, "c");
+        let plans = |log: &Log| log.lock().map(|l| l.len()).unwrap_or(0);
+        assert!(plans(&rb) > 0, "cordon on b reached b's executor");
+        assert_eq!(plans(&ra), 0, "nothing reached a's executor");
+        // Back to a: its fleet and the GPUs view it was left on.
+        app.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        press(&mut app, "0");
+        assert_eq!(app.ui.clusters_sel, 1, "the clusters view opens on the cluster on screen");
+        press(&mut app, "k\n");
+        assert_eq!((app.ui.cluster, app.fleet.totals.nodes), (0, 12));
+        assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Gpus));
+        assert!(!app.ui.nav.stack.contains(&Screen::Clusters), "the clusters view is not part of a cluster's path");
+    }
+
+    #[test]
+    fn ctx_opens_a_watched_cluster_at_once_and_a_failed_one_says_why() {
+        let (mut app, _, _) = two();
+        let f = app.add_failed_cluster("c", "context \"c\" is not in /k; it has: a, b");
+        assert!(app.ui.clusters[f].failed && app.ui.clusters[f].state.starts_with("failed: context"));
+        press(&mut app, ":ctx b\n");
+        assert!(!app.ui.exit.quit, "no restart for a cluster already watched");
+        assert_eq!(app.ui.cluster, 1);
+        press(&mut app, "0G\n");
+        assert_eq!(app.ui.cluster, 1, "a failed cluster does not open");
+        let msg = app.ui.message.as_ref().map(|m| m.1.clone()).unwrap_or_default();
+        assert!(msg.contains("cannot open c: context"), "{msg}");
+    }
+}

@@ -1,0 +1,202 @@
+//! Many clusters at once (issue 17, item 1): a second test control plane plays a workload
+//! cluster with its own `fabrik sim` nodes and a GPU pod; one kubeconfig names both (and a
+//! third context whose API server is down).
+//!
+//! - `fabrik snapshot --context mgmt --context workload --context down --view clusters`:
+//!   one row per context; each live row's nodes (ready/total), GPUs, allocated GPUs and GPU
+//!   pods equal what kubectl reads on that control plane; the row of the server that is down
+//!   says it failed, and the command exits 1.
+//! - In a real terminal, `fabrik --context mgmt --context workload --context down`: the
+//!   clusters view (`0`) shows the same rows, the down one reconnecting; Enter opens the
+//!   workload cluster (its nodes in the header and the fleet view) and coming back to mgmt
+//!   shows it live at once, on the view it was left on (no re-list).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::common::{self, BIN, Tmux, control_plane, kubectl, session};
+
+/// `kubectl config view --flatten` of `kubeconfig`, its one context, cluster and user renamed
+/// `name`, pointed at `server` if given.
+fn renamed(kubeconfig: &Path, name: &str, server: Option<&str>) -> Value {
+    let text = kubectl(kubeconfig, &["config", "view", "--flatten", "-o", "json"]);
+    let mut kc: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("kubectl config view: {e}"));
+    for list in ["clusters", "users", "contexts"] {
+        for item in kc[list].as_array_mut().into_iter().flatten() {
+            item["name"] = json!(name);
+        }
+    }
+    for c in kc["contexts"].as_array_mut().into_iter().flatten() {
+        c["context"]["cluster"] = json!(name);
+        c["context"]["user"] = json!(name);
+    }
+    if let Some(server) = server {
+        for c in kc["clusters"].as_array_mut().into_iter().flatten() {
+            c["cluster"]["server"] = json!(server);
+        }
+    }
+    kc
+}
+
+/// One kubeconfig with the contexts `mgmt`, `workload` and `down` (mgmt's credentials, a port
+/// nothing listens on), current-context mgmt.
+fn merged(dir: &Path, mgmt: &Path, workload: &Path) -> PathBuf {
+    let parts = [
+        renamed(mgmt, "mgmt", None),
+        renamed(workload, "workload", None),
+        renamed(mgmt, "down", Some("https://127.0.0.1:9")),
+    ];
+    let take = |key: &str| -> Vec<Value> {
+        parts.iter().flat_map(|p| p[key].as_array().cloned().unwrap_or_default()).collect()
+    };
+    let kc = json!({
+        "apiVersion": "v1", "kind": "Config", "current-context": "mgmt", "preferences": {},
+        "clusters": take("clusters"), "users": take("users"), "contexts": take("contexts"),
+    });
+    let file = dir.join("clusters.kubeconfig");
+    std::fs::write(&file, kc.to_string()).expect("write the merged kubeconfig");
+    file
+}
+
+/// What kubectl reads on one control plane, as the clusters row shows it.
+fn truth(kubeconfig: &Path) -> Value {
+    let nodes: Value = serde_json::from_str(&kubectl(kubeconfig, &["get", "nodes", "-o", "json"])).expect("nodes JSON");
+    let pods: Value =
+        serde_json::from_str(&kubectl(kubeconfig, &["get", "pods", "-A", "-o", "json"])).expect("pods JSON");
+    let nodes = nodes["items"].as_array().cloned().unwrap_or_default();
+    let ready = nodes
+        .iter()
+        .filter(|n| {
+            n["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Ready" && c["status"] == "True")
+        })
+        .count();
+    let int = |v: &Value| v.as_str().and_then(|s| s.parse::<i64>().ok()).or_else(|| v.as_i64()).unwrap_or(0);
+    // Physical GPUs: GFD's count label (these nodes share nothing).
+    let gpus: i64 = nodes.iter().map(|n| int(&n["metadata"]["labels"]["nvidia.com/gpu.count"])).sum();
+    let gpu_of = |p: &Value| -> i64 {
+        p["spec"]["containers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| int(&c["resources"]["limits"]["nvidia.com/gpu"]))
+            .sum()
+    };
+    let gpu_pods: Vec<&Value> = pods["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| gpu_of(p) > 0 && !matches!(p["status"]["phase"].as_str(), Some("Succeeded" | "Failed")))
+        .collect();
+    // Whole GPUs held: the running pods' nvidia.com/gpu (one per GPU on an unshared node).
+    let allocated: i64 = gpu_pods.iter().filter(|p| p["status"]["phase"] == "Running").map(|p| gpu_of(p)).sum();
+    json!({
+        "nodes": {"ready": ready, "total": nodes.len()},
+        "gpus": gpus,
+        "gpus_allocated": allocated,
+        "pods": gpu_pods.len(),
+        "pods_pending": gpu_pods.iter().filter(|p| p["status"]["phase"] == "Pending").count(),
+    })
+}
+
+fn snapshot(kubeconfig: &Path, home: &Path) -> (Option<i32>, Value, String) {
+    let o = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["snapshot", "--context", "mgmt", "--context", "workload", "--context", "down"])
+        .args(["--view", "clusters", "--format", "json", "--timeout-secs", "15"])
+        .env("HOME", home)
+        .output()
+        .expect("run fabrik snapshot");
+    let doc = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("clusters JSON: {e}"));
+    (o.status.code(), doc, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+pub fn clusters_phase(mgmt: &Path, dir: &Path) {
+    let wdir = dir.join("workload");
+    std::fs::create_dir_all(&wdir).expect("workload dir");
+    let (_cp, workload) = control_plane(&wdir);
+    let _sim = common::sim(&workload, &wdir, &["--nodes", "3", "--seed", "29", "--dra-every", "0"]);
+    let pod = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "wl-team", "labels": {"fabrik.io/tenant": "wl-team"}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "train", "namespace": "wl-team"},
+         "spec": {"containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.01-py3",
+             "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}},
+    ]});
+    super::apply(&workload, &wdir, "workload-pod", &pod);
+    super::settle("the workload cluster's GPU pod runs", || {
+        let phase = kubectl(&workload, &["get", "pod", "train", "-n", "wl-team", "-o", "jsonpath={.status.phase}"]);
+        (phase.trim() == "Running").then_some(()).ok_or(phase)
+    });
+    let kc = merged(dir, mgmt, &workload);
+    let home = dir.join("clusters-home");
+
+    // Headless: one row per context, each equal to kubectl on its own control plane.
+    let want = [("mgmt", truth(mgmt)), ("workload", truth(&workload))];
+    assert_ne!(want[0].1["nodes"], want[1].1["nodes"], "the two clusters differ, so a mix-up shows");
+    let (code, doc, stderr) = snapshot(&kc, &home);
+    assert_eq!(code, Some(1), "a cluster that cannot be listed makes the exit status 1: {stderr}");
+    let rows = doc["rows"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    assert_eq!(names, ["mgmt", "workload", "down"], "{doc}");
+    assert_eq!(rows[0]["current"], json!(true));
+    for (i, (name, w)) in want.iter().enumerate() {
+        let r = &rows[i];
+        for key in ["nodes", "gpus", "gpus_allocated", "pods", "pods_pending"] {
+            assert_eq!(r[key], w[key], "{name} {key}: fabrik {} vs kubectl {}", r[key], w[key]);
+        }
+        assert_eq!(
+            (r["state"].as_str(), r["synced"].as_bool(), r["failed"].as_bool()),
+            (Some("live"), Some(true), Some(false))
+        );
+        // Unknown stays unknown: no agent here.
+        assert!(r["gpus_busy"].is_null() && r["idle_allocated"].is_null(), "{name}: {r}");
+    }
+    let down = &rows[2];
+    assert_eq!(down["failed"], json!(true), "{down}");
+    assert!(down["state"].as_str().is_some_and(|s| s.contains("not listed within 15s")), "{down}");
+
+    // In a real terminal: the clusters view, opening the workload cluster, coming back.
+    let t = Tmux::start();
+    let env = format!("HOME={}", t.home.display());
+    let cmd = format!("{BIN} --kubeconfig {} --context mgmt --context workload --context down", kc.display());
+    t.ok(&session(&[&env], &[&cmd]));
+    let mgmt_nodes = format!("nodes {}/{} ready", want[0].1["nodes"]["ready"], want[0].1["nodes"]["total"]);
+    let wl_nodes = format!("nodes {}/{} ready", want[1].1["nodes"]["ready"], want[1].1["nodes"]["total"]);
+    t.wait_screen_for("mgmt, live", Duration::from_secs(60), |s| s.contains("ctx mgmt") && s.contains(&mgmt_nodes));
+    t.keys(&["2"]); // mgmt: the GPUs view, to come back to
+    t.keys(&["0"]);
+    // A row of the clusters table (the header line names the context too).
+    let row = |s: &str, name: &str| {
+        s.lines().find(|l| l.starts_with('│') && l.contains(&format!(" {name} "))).unwrap_or("").to_string()
+    };
+    let s = t.wait_screen_for("the clusters view with both clusters listed", Duration::from_secs(60), |s| {
+        s.contains("Clusters [3]") && row(s, "workload").contains(" live ") && row(s, "mgmt").contains(" live ")
+    });
+    for (name, w) in &want {
+        let r = row(&s, name);
+        let nodes = format!(" {}/{} ", w["nodes"]["ready"], w["nodes"]["total"]);
+        let gpus = format!(" {} ", w["gpus"]);
+        assert!(r.contains(&nodes) && r.contains(&gpus), "{name}: want{nodes}and{gpus}in {r:?}\n{s}");
+    }
+    assert!(row(&s, "mgmt").contains('●'), "mgmt is on screen:\n{s}");
+    let down = row(&s, "down");
+    assert!(down.contains("reconnecting") || down.contains("loading"), "down:\n{s}");
+    assert!(!down.contains(" 0/0 "), "nothing listed is not zero nodes: {down}");
+    t.keys(&["j", "Enter"]);
+    let s = t.wait_screen("the workload cluster opened", |s| s.contains("ctx workload") && s.contains(&wl_nodes));
+    assert!(s.contains("cluster 2/3") && s.contains("[live]"), "opened live, no re-list:\n{s}");
+    assert!(s.contains("Fleet ["), "it opens on its fleet view:\n{s}");
+    t.keys(&["0"]);
+    t.wait_screen("the clusters view again", |s| s.contains("Clusters [3]") && row(s, "workload").contains('●'));
+    t.keys(&["k", "Enter"]);
+    // Back at once: live, on the GPUs view it was left on.
+    let s = t.wait_screen("mgmt again", |s| s.contains("ctx mgmt") && s.contains(&mgmt_nodes));
+    assert!(s.contains("[live]") && s.contains("MIG instances]"), "mgmt as it was left, on its GPUs view:\n{s}");
+    t.keys(&["q"]);
+}
