@@ -45,6 +45,8 @@ pub struct Telemetry {
 pub struct Contexts {
     pub names: Vec<String>,
     pub all: bool,
+    /// `--workload-clusters`: also each Cluster API workload cluster they manage.
+    pub workloads: bool,
 }
 
 impl Contexts {
@@ -59,6 +61,76 @@ impl Contexts {
         let mut seen = std::collections::BTreeSet::new();
         Ok(self.names.iter().filter(|n| seen.insert(n.as_str())).cloned().map(Some).collect())
     }
+}
+
+/// Every cluster to open, by row name, and those that could not be: the contexts asked
+/// for and, with `--workload-clusters`, after each the workload clusters it manages, named
+/// `CONTEXT:NAMESPACE/NAME` (their kubeconfigs kept in `dir` while this lives).
+struct Opened {
+    conns: Vec<(String, cluster::Connection)>,
+    failed: Vec<(String, String)>,
+    _dir: Option<cluster::workloads::KubeconfigDir>,
+}
+
+/// How long a management cluster may take to list its Cluster API Clusters.
+const DISCOVER_WAIT: Duration = Duration::from_secs(15);
+
+/// Opens every cluster of `which`. With one context and nothing else, its error is returned
+/// (the cockpit and the snapshot exit 2 with it); otherwise a context that cannot be opened
+/// is a failed row.
+async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Result<Opened, String> {
+    let names = which.resolve(kubeconfig).map_err(|e| e.to_string())?;
+    let alone = names.len() == 1 && !which.workloads;
+    let dir = if which.workloads {
+        Some(
+            cluster::workloads::KubeconfigDir::create()
+                .map_err(|e| format!("cannot keep workload kubeconfigs: {e}"))?,
+        )
+    } else {
+        None
+    };
+    let mut opened = Opened { conns: Vec::new(), failed: Vec::new(), _dir: None };
+    for name in &names {
+        let conn = match cluster::connect(kubeconfig, name.as_deref()).await {
+            Ok(c) => c,
+            Err(e) if alone => return Err(e.to_string()),
+            Err(e) => {
+                opened.failed.push((name.clone().unwrap_or_else(|| "(current context)".into()), e.to_string()));
+                continue;
+            }
+        };
+        let mgmt = conn.context.clone();
+        let found = match &dir {
+            Some(_) => Some(tokio::time::timeout(DISCOVER_WAIT, cluster::workloads::discover(&conn.client)).await),
+            None => None,
+        };
+        opened.conns.push((mgmt.clone(), conn));
+        let (Some(found), Some(dir)) = (found, &dir) else { continue };
+        let workloads = match found {
+            Ok(Ok(w)) => w,
+            Ok(Err(e)) => {
+                opened.failed.push((format!("{mgmt}:*"), e));
+                continue;
+            }
+            Err(_) => {
+                let why = format!("its Cluster API Clusters were not listed within {}s", DISCOVER_WAIT.as_secs());
+                opened.failed.push((format!("{mgmt}:*"), why));
+                continue;
+            }
+        };
+        for w in workloads {
+            let row = format!("{mgmt}:{}", w.key());
+            match &w.kubeconfig {
+                Ok(yaml) => match dir.connect(&w, yaml).await {
+                    Ok(c) => opened.conns.push((row, c)),
+                    Err(e) => opened.failed.push((row, e.to_string())),
+                },
+                Err(why) => opened.failed.push((row, why.clone())),
+            }
+        }
+    }
+    opened._dir = dir;
+    Ok(opened)
 }
 
 /// One cluster's running parts: what the app gets, and the tasks to stop at the end.
@@ -83,7 +155,7 @@ struct Shared<'a> {
 /// Starts cluster `i`'s feed, operations, `y` and `L` readers; its batches go to the
 /// cockpit tagged `i`. `direct`: this cluster also takes `--agent` and `--prometheus` (the
 /// first one).
-fn start_cluster(i: usize, conn: cluster::Connection, direct: bool, sh: &Shared) -> Started {
+fn start_cluster(i: usize, name: String, conn: cluster::Connection, direct: bool, sh: &Shared) -> Started {
     let (setup, telemetry) = (sh.setup, sh.telemetry);
     let (tx, rx) = mpsc::channel(256);
     let mut tasks = vec![
@@ -115,7 +187,7 @@ fn start_cluster(i: usize, conn: cluster::Connection, direct: bool, sh: &Shared)
         Box::new(Refuse)
     } else {
         let (etx, erx) = mpsc::unbounded_channel();
-        let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &conn.context));
+        let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &name));
         let opts = ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
         ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, sh.halt_rx.clone())));
         Box::new(KubeExecutor(etx))
@@ -166,8 +238,8 @@ fn start_cluster(i: usize, conn: cluster::Connection, direct: bool, sh: &Shared)
         }
     }));
     let parts = crate::ui::ClusterParts {
-        name: conn.context.clone(),
-        source: format!("ctx {}", conn.context),
+        source: format!("ctx {name}"),
+        name,
         fleet: Fleet::new(setup.thresholds()),
         exec,
         kubectl: conn.kubectl_flags(),
@@ -191,30 +263,20 @@ pub async fn run_cockpit(
     telemetry: &Telemetry,
 ) -> color_eyre::Result<ExitCode> {
     loop {
-        let names = match which.resolve(kubeconfig.as_deref()) {
-            Ok(n) => n,
+        let opened = match open_all(kubeconfig.as_deref(), &which).await {
+            Ok(o) => o,
             Err(e) => {
                 eprintln!("fabrik: {e}");
                 return Ok(ExitCode::from(2));
             }
         };
-        // Every context is opened (nothing is sent to a server yet); with several, one that
-        // cannot be opened is a row that says why, and the others run.
-        let mut conns = Vec::new();
-        let mut failed = Vec::new();
-        for name in &names {
-            match cluster::connect(kubeconfig.as_deref(), name.as_deref()).await {
-                Ok(c) => conns.push(c),
-                Err(e) if names.len() > 1 => failed.push((name.clone().unwrap_or_default(), e.to_string())),
-                Err(e) => {
-                    eprintln!("fabrik: {e}");
-                    return Ok(ExitCode::from(2));
-                }
-            }
-        }
+        let Opened { conns, failed, _dir } = opened;
         if conns.is_empty() {
             for (name, e) in &failed {
                 eprintln!("fabrik: {name}: {e}");
+            }
+            if failed.is_empty() {
+                eprintln!("fabrik: no cluster to open");
             }
             return Ok(ExitCode::from(2));
         }
@@ -223,7 +285,7 @@ pub async fn run_cockpit(
         let (halt_tx, halt_rx) = watch::channel(None);
         let shared = Shared { setup: &setup, telemetry, readonly: ui_args.readonly, halt_rx, to };
         let mut started: Vec<Started> =
-            conns.into_iter().enumerate().map(|(i, c)| start_cluster(i, c, i == 0, &shared)).collect();
+            conns.into_iter().enumerate().map(|(i, (name, c))| start_cluster(i, name, c, i == 0, &shared)).collect();
         drop(shared);
         let mut tasks = Vec::new();
         let mut ops_tasks = Vec::new();
@@ -282,7 +344,7 @@ pub async fn run_cockpit(
             t.abort();
         }
         match exit? {
-            Exit::Switch(next) => which = Contexts { names: vec![next], all: false },
+            Exit::Switch(next) => which = Contexts { names: vec![next], ..Contexts::default() },
             Exit::Quit => return Ok(ExitCode::SUCCESS),
             Exit::Signal(s) => {
                 say(&format!("stopped by {s}"));
@@ -366,30 +428,30 @@ pub async fn snapshot(args: &SnapshotArgs, timeout: Duration) -> color_eyre::Res
 /// one of them could not be opened or listed (its row says why), 2 on bad input.
 async fn snapshot_clusters(args: &SnapshotArgs, timeout: Duration) -> color_eyre::Result<ExitCode> {
     let kubeconfig = args.cluster.kubeconfig.clone();
-    let which = Contexts { names: args.cluster.contexts.clone(), all: args.cluster.all_contexts };
-    let names = match which.resolve(kubeconfig.as_deref()) {
-        Ok(n) => n,
+    let which = Contexts {
+        names: args.cluster.contexts.clone(),
+        all: args.cluster.all_contexts,
+        workloads: args.cluster.workload_clusters,
+    };
+    let opened = match open_all(kubeconfig.as_deref(), &which).await {
+        Ok(o) => o,
         Err(e) => {
             eprintln!("fabrik snapshot: {e}");
             return Ok(ExitCode::from(2));
         }
     };
     let setup = Setup::load(&crate::cli::UiArgs::default());
-    let listed = names.iter().map(|name| {
-        let (kubeconfig, setup) = (kubeconfig.clone(), &setup);
+    let listed = opened.conns.iter().map(|(name, conn)| {
+        let setup = &setup;
         async move {
-            let conn = cluster::connect(kubeconfig.as_deref(), name.as_deref()).await;
-            let conn = match conn {
-                Ok(c) => c,
-                Err(e) => return ClusterRow::failed(name.as_deref().unwrap_or("(current)"), &e.to_string()),
-            };
             match load_fleet(conn.client.clone(), feed_config(setup), setup.thresholds(), timeout).await {
-                Ok(f) => ClusterRow::of(&conn.context, &f),
-                Err(msg) => ClusterRow::failed(&conn.context, &msg),
+                Ok(f) => ClusterRow::of(name, &f),
+                Err(msg) => ClusterRow::failed(name, &msg),
             }
         }
     });
-    let rows = futures::future::join_all(listed).await;
+    let mut rows = futures::future::join_all(listed).await;
+    rows.extend(opened.failed.iter().map(|(name, why)| ClusterRow::failed(name, why)));
     let out = export::clusters(&rows, 0, crate::now_ms(), &args.filter, args.format.into());
     let _ = std::io::stdout().lock().write_all(out.as_bytes());
     Ok(if rows.iter().any(|r| r.failed) { ExitCode::from(1) } else { ExitCode::SUCCESS })

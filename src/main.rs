@@ -43,7 +43,11 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             rt.block_on(fabrik::live::run_cockpit(
                 &cli.ui,
                 cli.cluster.kubeconfig.clone(),
-                fabrik::live::Contexts { names: cli.cluster.contexts.clone(), all: cli.cluster.all_contexts },
+                fabrik::live::Contexts {
+                    names: cli.cluster.contexts.clone(),
+                    all: cli.cluster.all_contexts,
+                    workloads: cli.cluster.workload_clusters,
+                },
                 &fabrik::live::Telemetry {
                     agents: cli.agents.clone(),
                     agent_selector: cli.agent_selector.clone(),

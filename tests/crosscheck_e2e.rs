@@ -324,7 +324,12 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("failed", Exact, "the context opened"),
             ("nodes", Exact, "Ready condition True / all nodes"),
             ("gpus", Exact, "the fleet rows' gpus, summed (each from the gpu.count label or the ResourceSlice)"),
-            ("gpus_allocated", Exact, "the fleet rows' alloc_gpus.used, summed"),
+            (
+                "gpus_allocated",
+                Exact,
+                "the fleet rows' alloc_gpus.used, summed; with label-announced MIG nodes within the sum of their \
+                 bounds (at least one GPU when any instance is held, at most one per held instance)",
+            ),
             ("gpus_busy", Unknown, "no node agent"),
             ("gpus_measured", Unknown, "no node agent: 0"),
             ("idle_allocated", Unknown, "idle needs utilisation: unknown without an agent"),
@@ -1169,13 +1174,20 @@ fn truth(api: &Api) -> Truth {
     }
     t.views.insert("tenants", tenants);
     t.views.insert("domains", dra::domain_rows(&api.domains, &api.pods, &tenant_of_ns));
-    t.views.insert("clusters", cluster_row(&t.views, &pods));
+    t.views.insert("clusters", cluster_row(&t.views, &pods, &t.label_mig));
     t
 }
 
 /// The clusters view's one row (the context on screen, keyed `current`): the fleet's totals,
 /// each summed from the per-node and per-pod figures computed above from the API.
-fn cluster_row(views: &BTreeMap<&'static str, Rows>, pods: &[PodFacts]) -> Rows {
+/// On label-announced MIG nodes the API does not say which GPU an instance is on: those
+/// nodes' allocated GPUs are bounds (see the fleet check), so the total is a range then,
+/// under `gpus_allocated_range`.
+fn cluster_row(
+    views: &BTreeMap<&'static str, Rows>,
+    pods: &[PodFacts],
+    label_mig: &BTreeMap<String, (i64, i64, i64)>,
+) -> Rows {
     let fleet = &views["fleet"];
     let sum = |f: &dyn Fn(&BTreeMap<&'static str, Value>) -> i64| -> i64 { fleet.values().map(f).sum() };
     let mut r = BTreeMap::new();
@@ -1183,15 +1195,26 @@ fn cluster_row(views: &BTreeMap<&'static str, Rows>, pods: &[PodFacts]) -> Rows 
     r.insert("synced", json!(true));
     r.insert("failed", json!(false));
     r.insert("state", json!("live"));
-    r.insert(
-        "nodes",
-        json!({ "ready": fleet.values().filter(|n| n["ready"] == json!(true)).count(), "total": fleet.len() }),
-    );
-    r.insert("gpus", json!(sum(&|n| count(&n["gpus"]))));
-    r.insert("gpus_allocated", json!(sum(&|n| count(&n["alloc_gpus"]["used"]))));
+    // A key a node's truth leaves out (no GPUs, no MIG) counts 0.
+    let at = |n: &BTreeMap<&'static str, Value>, key: &str, sub: Option<&str>| -> i64 {
+        let v = n.get(key).cloned().unwrap_or(Value::Null);
+        let v = sub.map_or(v.clone(), |k| v.get(k).cloned().unwrap_or(Value::Null));
+        if v.is_null() { 0 } else { count(&v) }
+    };
+    let ready = fleet.values().filter(|n| n.get("ready") == Some(&json!(true))).count();
+    r.insert("nodes", json!({ "ready": ready, "total": fleet.len() }));
+    r.insert("gpus", json!(sum(&|n| at(n, "gpus", None))));
+    let exact = sum(&|n| at(n, "alloc_gpus", Some("used")));
+    if label_mig.is_empty() {
+        r.insert("gpus_allocated", json!(exact));
+    } else {
+        let lo: i64 = label_mig.values().map(|(whole, held, _)| whole + i64::from(*held > 0)).sum();
+        let hi: i64 = label_mig.values().map(|(whole, held, mig_gpus)| whole + held.min(mig_gpus)).sum();
+        r.insert("gpus_allocated_range", json!([exact + lo, exact + hi]));
+    }
     r.insert(
         "mig",
-        json!({ "used": sum(&|n| count(&n["mig_alloc"]["used"])), "total": sum(&|n| count(&n["mig_alloc"]["total"])) }),
+        json!({ "used": sum(&|n| at(n, "mig_alloc", Some("used"))), "total": sum(&|n| at(n, "mig_alloc", Some("total"))) }),
     );
     let unfinished: Vec<&PodFacts> = pods.iter().filter(|p| !p.finished()).collect();
     r.insert("pods", json!(unfinished.len()));
@@ -1287,6 +1310,12 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
         for (field, expected) in w {
             let actual = match (*field, view) {
                 ("over_quota", _) => json!(row["status"] == "over quota"),
+                // A range: the value when it lies inside, else what fabrik said.
+                ("gpus_allocated_range", "clusters") => {
+                    let v = row["gpus_allocated"].as_i64().unwrap_or(-1);
+                    let (lo, hi) = (expected[0].as_i64().unwrap_or(0), expected[1].as_i64().unwrap_or(0));
+                    if (lo..=hi).contains(&v) { expected.clone() } else { json!(v) }
+                }
                 ("instances", _) => {
                     let mut v: Vec<Value> = row["instances"]
                         .as_array()
@@ -1927,15 +1956,20 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(compared, "{view}: the cluster never held still for one snapshot in 8 attempts");
     }
-    // The clusters row is the kubeconfig's context, and --all-contexts (one here) gives it too.
+    // The clusters row is the kubeconfig's context; --all-contexts gives a row for each of
+    // its contexts (admin and the restricted tenant here), the current one first.
     let context = kubectl(&kubeconfig, &["config", "current-context"]);
+    let mut contexts: Vec<String> =
+        kubectl(&kubeconfig, &["config", "get-contexts", "-o", "name"]).lines().map(str::to_string).collect();
+    contexts.sort_by_key(|c| c != context.trim());
     let all: Value = serde_json::from_str(&fabrik(
         &kubeconfig,
         &["snapshot", "--all-contexts", "--view", "clusters", "--format", "json"],
     ))
     .unwrap_or_else(|e| panic!("clusters JSON: {e}"));
     let names: Vec<&str> = all["rows"].as_array().into_iter().flatten().filter_map(|r| r["name"].as_str()).collect();
-    assert_eq!(names, [context.trim()], "--all-contexts: one row, the kubeconfig's context");
+    assert_eq!(names, contexts, "--all-contexts: every context of the kubeconfig, the current one first");
+    assert_eq!(all["rows"][0]["current"], json!(true));
 
     // The incident bundle (issue 16), scoped to the node with the most GPU pods and to the
     // on-call tenant (pending pods, a quota refusal): each section holds what the API says

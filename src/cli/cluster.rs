@@ -18,6 +18,10 @@ pub struct ClusterArgs {
     /// Every context of the kubeconfig (the cockpit, and `fabrik snapshot --view clusters`).
     #[arg(long, conflicts_with = "context")]
     pub all_contexts: bool,
+    /// Also open the workload clusters of each Cluster API management cluster given: every
+    /// `Cluster` through its kubeconfig Secret (`<name>-kubeconfig`), read with your rights.
+    #[arg(long)]
+    pub workload_clusters: bool,
 }
 
 impl ClusterArgs {
@@ -28,6 +32,7 @@ impl ClusterArgs {
             self.contexts = root.contexts.clone();
         }
         self.all_contexts |= root.all_contexts;
+        self.workload_clusters |= root.workload_clusters;
     }
 
     /// The one context asked for (`None`: the current one).
@@ -37,14 +42,14 @@ impl ClusterArgs {
 
     /// Whether several clusters were asked for.
     pub fn several(&self) -> bool {
-        self.all_contexts || self.contexts.len() > 1
+        self.all_contexts || self.workload_clusters || self.contexts.len() > 1
     }
 
     /// For the commands that work on one cluster: more than one is an error that says so.
     pub(super) fn one(&self, command: &str) -> Result<(), String> {
         if self.several() {
             return Err(format!(
-                "`fabrik {command}` works on one cluster: give one --context (several, or --all-contexts, are for the cockpit and `fabrik snapshot --view clusters`)"
+                "`fabrik {command}` works on one cluster: give one --context (several, --all-contexts and --workload-clusters are for the cockpit and `fabrik snapshot --view clusters`)"
             ));
         }
         Ok(())

@@ -116,22 +116,22 @@ impl Cli {
             }
             Cmd::Snapshot(a) => {
                 a.cluster.inherit(&self.cluster);
-                ("snapshot", &["kubeconfig", "context", "all_contexts"])
+                ("snapshot", &["kubeconfig", "context", "all_contexts", "workload_clusters"])
             }
             Cmd::Sim(a) => {
                 a.cluster.inherit(&self.cluster);
                 a.cluster.one("sim")?;
-                ("sim", &["kubeconfig", "context", "all_contexts"])
+                ("sim", &["kubeconfig", "context", "all_contexts", "workload_clusters"])
             }
             Cmd::Describe(a) => {
                 a.cluster.inherit(&self.cluster);
                 a.cluster.one("describe")?;
-                ("describe", &["kubeconfig", "context", "all_contexts"])
+                ("describe", &["kubeconfig", "context", "all_contexts", "workload_clusters"])
             }
             Cmd::Logs(a) => {
                 a.cluster.inherit(&self.cluster);
                 a.cluster.one("logs")?;
-                ("logs", &["kubeconfig", "context", "all_contexts"])
+                ("logs", &["kubeconfig", "context", "all_contexts", "workload_clusters"])
             }
             Cmd::Audit(_) => ("audit", &[]),
             Cmd::Mig(_) => ("mig", &[]),
@@ -151,13 +151,14 @@ impl Cli {
 }
 
 /// The argument ids of the root command's own options.
-const ROOT_ARGS: [&str; 11] = [
+const ROOT_ARGS: [&str; 12] = [
     "theme",
     "keymap",
     "readonly",
     "kubeconfig",
     "context",
     "all_contexts",
+    "workload_clusters",
     "agents",
     "agent_selector",
     "agent_namespace",
@@ -523,7 +524,7 @@ mod tests {
     #[test]
     fn each_subcommand_shows_only_its_own_options() {
         let cockpit = ["theme", "keymap", "readonly"];
-        let cluster = ["kubeconfig", "context", "all-contexts"];
+        let cluster = ["kubeconfig", "context", "all-contexts", "workload-clusters"];
         let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
             (
                 vec![],

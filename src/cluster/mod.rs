@@ -9,6 +9,7 @@ pub mod kueue;
 pub mod labels;
 pub mod logs;
 pub mod metal3;
+pub mod workloads;
 
 use std::path::{Path, PathBuf};
 

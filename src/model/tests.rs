@@ -212,10 +212,12 @@ pub(crate) fn check_invariants(f: &Fleet) {
             u.requested_mig += p.mig_count() + f.dra_mig(p);
             u.pods += 1;
             t.pods += 1;
+            t.gpu_pods += p.requests_devices() as u32;
         }
         if p.phase == Phase::Pending {
             u.pending_pods += 1;
             t.pods_pending += 1;
+            t.gpu_pods_pending += p.requests_devices() as u32;
         }
         if p.phase.holds_devices() && p.node.is_some() {
             let sharing = p.node.and_then(|n| f.node(n)).map(|n| n.sharing).unwrap_or_default();

@@ -176,10 +176,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             theme.style(if t.nodes_ready < t.nodes { "status.notready" } else { "status.ready" }),
         ),
         Span::styled(
-            if t.pods_pending > 0 {
-                format!("pods {} ({} pending)", t.pods, t.pods_pending)
+            // GPU pods, as the pods view lists them (a tenant's other pods are in its row).
+            if t.gpu_pods_pending > 0 {
+                format!("pods {} ({} pending)", t.gpu_pods, t.gpu_pods_pending)
             } else {
-                format!("pods {}", t.pods)
+                format!("pods {}", t.gpu_pods)
             },
             theme.style("ui.text"),
         ),

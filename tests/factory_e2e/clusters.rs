@@ -10,6 +10,12 @@
 //!   clusters view (`0`) shows the same rows, the down one reconnecting; Enter opens the
 //!   workload cluster (its nodes in the header and the fleet view) and coming back to mgmt
 //!   shows it live at once, on the view it was left on (no re-list).
+//! - From the management cluster alone (`--context mgmt --workload-clusters`): Cluster API's
+//!   Cluster CRD on mgmt, a Cluster `fleet/wl-1` whose kubeconfig Secret holds the workload
+//!   cluster's kubeconfig, and `fleet/wl-2` still provisioning (no Secret): the snapshot's
+//!   `mgmt:fleet/wl-1` row equals kubectl on the workload control plane, `mgmt:fleet/wl-2`
+//!   says there is no Secret yet; in tmux Enter opens wl-1 and `:kubectl get nodes` there
+//!   lists the workload cluster's nodes (the hand-off uses the Secret's kubeconfig).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -198,5 +204,86 @@ pub fn clusters_phase(mgmt: &Path, dir: &Path) {
     // Back at once: live, on the GPUs view it was left on.
     let s = t.wait_screen("mgmt again", |s| s.contains("ctx mgmt") && s.contains(&mgmt_nodes));
     assert!(s.contains("[live]") && s.contains("MIG instances]"), "mgmt as it was left, on its GPUs view:\n{s}");
+    t.keys(&["q"]);
+    drop(t);
+    from_cluster_api(mgmt, &workload, dir, &want[1].1);
+}
+
+/// `--workload-clusters`: the workload cluster opened through its Cluster API Secret.
+fn from_cluster_api(mgmt: &Path, workload: &Path, dir: &Path, want: &Value) {
+    let o = std::process::Command::new(common::repo().join("tests/capi/capi.sh")).arg("crds").output();
+    let crds = match o {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout).trim().to_string(),
+        other => panic!("tests/capi/capi.sh crds failed ({other:?}): it needs Go and the module proxy"),
+    };
+    kubectl(mgmt, &["apply", "--server-side", "-f", &format!("{crds}/cluster.x-k8s.io_clusters.yaml")]);
+    kubectl(mgmt, &["wait", "--for=condition=established", "--timeout=60s", "crd/clusters.cluster.x-k8s.io"]);
+    let cluster = |name: &str| {
+        json!({"apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "Cluster",
+        "metadata": {"name": name, "namespace": "fleet"},
+        "spec": {"controlPlaneEndpoint": {"host": format!("{name}.fleet.example"), "port": 6443}}})
+    };
+    // The Secret as Cluster API writes it: type cluster.x-k8s.io/secret, the kubeconfig under `value`.
+    let text = std::fs::read_to_string(workload).expect("the workload kubeconfig");
+    let secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+        "metadata": {"name": "wl-1-kubeconfig", "namespace": "fleet", "labels": {"cluster.x-k8s.io/cluster-name": "wl-1"}},
+        "stringData": {"value": text}});
+    let items = json!({"apiVersion": "v1", "kind": "List", "items": [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fleet"}}, cluster("wl-1"), cluster("wl-2"), secret]});
+    super::apply(mgmt, dir, "capi-clusters", &items);
+    for (name, phase) in [("wl-1", "Provisioned"), ("wl-2", "Provisioning")] {
+        let patch = json!({"status": {"phase": phase}}).to_string();
+        kubectl(mgmt, &["patch", "cluster", name, "-n", "fleet", "--subresource=status", "--type=merge", "-p", &patch]);
+    }
+
+    let home = dir.join("capi-home");
+    let o = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(mgmt)
+        .args(["snapshot", "--workload-clusters", "--view", "clusters", "--format", "json"])
+        .env("HOME", &home)
+        .output()
+        .expect("run fabrik snapshot");
+    let doc: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("clusters JSON: {e}"));
+    assert_eq!(o.status.code(), Some(1), "wl-2 has no kubeconfig yet: exit 1; {}", String::from_utf8_lossy(&o.stderr));
+    let ctx = kubectl(mgmt, &["config", "current-context"]);
+    let rows = doc["rows"].as_array().cloned().unwrap_or_default();
+    let names: Vec<&str> = rows.iter().filter_map(|r| r["name"].as_str()).collect();
+    let (wl1, wl2) = (format!("{}:fleet/wl-1", ctx.trim()), format!("{}:fleet/wl-2", ctx.trim()));
+    assert_eq!(names, [ctx.trim(), wl1.as_str(), wl2.as_str()], "{doc}");
+    for key in ["nodes", "gpus", "gpus_allocated", "pods", "pods_pending"] {
+        assert_eq!(
+            rows[1][key], want[key],
+            "{wl1} {key}: fabrik {} vs kubectl on the workload cluster {}",
+            rows[1][key], want[key]
+        );
+    }
+    assert_eq!(rows[1]["state"], "live");
+    let why = rows[2]["state"].as_str().unwrap_or_default();
+    assert!(
+        rows[2]["failed"] == json!(true) && why.contains("no Secret fleet/wl-2-kubeconfig yet (Cluster Provisioning"),
+        "{}",
+        rows[2]
+    );
+
+    // In a real terminal: open wl-1 from the list; kubectl there reaches the workload cluster.
+    let t = Tmux::start();
+    let env = format!("HOME={}", t.home.display());
+    let cmd = format!("{BIN} --kubeconfig {} --workload-clusters", mgmt.display());
+    t.ok(&session(&[&env], &[&cmd]));
+    t.wait_screen_for("the management cluster, live", Duration::from_secs(60), |s| s.contains("[live]"));
+    t.keys(&["0"]);
+    t.wait_screen("wl-1 listed and live", |s| {
+        s.lines().any(|l| l.contains("fleet/wl-1") && l.contains(" live ")) && s.contains("fleet/wl-2")
+    });
+    t.keys(&["j", "Enter"]);
+    let nodes = format!("nodes {}/{} ready", want["nodes"]["ready"], want["nodes"]["total"]);
+    t.wait_screen("wl-1 opened", |s| s.contains(&format!("ctx {wl1}")) && s.contains(&nodes));
+    t.keys(&[":"]);
+    t.literal("kubectl get nodes -o name");
+    t.keys(&["Enter"]);
+    let names = kubectl(workload, &["get", "nodes", "-o", "name"]);
+    let first = names.lines().next().unwrap_or("node/?").to_string();
+    t.wait_screen("kubectl's answer from the workload cluster", |s| s.contains(&first));
     t.keys(&["q"]);
 }

@@ -31,8 +31,14 @@ pub struct Totals {
     pub idle_allocated: u32,
     /// ...among the allocated devices whose utilisation is measured.
     pub devices_measured: u32,
+    /// Unfinished pods the fleet tracks (GPU pods, and the other pods of tenants'
+    /// namespaces, which the tenants view counts)...
     pub pods: u32,
     pub pods_pending: u32,
+    /// ...of which GPU pods (asking for a GPU, a MIG instance, a replica or a DRA device):
+    /// the header's and the clusters view's `pods`.
+    pub gpu_pods: u32,
+    pub gpu_pods_pending: u32,
     /// Physical GPUs whose device plugin hands them out as replicas (time-slicing, MPS)...
     pub gpus_shared: u32,
     /// ...the replicas they offer...
@@ -79,6 +85,8 @@ pub(super) struct PodContrib {
     pub started_share_ms: u64,
     pub counted: bool,
     pub pending: bool,
+    /// Unfinished and asking for devices: a GPU pod.
+    pub gpu: bool,
 }
 
 /// What a node adds to the totals: GPUs allocated, shared GPUs, replicas offered and held.
@@ -249,6 +257,8 @@ impl PodContrib {
         }
         totals.pods += self.counted as u32;
         totals.pods_pending += self.pending as u32;
+        totals.gpu_pods += self.gpu as u32;
+        totals.gpu_pods_pending += (self.gpu && self.pending) as u32;
     }
 
     /// Takes back exactly what [`PodContrib::apply`] added.
@@ -268,5 +278,7 @@ impl PodContrib {
         }
         totals.pods -= self.counted as u32;
         totals.pods_pending -= self.pending as u32;
+        totals.gpu_pods -= self.gpu as u32;
+        totals.gpu_pods_pending -= (self.gpu && self.pending) as u32;
     }
 }

@@ -162,6 +162,7 @@ impl Fleet {
             alloc_mig: if holds { p.mig_count() + dra_mig } else { 0 },
             counted: unfinished,
             pending: p.phase == Phase::Pending,
+            gpu: unfinished && p.requests_devices(),
         };
         let (tenant, node, bound_gpus, bound_mig) = (p.tenant, p.node, p.bound_gpus.clone(), p.bound_mig.clone());
         let unbound = p.mig_unbound.clone();

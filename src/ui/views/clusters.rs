@@ -72,8 +72,8 @@ impl ClusterRow {
             devices_measured: t.devices_measured,
             mig_allocated: t.mig_allocated,
             mig_instances: t.mig_instances,
-            pods: t.pods,
-            pods_pending: t.pods_pending,
+            pods: t.gpu_pods,
+            pods_pending: t.gpu_pods_pending,
             alerts: f.alerts.len() as u32,
         }
     }
@@ -215,7 +215,7 @@ mod tests {
             (r.nodes, r.nodes_ready, r.gpus, r.gpus_allocated),
             (t.nodes, t.nodes_ready, t.gpus, t.gpus_allocated)
         );
-        assert_eq!((r.pods, r.mig_instances, r.alerts as usize), (t.pods, t.mig_instances, f.alerts.len()));
+        assert_eq!((r.pods, r.mig_instances, r.alerts as usize), (t.gpu_pods, t.mig_instances, f.alerts.len()));
         // Nothing measured: null in JSON, a dash on screen.
         let mut blind = r.clone();
         blind.gpus_measured = 0;
