@@ -97,7 +97,9 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         Screen::Inspect => super::views::inspect::render(frame, a.body, &ui.nav, theme),
         Screen::Logs => super::views::logs::render(frame, a.body, f, &ui.nav, theme),
         Screen::Clusters => {
-            super::views::clusters::render(frame, a.body, &ui.clusters, ui.cluster, ui.clusters_sel, theme)
+            let (rows, filter) = (&ui.clusters, &ui.clusters_filter);
+            let view = super::views::clusters::View { rows, filter, current: ui.cluster, selected: ui.clusters_sel };
+            super::views::clusters::render(frame, a.body, &view, theme)
         }
     }
     render_status(f, ui, theme, frame, a.status);
@@ -368,7 +370,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
         Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
         Screen::Inspect => v.extend([Command::Down, Command::Up, Command::Bottom, Command::Back]),
         Screen::Logs => v.extend([Command::LogFollow, Command::LogPrevious, Command::LogContainer, Command::Back]),
-        Screen::Clusters => v.extend([Command::Open, Command::Back]),
+        Screen::Clusters => v.extend([Command::Open, Command::Filter, Command::Back]),
     }
     v.extend([Command::NextView, Command::Quit]);
     v

@@ -180,6 +180,8 @@ pub struct Ui {
     pub clusters: Vec<crate::ui::views::clusters::ClusterRow>,
     pub cluster: usize,
     pub clusters_sel: usize,
+    /// The clusters view's `/` filter.
+    pub clusters_filter: String,
 }
 
 impl Ui {
@@ -217,6 +219,7 @@ impl Ui {
             clusters: Vec::new(),
             cluster: 0,
             clusters_sel: 0,
+            clusters_filter: String::new(),
             exit: Exit::default(),
         }
     }

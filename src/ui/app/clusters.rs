@@ -307,4 +307,27 @@ mod tests {
         let msg = app.ui.message.as_ref().map(|m| m.1.clone()).unwrap_or_default();
         assert!(msg.contains("cannot open c: context"), "{msg}");
     }
+
+    #[test]
+    fn slash_filters_the_clusters_and_the_selection_follows() {
+        let (mut app, _, _) = two();
+        app.add_failed_cluster("c-gone", "no such context");
+        press(&mut app, "0/");
+        press(&mut app, "b");
+        assert_eq!(app.ui.clusters_filter, "b", "applied as it is typed");
+        assert_eq!(app.ui.clusters_sel, 1, "a (hidden now) gave the selection to b");
+        app.handle_key(KeyEvent::new(KeyCode::Enter, KeyModifiers::NONE));
+        let screen = crate::testing::render_app(&mut app, 160, 40);
+        let text = crate::ui::export::to_text(&screen);
+        assert!(text.contains("Clusters [1/3]") && text.contains("/b"), "{text}");
+        assert!(!text.contains("c-gone"), "the filter hides c-gone:\n{text}");
+        // Esc clears the filter first; then Enter opens the selected (b).
+        app.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(app.ui.clusters_filter.is_empty() && app.ui.screen() == Screen::Clusters);
+        press(&mut app, "/!a");
+        app.handle_key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE));
+        assert!(app.ui.clusters_filter.is_empty(), "Esc while typing puts the filter before back");
+        press(&mut app, "\n");
+        assert_eq!(app.ui.cluster, 1);
+    }
 }

@@ -19,6 +19,7 @@ impl App {
                     (Some(i), Screen::Inspect | Screen::Logs) if i.kind == InputKind::Filter => {
                         self.ui.nav.inspect_find = i.previous;
                     }
+                    (Some(i), Screen::Clusters) if i.kind == InputKind::Filter => self.ui.clusters_filter = i.previous,
                     _ => {}
                 }
             }
@@ -30,6 +31,10 @@ impl App {
                         Screen::Table(v) => {
                             let n = self.ui.rows(v).len();
                             self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
+                        }
+                        Screen::Clusters => {
+                            let n = crate::ui::views::clusters::shown(&self.ui.clusters, &i.text).len();
+                            self.ui.info(format!("filter /{} — {n} clusters; Esc clears it", i.text));
                         }
                         Screen::Inspect | Screen::Logs => {
                             let n = self.pane_matches().len();
@@ -64,6 +69,10 @@ impl App {
             self.ui.nav.inspect_find = text;
             self.ui.nav.inspect_match = self.ui.nav.inspect_scroll.checked_sub(1);
             return self.find_in_pane(true);
+        }
+        if self.ui.screen() == Screen::Clusters {
+            self.ui.clusters_filter = text;
+            return;
         }
         if let Screen::Table(v) = self.ui.screen() {
             let t = self.ui.table_mut(v);

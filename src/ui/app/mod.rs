@@ -260,7 +260,13 @@ impl App {
                 self.ui.nav.gpu_row = self.ui.nav.gpu_row.min(len.saturating_sub(1));
             }
             Screen::Clusters => {
-                self.ui.clusters_sel = self.ui.clusters_sel.min(self.ui.clusters.len().saturating_sub(1))
+                // A selection the filter hides moves to the first row it keeps.
+                let shown = crate::ui::views::clusters::shown(&self.ui.clusters, &self.ui.clusters_filter);
+                if !shown.contains(&self.ui.clusters_sel)
+                    && let Some(first) = shown.first()
+                {
+                    self.ui.clusters_sel = *first;
+                }
             }
             Screen::Table(_) | Screen::Inspect | Screen::Logs => {}
         }

@@ -40,6 +40,10 @@ impl App {
             }
             Command::FindNext => self.find_in_pane(true),
             Command::FindPrev => self.find_in_pane(false),
+            Command::Filter if self.ui.screen() == Screen::Clusters => {
+                let prev = self.ui.clusters_filter.clone();
+                self.ui.input = Some(Input { kind: InputKind::Filter, text: prev.clone(), previous: prev });
+            }
             Command::Filter => {
                 if let Screen::Table(v) = self.ui.screen() {
                     let prev = self.ui.table(v).filter;
@@ -57,6 +61,10 @@ impl App {
                     && !self.ui.table(v).filter.is_empty()
                 {
                     self.ui.table_mut(v).filter.clear();
+                    return;
+                }
+                if self.ui.screen() == Screen::Clusters && !self.ui.clusters_filter.is_empty() {
+                    self.ui.clusters_filter.clear();
                     return;
                 }
                 if self.ui.nav.stack.len() > 1 {
@@ -181,12 +189,18 @@ impl App {
                 nav.logs_stick = *s >= last;
             }
             Screen::Clusters => {
-                let n = self.ui.clusters.len();
-                self.ui.clusters_sel = match delta {
+                // Through the rows the filter keeps; the selection is a cluster's index.
+                let shown = crate::ui::views::clusters::shown(&self.ui.clusters, &self.ui.clusters_filter);
+                let n = shown.len();
+                let at = shown.iter().position(|i| *i == self.ui.clusters_sel).unwrap_or(0);
+                let to = match delta {
                     isize::MIN => 0,
                     isize::MAX => n.saturating_sub(1),
-                    d => (self.ui.clusters_sel as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
+                    d => (at as isize + d).clamp(0, n.saturating_sub(1) as isize) as usize,
                 };
+                if let Some(i) = shown.get(to) {
+                    self.ui.clusters_sel = *i;
+                }
             }
             Screen::Gpu(g) => {
                 let n = self.fleet.gpu(g).map(|g| g.instances.len()).unwrap_or(0);

@@ -144,6 +144,17 @@ impl ClusterRow {
     }
 }
 
+/// The rows `filter` keeps, by index: those with a cell that contains it (case-insensitive;
+/// a leading `!` keeps the others), as the table views filter.
+pub fn shown(rows: &[ClusterRow], filter: &str) -> Vec<usize> {
+    let (not, text) = match filter.strip_prefix('!') {
+        Some(t) => (true, t.to_lowercase()),
+        None => (false, filter.to_lowercase()),
+    };
+    let keep = |r: &ClusterRow| text.is_empty() || r.cells().iter().any(|c| c.to_lowercase().contains(&text)) != not;
+    (0..rows.len()).filter(|i| keep(&rows[*i])).collect()
+}
+
 pub const HEADERS: [&str; 10] =
     ["CLUSTER", "STATE", "NODES", "GPUS", "ALLOC", "BUSY", "IDLE-ALLOC", "MIG", "PODS", "ALERTS"];
 
@@ -153,10 +164,21 @@ pub fn json_doc(rows: &[ClusterRow], current: usize, now: crate::model::Ts) -> V
     json!({ "schema": crate::ui::json::SCHEMA, "view": "clusters", "generated_at_ms": now, "rows": rows })
 }
 
+/// What the view draws: every cluster's row, those the filter keeps (indices), the one on
+/// screen (marked `●`) and the selected one (highlighted), both as indices into `rows`.
+pub struct View<'a> {
+    pub rows: &'a [ClusterRow],
+    pub filter: &'a str,
+    pub current: usize,
+    pub selected: usize,
+}
+
 /// The view: the cluster on screen is marked `●`, the selected row highlighted.
-pub fn render(frame: &mut Frame, area: Rect, rows: &[ClusterRow], current: usize, selected: usize, theme: &Theme) {
+pub fn render(frame: &mut Frame, area: Rect, v: &View, theme: &Theme) {
     let right = |i: usize| i >= 2;
-    let cells: Vec<Vec<String>> = rows.iter().map(ClusterRow::cells).collect();
+    let shown = shown(v.rows, v.filter);
+    let (current, selected) = (v.current, v.selected);
+    let cells: Vec<Vec<String>> = shown.iter().map(|i| v.rows[*i].cells()).collect();
     let widths: Vec<Constraint> = HEADERS
         .iter()
         .enumerate()
@@ -169,7 +191,7 @@ pub fn render(frame: &mut Frame, area: Rect, rows: &[ClusterRow], current: usize
     let header = Row::new(HEADERS.iter().enumerate().map(|(k, h)| Line::from(*h).alignment(align(k))))
         .style(theme.style("ui.header"));
     let selection = theme.style("ui.selection");
-    let body = rows.iter().zip(cells).enumerate().map(|(i, (r, cells))| {
+    let body = shown.iter().map(|i| (*i, &v.rows[*i])).zip(cells).map(|((i, r), cells)| {
         let row = Row::new(cells.into_iter().enumerate().map(|(k, c)| {
             let tok = match k {
                 1 => r.token,
@@ -184,10 +206,14 @@ pub fn render(frame: &mut Frame, area: Rect, rows: &[ClusterRow], current: usize
         }));
         if i == selected { row.style(selection) } else { row }
     });
-    let title = Line::from(vec![
-        Span::styled(" Clusters ", theme.style("ui.title")),
-        Span::styled(format!("[{}]", rows.len()), theme.style("ui.text.muted")),
-    ]);
+    let count =
+        if v.filter.is_empty() { format!("[{}]", v.rows.len()) } else { format!("[{}/{}]", shown.len(), v.rows.len()) };
+    let mut title =
+        vec![Span::styled(" Clusters ", theme.style("ui.title")), Span::styled(count, theme.style("ui.text.muted"))];
+    if !v.filter.is_empty() {
+        title.push(Span::styled(format!(" /{} ", v.filter), theme.style("ui.input")));
+    }
+    let title = Line::from(title);
     let block = Block::default()
         .borders(Borders::ALL)
         .border_style(theme.style("ui.border.focus"))
@@ -195,7 +221,7 @@ pub fn render(frame: &mut Frame, area: Rect, rows: &[ClusterRow], current: usize
         .title_bottom(Span::styled(" Enter opens a cluster · ● the one on screen ", theme.style("ui.text.muted")));
     let table = Table::new(body, widths).header(header).block(block).column_spacing(2);
     // Stateful only for the scrolling: the selected row stays inside the window.
-    let mut state = ratatui::widgets::TableState::default().with_selected(Some(selected));
+    let mut state = ratatui::widgets::TableState::default().with_selected(shown.iter().position(|i| *i == selected));
     frame.render_stateful_widget(table, area, &mut state);
 }
 
