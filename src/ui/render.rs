@@ -14,7 +14,7 @@ use super::state::{Dialog, EditKind, InputKind, Screen, Ui};
 use super::theme::Theme;
 use super::views::column::{Align, Column, layout_fitted};
 use super::views::{detail, tables};
-use crate::model::{FeedsState, Fleet, OpState, Severity};
+use crate::model::{Fleet, OpState, Severity};
 
 pub const MIN_WIDTH: u16 = 60;
 pub const MIN_HEIGHT: u16 = 15;
@@ -133,7 +133,7 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         m if m < allocated_devices => format!("idle-alloc {} of {m} measured ", t.idle_allocated),
         _ => format!("idle-alloc {} ", t.idle_allocated),
     };
-    let (feed, feed_tok) = feed_state(f);
+    let (feed, feed_tok) = tables::feed_state(f);
     let spans = vec![
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
         Span::styled(
@@ -188,24 +188,6 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         ),
     ];
     frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
-}
-
-fn feed_state(f: &Fleet) -> (String, &'static str) {
-    // Several feeds in trouble are counted, not listed; the worst one names the time.
-    match f.feed_state() {
-        FeedsState::Loading => ("loading".into(), "ui.stale"),
-        FeedsState::Live => ("live".into(), "status.ready"),
-        FeedsState::Trouble { source, stale, since, feeds, loading } => {
-            let loading = if loading { "loading · " } else { "" };
-            let what = if stale { "stale" } else { "reconnecting" };
-            let age = tables::age(f.now, since);
-            if feeds == 1 {
-                (format!("{loading}{source} {what} since {age}"), "ui.stale")
-            } else {
-                (format!("{loading}{what} since {age} ({feeds} feeds; :events)"), "ui.stale")
-            }
-        }
-    }
 }
 
 fn render_tabs(ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rect) {

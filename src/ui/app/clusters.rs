@@ -53,6 +53,13 @@ pub(super) struct Parked {
 }
 
 impl App {
+    /// The first cluster's slot: the one the app is made with (named after its source
+    /// until [`App::name_cluster`]).
+    pub(super) fn name_cluster_first(&mut self, name: String) {
+        self.clusters.push(Slot { name, failed: None, parked: None });
+        self.refresh_cluster(0);
+    }
+
     /// Names the cluster the app was made with (the first row of the clusters view).
     pub fn name_cluster(&mut self, name: &str) {
         if let Some(s) = self.clusters.get_mut(self.ui.cluster) {

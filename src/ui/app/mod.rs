@@ -90,8 +90,7 @@ impl App {
             clusters: Vec::new(),
         };
         let name = app.ui.session.source.clone();
-        app.clusters.push(clusters::Slot { name, failed: None, parked: None });
-        app.name_cluster(&app.ui.session.source.clone());
+        app.name_cluster_first(name);
         app.prepare();
         app
     }

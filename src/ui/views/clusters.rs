@@ -8,11 +8,11 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Row, Table};
 use serde_json::{Value, json};
 
-use crate::model::{FeedsState, Fleet};
+use crate::model::Fleet;
 use crate::ui::theme::Theme;
 
 /// One cluster's figures as its fleet has them now.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ClusterRow {
     /// The kube context.
     pub name: String,
@@ -43,19 +43,7 @@ pub struct ClusterRow {
 impl ClusterRow {
     pub fn of(name: &str, f: &Fleet) -> Self {
         let t = &f.totals;
-        let (state, token) = match f.feed_state() {
-            FeedsState::Loading => ("loading".to_string(), "ui.stale"),
-            FeedsState::Live => ("live".to_string(), "status.ready"),
-            FeedsState::Trouble { source, stale, since, feeds, .. } => {
-                let what = if stale { "stale" } else { "reconnecting" };
-                let age = super::tables::age(f.now, since);
-                if feeds == 1 {
-                    (format!("{source} {what} since {age}"), "ui.stale")
-                } else {
-                    (format!("{what} since {age} ({feeds} feeds)"), "ui.stale")
-                }
-            }
-        };
+        let (state, token) = super::tables::feed_state(f);
         Self {
             name: name.to_string(),
             state,
@@ -86,7 +74,7 @@ impl ClusterRow {
             token: "ui.error",
             synced: false,
             failed: true,
-            ..Self::of(name, &Fleet::new(Default::default()))
+            ..Self::default()
         }
     }
 

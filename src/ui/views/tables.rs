@@ -132,3 +132,22 @@ pub fn text_rows_of(f: &Fleet, v: ViewKind, ids: &[RowId]) -> (Vec<&'static str>
     let rows = ids.iter().map(|id| cols.iter().map(|c| c.cell_of(f, *id).0).collect()).collect();
     (headers, rows)
 }
+
+/// How a fleet's feeds stand, as the header and the clusters view say it, and its colour.
+pub fn feed_state(f: &Fleet) -> (String, &'static str) {
+    // Several feeds in trouble are counted, not listed; the worst one names the time.
+    match f.feed_state() {
+        FeedsState::Loading => ("loading".into(), "ui.stale"),
+        FeedsState::Live => ("live".into(), "status.ready"),
+        FeedsState::Trouble { source, stale, since, feeds, loading } => {
+            let loading = if loading { "loading · " } else { "" };
+            let what = if stale { "stale" } else { "reconnecting" };
+            let age = age(f.now, since);
+            if feeds == 1 {
+                (format!("{loading}{source} {what} since {age}"), "ui.stale")
+            } else {
+                (format!("{loading}{what} since {age} ({feeds} feeds; :events)"), "ui.stale")
+            }
+        }
+    }
+}
