@@ -370,7 +370,7 @@ fn say(line: &str) {
 }
 
 fn feed_config(setup: &Setup) -> KubeFeedConfig {
-    KubeFeedConfig { tenant_label: setup.config.tenant_label.clone() }
+    KubeFeedConfig { tenant_label: setup.config.tenant_label.clone(), initial_list: setup.config.initial_list }
 }
 
 /// Lists the cluster into a fleet (every kind synced, or `timeout`), then prints one view;

@@ -21,7 +21,7 @@ use fabrik::model::{Delta, FeedState, Fleet, Phase, Thresholds};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchParams};
 use serde_json::json;
 use tokio::sync::mpsc;
 
@@ -311,6 +311,7 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     let client = conn.client.clone();
 
     // Start-up: everything the API holds, the model holds.
+    let watch_lists_before = watch_lists(&client, "events").await;
     let mut m = Model::start(client.clone());
     m.converge("after start-up", Duration::from_secs(90), |f| {
         let c = client.clone();
@@ -338,6 +339,14 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     assert!(!api.dra.is_empty(), "at least one DRA claim was allocated by the scheduler: {api:?}");
     assert!(api.tenants.len() >= 3, "tenants from namespace labels: {:?}", api.tenants);
     assert!(!api.quota_used.is_empty(), "GPU quotas exist: {api:?}");
+    // The feed took its initial state as watch-lists (issue 18): the server counts one more
+    // for Events, which nothing else on this control plane watches.
+    let watch_lists_after = watch_lists(&client, "events").await;
+    assert!(
+        watch_lists_after > watch_lists_before,
+        "the feed's Events watch should be a watch-list (sendInitialEvents): the server counted \
+         {watch_lists_before} before the feed started and {watch_lists_after} after"
+    );
 
     // A node agent (the fake backend, as `fabrik agent --fake 8` on that node) streams
     // into the same model: the node's GPUs, announced by labels only, get its telemetry.
@@ -556,8 +565,18 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
             }
         }
     }
-    let (_cp, kubeconfig2) = control_plane_with(&dir, &["--keep", "--port", &port]);
+    // It comes back refusing watch-lists (`WatchList=false`, the 1.33 default): the feed's
+    // relists start as watch-lists, are refused, and fall back to paged lists, kind by kind.
+    // Everything after this phase (the terminal, the forbidden user, the snapshot) starts
+    // fresh on this server, so takes the fallback from its first watch.
+    let (_cp, kubeconfig2) =
+        control_plane_with(&dir, &["--keep", "--port", &port, "--apiserver-feature-gates", "WatchList=false"]);
     assert_eq!(kubeconfig2, kubeconfig);
+    match Api::<Namespace>::all(client.clone()).watch(&WatchParams::streaming_lists(), "0").await {
+        Err(kube::Error::Api(s)) => assert_eq!(s.code, 422, "the restarted server refuses watch-lists: {s:?}"),
+        Err(e) => panic!("the restarted server should answer a watch-list with 422, got {e}"),
+        Ok(_) => panic!("the restarted server should refuse watch-lists (WatchList=false), and it started one"),
+    }
     // From the server's READY to the model live and equal to what the server holds: the
     // reconnect waits are capped at 2 s (4 s with jitter), so this is a few seconds; with
     // kube-rs's default backoff (30 s cap, reset only 120 s after its last wait) a 40 s
@@ -637,6 +656,18 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("snapshot JSON");
     assert_eq!(doc["rows"].as_array().map(|r| r.len()), Some(NODES as usize), "{doc}");
+}
+
+/// How many watch-lists of `resource` the API server has finished sending the initial state
+/// of (`apiserver_watch_list_duration_seconds_count`, summed over scopes).
+async fn watch_lists(client: &kube::Client, resource: &str) -> u64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).expect("a request");
+    let text = client.request_text(req).await.expect("the API server's /metrics");
+    let label = format!("resource=\"{resource}\"");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_watch_list_duration_seconds_count{") && l.contains(&label))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
 }
 
 fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {

@@ -54,6 +54,9 @@ pub struct Config {
     /// Namespace label that names a namespace's tenant on a cluster (after vCluster and
     /// Kueue, else the namespace is its own tenant).
     pub tenant_label: String,
+    /// How the feed fetches each kind's initial state: `"stream"` (watch-lists, falling back
+    /// to pages where the server refuses them) or `"pages"`.
+    pub initial_list: crate::feed::kube::InitialList,
 }
 
 impl Default for Config {
@@ -67,13 +70,23 @@ impl Default for Config {
             mig_stuck_secs: 300,
             fps: 30,
             tenant_label: crate::cluster::labels::DEFAULT_TENANT_LABEL.to_string(),
+            initial_list: crate::feed::kube::InitialList::Stream,
         }
     }
 }
 
 /// The keys `config.toml` understands, in the order the warning lists them.
-const CONFIG_KEYS: &[&str] =
-    &["theme", "keymap", "idle_util_pct", "idle_window_secs", "busy_util_pct", "mig_stuck_secs", "fps", "tenant_label"];
+const CONFIG_KEYS: &[&str] = &[
+    "theme",
+    "keymap",
+    "idle_util_pct",
+    "idle_window_secs",
+    "busy_util_pct",
+    "mig_stuck_secs",
+    "fps",
+    "tenant_label",
+    "initial_list",
+];
 
 impl Config {
     /// Reads `<dir>/config.toml` if it exists. A key that is wrong keeps its default and
@@ -111,6 +124,7 @@ impl Config {
                 }
                 "fps" => int_in(value, 1, 120, "frames per second").map(|v| config.fps = v as u16),
                 "tenant_label" => label_key(value).map(|v| config.tenant_label = v),
+                "initial_list" => initial_list(value).map(|v| config.initial_list = v),
                 other => {
                     let hint = match closest(other, CONFIG_KEYS.iter().copied()) {
                         Some(near) => format!("did you mean \"{near}\"? "),
@@ -149,8 +163,19 @@ impl Config {
             "mig_stuck_secs" => self.mig_stuck_secs.to_string(),
             "fps" => self.fps.to_string(),
             "tenant_label" => format!("\"{}\"", self.tenant_label),
+            "initial_list" => format!("\"{}\"", self.initial_list.name()),
             _ => String::new(),
         }
+    }
+}
+
+fn initial_list(value: &Value) -> Result<crate::feed::kube::InitialList, String> {
+    use crate::feed::kube::InitialList;
+    match value {
+        Value::Str(s) if s == "stream" => Ok(InitialList::Stream),
+        Value::Str(s) if s == "pages" => Ok(InitialList::Pages),
+        Value::Str(s) => Err(format!("\"{s}\" is not a way to list: use \"stream\" or \"pages\"")),
+        other => Err(format!("expected \"stream\" or \"pages\", found {}", other.type_name())),
     }
 }
 

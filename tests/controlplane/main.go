@@ -173,11 +173,20 @@ func writeKubeconfig(path, server string, ca []byte, users map[string]identity, 
 	return clientcmd.WriteToFile(*cfg, path)
 }
 
+// gatesSuffix is ",GATES" for a non-empty list of further feature gates.
+func gatesSuffix(gates string) string {
+	if gates == "" {
+		return ""
+	}
+	return "," + gates
+}
+
 func up(args []string) error {
 	fs := pflag.NewFlagSet("up", pflag.ContinueOnError)
 	dir := fs.String("dir", "", "state directory (created); kubeconfig, logs, etcd data and certs go here")
 	port := fs.Int("port", 0, "kube-apiserver secure port on 127.0.0.1 (0: pick a free one)")
 	kcmControllers := fs.String("kcm-controllers", "*", "value of kube-controller-manager --controllers")
+	moreGates := fs.String("apiserver-feature-gates", "", "more kube-apiserver feature gates, after the DRA ones (WatchList=false: a server that refuses watch-lists, as 1.33 does by default)")
 	keep := fs.Bool("keep", false, "restart on the state a previous `up --dir` left (etcd data, certs, tokens): a restarted API server, as clients see one")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -367,7 +376,7 @@ func up(args []string) error {
 		// address (`localhost`); its InternalIP is the simulated one, which nothing listens
 		// on. kubeadm's order (InternalIP first) would dial that; DNS first finds the sim.
 		"--kubelet-preferred-address-types=InternalDNS,InternalIP,ExternalDNS,ExternalIP,Hostname",
-		"--feature-gates=" + draFeatureGates,
+		"--feature-gates=" + draFeatureGates + gatesSuffix(*moreGates),
 		"--runtime-config=" + draRuntimeConfig,
 	}
 	if err := afs.Parse(apiArgs); err != nil {

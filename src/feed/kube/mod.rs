@@ -34,12 +34,54 @@ use crate::model::Delta;
 pub struct KubeFeedConfig {
     /// Namespace label that names a tenant (default `fabrik.io/tenant`).
     pub tenant_label: String,
+    /// How each kind's initial state is fetched.
+    pub initial_list: InitialList,
 }
 
 impl Default for KubeFeedConfig {
     fn default() -> Self {
-        Self { tenant_label: l::DEFAULT_TENANT_LABEL.into() }
+        Self { tenant_label: l::DEFAULT_TENANT_LABEL.into(), initial_list: InitialList::Stream }
     }
+}
+
+/// How a watch gets the state it starts from (and gets again after a 410 or a restart).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum InitialList {
+    /// A watch-list (`sendInitialEvents=true`, KEP-3157; beta and on by default in 1.34):
+    /// the API server streams every object from its watch cache as it encodes it, and each
+    /// object is decoded and translated as it arrives, never held as one list. A server that
+    /// refuses it (the `WatchList` gate off, as in 1.33, or a server before 1.27 that refuses
+    /// `resourceVersionMatch` on a watch) answers 4xx to the first watch, and that kind falls
+    /// back to `Pages` for the rest of the session.
+    #[default]
+    Stream,
+    /// Lists of 500 (client-go's page size) from the watch cache (`resourceVersion=0`), then
+    /// a watch from the list's version.
+    Pages,
+}
+
+impl InitialList {
+    /// The watcher configuration for this strategy over `base` (its selectors).
+    fn config(self, base: watcher::Config) -> watcher::Config {
+        match self {
+            InitialList::Stream => base.streaming_lists(),
+            InitialList::Pages => base.any_semantic(),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            InitialList::Stream => "stream",
+            InitialList::Pages => "pages",
+        }
+    }
+}
+
+/// Whether a failed first watch means the server does not do watch-lists: it rejects the
+/// request itself (400, 422 Invalid: "sendInitialEvents is forbidden for watch unless the
+/// WatchList feature gate is enabled"), as opposed to being away, overloaded or forbidding it.
+fn refuses_watch_list(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 400 || s.code == 422)
 }
 
 /// The kinds the feed watches; the name is what the header and events call it.
@@ -170,7 +212,7 @@ fn error_code(e: &watcher::Error) -> (Option<u16>, String) {
 
 fn watch<K>(
     api: Api<K>,
-    cfg: watcher::Config,
+    cfg: (watcher::Config, InitialList),
     kind: Kind,
     wrap: fn(Event<K>) -> Msg,
     tx: mpsc::Sender<Msg>,
@@ -178,47 +220,67 @@ fn watch<K>(
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    tokio::spawn(pump(api, cfg, kind, wrap, tx))
+    tokio::spawn(pump(api, cfg.0, cfg.1, kind, wrap, tx))
 }
 
 /// Forwards one watch's events (and its errors, tagged) until the translator goes away. A
 /// 404 before the kind was ever listed ends it: the server does not serve that kind. After
 /// that, a 404 is retried like any failure: a restarting API server answers 404 for an API
 /// group (an alpha version, a CRD's) until it has installed it again.
-async fn pump<K>(api: Api<K>, cfg: watcher::Config, kind: Kind, wrap: fn(Event<K>) -> Msg, tx: mpsc::Sender<Msg>)
-where
+async fn pump<K>(
+    api: Api<K>,
+    base: watcher::Config,
+    mut strategy: InitialList,
+    kind: Kind,
+    wrap: fn(Event<K>) -> Msg,
+    tx: mpsc::Sender<Msg>,
+) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
-    let mut stream = watcher::watcher(api, cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
     let mut served = false;
-    while let Some(item) = stream.next().await {
-        let msg = match item {
-            Ok(e) => {
-                served = true;
-                wrap(e)
-            }
-            Err(e) => {
-                let (code, reason) = error_code(&e);
-                let stop = code == Some(404) && !served;
-                if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
-                    return;
+    'strategies: loop {
+        let cfg = strategy.config(base.clone());
+        let mut stream =
+            watcher::watcher(api.clone(), cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
+        while let Some(item) = stream.next().await {
+            let msg = match item {
+                Ok(e) => {
+                    served = true;
+                    wrap(e)
                 }
-                continue;
+                Err(e) if strategy == InitialList::Stream && refuses_watch_list(&e) => {
+                    strategy = InitialList::Pages;
+                    continue 'strategies;
+                }
+                Err(e) => {
+                    let (code, reason) = error_code(&e);
+                    let stop = code == Some(404) && !served;
+                    if tx.send(Msg::Error { kind, code, reason }).await.is_err() || stop {
+                        return;
+                    }
+                    continue;
+                }
+            };
+            if tx.send(msg).await.is_err() {
+                return;
             }
-        };
-        if tx.send(msg).await.is_err() {
-            return;
         }
+        return;
     }
 }
 
-fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tokio::task::JoinHandle<()> {
+fn spawn_watch(
+    kind: Kind,
+    client: &kube::Client,
+    strategy: InitialList,
+    tx: &mpsc::Sender<Msg>,
+) -> tokio::task::JoinHandle<()> {
     let c = client.clone();
     let tx = tx.clone();
-    let cfg = watcher::Config::default();
+    let cfg = (watcher::Config::default(), strategy);
     match kind {
         Kind::Namespaces => watch(Api::<Namespace>::all(c), cfg, kind, Msg::Namespace, tx),
-        Kind::VClusters => watch(Api::<Pod>::all(c), cfg.labels("app=vcluster"), kind, Msg::VCluster, tx),
+        Kind::VClusters => watch(Api::<Pod>::all(c), (cfg.0.labels("app=vcluster"), strategy), kind, Msg::VCluster, tx),
         Kind::Nodes => watch(Api::<Node>::all(c), cfg, kind, Msg::Node, tx),
         Kind::Pods => watch(Api::<Pod>::all(c), cfg, kind, Msg::Pod, tx),
         Kind::Quotas => watch(Api::<ResourceQuota>::all(c), cfg, kind, Msg::Quota, tx),
@@ -226,16 +288,16 @@ fn spawn_watch(kind: Kind, client: &kube::Client, tx: &mpsc::Sender<Msg>) -> tok
         Kind::Events => watch(Api::<KEvent>::all(c), cfg, kind, Msg::Event, tx),
         Kind::Slices => watch(Api::<ResourceSlice>::all(c), cfg, kind, Msg::Slice, tx),
         Kind::Claims => watch(Api::<ResourceClaim>::all(c), cfg, kind, Msg::Claim, tx),
-        Kind::LocalQueues => optional(c, KUEUE, "LocalQueue", kind, Msg::LocalQueue, tx),
-        Kind::ClusterQueues => optional(c, KUEUE, "ClusterQueue", kind, Msg::ClusterQueue, tx),
-        Kind::TaintRules => optional(c, TAINT_RULES, "DeviceTaintRule", kind, Msg::TaintRule, tx),
-        Kind::Domains => optional(c, DOMAINS, "ComputeDomain", kind, Msg::Domain, tx),
-        Kind::Workloads => optional(c, KUEUE, "Workload", kind, Msg::Workload, tx),
+        Kind::LocalQueues => optional(c, KUEUE, "LocalQueue", strategy, kind, Msg::LocalQueue, tx),
+        Kind::ClusterQueues => optional(c, KUEUE, "ClusterQueue", strategy, kind, Msg::ClusterQueue, tx),
+        Kind::TaintRules => optional(c, TAINT_RULES, "DeviceTaintRule", strategy, kind, Msg::TaintRule, tx),
+        Kind::Domains => optional(c, DOMAINS, "ComputeDomain", strategy, kind, Msg::Domain, tx),
+        Kind::Workloads => optional(c, KUEUE, "Workload", strategy, kind, Msg::Workload, tx),
         Kind::NetPols => watch(Api::<NetworkPolicy>::all(c), cfg, kind, Msg::NetPol, tx),
-        Kind::Machines => optional(c, CAPI, "Machine", kind, Msg::Machine, tx),
-        Kind::Hosts => optional(c, METAL3, "BareMetalHost", kind, Msg::Host, tx),
-        Kind::CiliumPols => optional(c, CILIUM, "CiliumNetworkPolicy", kind, Msg::CiliumPol, tx),
-        Kind::CiliumWide => optional(c, CILIUM, "CiliumClusterwideNetworkPolicy", kind, Msg::CiliumWide, tx),
+        Kind::Machines => optional(c, CAPI, "Machine", strategy, kind, Msg::Machine, tx),
+        Kind::Hosts => optional(c, METAL3, "BareMetalHost", strategy, kind, Msg::Host, tx),
+        Kind::CiliumPols => optional(c, CILIUM, "CiliumNetworkPolicy", strategy, kind, Msg::CiliumPol, tx),
+        Kind::CiliumWide => optional(c, CILIUM, "CiliumClusterwideNetworkPolicy", strategy, kind, Msg::CiliumWide, tx),
     }
 }
 
@@ -315,6 +377,7 @@ fn optional(
     c: kube::Client,
     (group, versions): (&'static str, &'static [&'static str]),
     kind_name: &'static str,
+    strategy: InitialList,
     kind: Kind,
     wrap: fn(Event<DynamicObject>) -> Msg,
     tx: mpsc::Sender<Msg>,
@@ -366,7 +429,7 @@ fn optional(
             tokio::time::sleep(wait).await;
             wait = (wait * 2).min(Duration::from_secs(30));
         };
-        pump(Api::<DynamicObject>::all_with(c, &ar), watcher::Config::default(), kind, wrap, tx).await;
+        pump(Api::<DynamicObject>::all_with(c, &ar), watcher::Config::default(), strategy, kind, wrap, tx).await;
     })
 }
 
@@ -374,9 +437,10 @@ fn optional(
 /// events (at most every 50 ms), and the clock once a second.
 pub async fn run(client: kube::Client, cfg: KubeFeedConfig, out: mpsc::Sender<Batch>) {
     let (tx, mut rx) = mpsc::channel::<Msg>(4096);
+    let strategy = cfg.initial_list;
     let mut t = Translator::new(cfg);
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
-        Kind::FIRST.iter().map(|k| spawn_watch(*k, &client, &tx)).collect();
+        Kind::FIRST.iter().map(|k| spawn_watch(*k, &client, strategy, &tx)).collect();
     let mut started_rest = false;
     let mut clock = tokio::time::interval(Duration::from_secs(1));
     clock.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -412,7 +476,7 @@ pub async fn run(client: kube::Client, cfg: KubeFeedConfig, out: mpsc::Sender<Ba
         }
         if !started_rest && t.first_synced() {
             started_rest = true;
-            tasks.extend(Kind::REST.iter().map(|k| spawn_watch(*k, &client, &tx)));
+            tasks.extend(Kind::REST.iter().map(|k| spawn_watch(*k, &client, strategy, &tx)));
         }
         if !batch.is_empty() && out.send(batch).await.is_err() {
             break;

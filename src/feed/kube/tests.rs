@@ -769,3 +769,20 @@ fn a_pod_joins_a_compute_domain_by_its_channel_template_and_the_channel_is_no_gp
     let d = f.domains.get("ml/nvl").expect("the domain");
     assert!(f.domain_pods(d).is_empty());
 }
+
+#[test]
+fn only_a_refused_watch_list_falls_back_to_pages() {
+    use kube::core::Status;
+    let start =
+        |code| watcher::Error::WatchStartFailed(kube::Error::Api(Box::new(Status::failure("x", "y").with_code(code))));
+    // 422: "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".
+    assert!(refuses_watch_list(&start(422)));
+    assert!(refuses_watch_list(&start(400)));
+    // Away, overloaded, forbidden, not served: the watch retries (or stops) as before.
+    for code in [403, 404, 429, 500, 503] {
+        assert!(!refuses_watch_list(&start(code)), "{code}");
+    }
+    let listing =
+        watcher::Error::InitialListFailed(kube::Error::Api(Box::new(Status::failure("x", "y").with_code(422))));
+    assert!(!refuses_watch_list(&listing), "only the first watch of a watch-list is judged");
+}
