@@ -102,8 +102,8 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Audit(args)) => run_audit(&args),
-        Some(Cmd::Bench { nodes, frames, ticks }) => {
-            fabrik::bench::run(nodes as usize, frames, ticks);
+        Some(Cmd::Bench { nodes, frames, ticks, json }) => {
+            fabrik::bench::run(fabrik::bench::Options { nodes: nodes as usize, frames, ticks, json });
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Screenshots { out, seed, theme }) => screenshots::screenshots(&out, seed, theme.as_deref()),

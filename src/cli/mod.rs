@@ -235,6 +235,9 @@ pub enum Cmd {
         frames: usize,
         #[arg(long, default_value_t = 20)]
         ticks: usize,
+        /// Print one JSON object with every figure on stdout (the readable lines on stderr).
+        #[arg(long)]
+        json: bool,
     },
     /// Print a shell completion script: `source <(fabrik completions bash)`; zsh:
     /// `fabrik completions zsh > "${fpath[1]}/_fabrik"`; fish:
