@@ -30,11 +30,15 @@ impl Sample {
 /// Number of samples kept per GPU.
 pub const HISTORY_LEN: usize = 60;
 
+/// The newest `cap` samples, oldest first. The buffer grows with the samples (4, 8, 16, 32,
+/// then `cap`): a GPU that never reports telemetry (off screen, no agent streaming it) costs
+/// the empty ring's 32 bytes, not `cap` samples' worth (at 520,000 GPUs, 190 MB).
 #[derive(Clone, Debug)]
 pub struct Ring {
-    buf: Box<[Sample]>,
+    buf: Vec<Sample>,
+    /// Where the oldest sample is once the buffer is full.
     head: u16,
-    len: u16,
+    cap: u16,
 }
 
 impl Default for Ring {
@@ -45,45 +49,48 @@ impl Default for Ring {
 
 impl Ring {
     pub fn with_capacity(cap: usize) -> Self {
-        let cap = cap.clamp(1, u16::MAX as usize);
-        Self { buf: vec![Sample::default(); cap].into_boxed_slice(), head: 0, len: 0 }
+        let cap = cap.clamp(1, u16::MAX as usize) as u16;
+        Self { buf: Vec::new(), head: 0, cap }
     }
 
     pub fn push(&mut self, s: Sample) {
-        let cap = self.buf.len();
-        let idx = (self.head as usize + self.len as usize) % cap;
-        self.buf[idx] = s;
-        if (self.len as usize) < cap {
-            self.len += 1;
+        let cap = self.cap as usize;
+        if self.buf.len() < cap {
+            if self.buf.len() == self.buf.capacity() {
+                let grow = self.buf.len().max(4).min(cap - self.buf.len());
+                self.buf.reserve_exact(grow);
+            }
+            self.buf.push(s);
         } else {
+            self.buf[self.head as usize] = s;
             self.head = ((self.head as usize + 1) % cap) as u16;
         }
     }
 
     pub fn len(&self) -> usize {
-        self.len as usize
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub fn capacity(&self) -> usize {
         self.buf.len()
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.cap as usize
+    }
+
     pub fn last(&self) -> Option<Sample> {
-        if self.len == 0 {
+        let n = self.buf.len();
+        if n == 0 {
             return None;
         }
-        let cap = self.buf.len();
-        Some(self.buf[(self.head as usize + self.len as usize - 1) % cap])
+        Some(self.buf[(self.head as usize + n - 1) % n])
     }
 
     /// Oldest first.
     pub fn iter(&self) -> impl Iterator<Item = Sample> + '_ {
-        let cap = self.buf.len();
-        (0..self.len as usize).map(move |i| self.buf[(self.head as usize + i) % cap])
+        let n = self.buf.len();
+        (0..n).map(move |i| self.buf[(self.head as usize + i) % n])
     }
 }
 
@@ -102,6 +109,23 @@ mod tests {
         let utils: Vec<Option<u8>> = r.iter().map(|s| s.util).collect();
         assert_eq!(utils, vec![Some(3), Some(4), Some(5)]);
         assert_eq!(r.last().and_then(|s| s.util), Some(5));
+    }
+
+    #[test]
+    fn ring_grows_with_its_samples_up_to_its_capacity() {
+        let mut r = Ring::with_capacity(HISTORY_LEN);
+        assert_eq!(r.buf.capacity(), 0, "no samples, nothing allocated");
+        r.push(Sample::new(1, 0, 0, 0));
+        assert_eq!(r.buf.capacity(), 4);
+        for u in 2..=200u8 {
+            r.push(Sample::new(u % 101, 0, 0, 0));
+            assert!(r.buf.capacity() <= HISTORY_LEN, "never more than the history kept");
+        }
+        assert_eq!((r.len(), r.buf.capacity()), (HISTORY_LEN, HISTORY_LEN));
+        let utils: Vec<u8> = r.iter().filter_map(|s| s.util).collect();
+        let want: Vec<u8> = (141..=200u8).map(|u| u % 101).collect();
+        assert_eq!(utils, want, "the newest 60, oldest first");
+        assert_eq!(r.last().and_then(|s| s.util), Some(200 % 101));
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl BareMetalHost {
 }
 
 /// Which host a providerID names, as Cluster API's Metal3 provider writes it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum HostRef {
     /// `metal3://<namespace>/<host>/<metal3machine>`: the host's `namespace/name`.
     Key(String),

@@ -3,6 +3,7 @@
 //! remediated.
 
 use super::super::capi::Machine;
+use super::super::metal3::HostRef;
 use super::super::types::{AlertKind, AlertTarget};
 use super::Fleet;
 
@@ -18,6 +19,7 @@ impl Fleet {
         if old.as_ref() == Some(&m) {
             return false;
         }
+        self.index_host_ref(old.as_ref(), Some(&m), &key);
         if let Some(n) = old.as_ref().and_then(|o| o.node.as_ref()).filter(|n| Some(*n) != m.node.as_ref()) {
             if self.node_machine.get(n) == Some(&key) {
                 self.node_machine.remove(n);
@@ -35,6 +37,7 @@ impl Fleet {
 
     pub(super) fn remove_machine(&mut self, key: &str) -> bool {
         let Some(m) = self.machines.remove(key) else { return false };
+        self.index_host_ref(Some(&m), None, key);
         if let Some(n) = &m.node
             && self.node_machine.get(n).map(String::as_str) == Some(key)
         {
@@ -42,6 +45,27 @@ impl Fleet {
             self.refresh_machine_alert(n);
         }
         true
+    }
+
+    /// Moves Machine `key` in [`Fleet::host_machines`] from the host `old` named to the one
+    /// `new` names.
+    fn index_host_ref(&mut self, old: Option<&Machine>, new: Option<&Machine>, key: &str) {
+        let was = old.and_then(|m| HostRef::parse(&m.provider_id));
+        let now = new.and_then(|m| HostRef::parse(&m.provider_id));
+        if was == now {
+            return;
+        }
+        if let Some(r) = was
+            && let Some(set) = self.host_machines.get_mut(&r)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                self.host_machines.remove(&r);
+            }
+        }
+        if let Some(r) = now {
+            self.host_machines.entry(r).or_default().insert(key.to_string());
+        }
     }
 
     /// Sets or clears node `name`'s Machine alert (a node that arrives later gets it when

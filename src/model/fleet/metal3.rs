@@ -20,12 +20,15 @@ impl Fleet {
         self.host_by_provider_id(&self.machine_of_node(name)?.provider_id)
     }
 
-    /// The nodes whose Machine names host `h` (normally one).
+    /// The nodes whose Machine names host `h` (normally one), by its key or its uid.
     fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
-        self.machines
-            .values()
-            .filter(|m| HostRef::parse(&m.provider_id).is_some_and(|r| r.names(h)))
-            .filter_map(|m| m.node.clone())
+        let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
+        [Some(HostRef::Key(h.key())), by_uid]
+            .into_iter()
+            .flatten()
+            .filter_map(|r| self.host_machines.get(&r))
+            .flatten()
+            .filter_map(|k| self.machines.get(k)?.node.clone())
             .collect()
     }
 
@@ -130,5 +133,29 @@ mod tests {
         f.apply(Delta::HostRemove { namespace: "metal3".into(), name: "h1".into() });
         assert!(f.host_of_node(&nodes[1]).is_none() && !has_alert(&f, &nodes[1]));
         assert!(!f.host_uid.contains_key("u1"), "the uid join goes with the host");
+    }
+
+    #[test]
+    fn a_machine_that_names_another_host_moves_in_the_join() {
+        let mut f = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let node = f.nodes.iter().next().map(|(_, n)| f.str_of(n.name).to_string()).expect("a node");
+        let machine = |pid: &str| Machine {
+            namespace: "capi".into(),
+            name: "moved".into(),
+            node: Some(node.clone()),
+            provider_id: pid.into(),
+            ..Default::default()
+        };
+        f.apply(Delta::MachineUpsert(machine("metal3://metal3/a/m")));
+        f.apply(Delta::MachineUpsert(machine("metal3://metal3/b/m")));
+        // A host upsert finds its nodes through the index: `a` no longer names this node.
+        assert_eq!(f.nodes_of_host(&host("a", "", true)), Vec::<String>::new());
+        assert_eq!(f.nodes_of_host(&host("b", "", true)), vec![node.clone()]);
+        f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "moved".into() });
+        assert!(
+            f.host_machines.values().all(|ms| !ms.contains("capi/moved")),
+            "the Machine leaves the index with its removal"
+        );
+        assert!(!f.host_machines.contains_key(&HostRef::Key("metal3/b".into())), "an emptied entry goes");
     }
 }

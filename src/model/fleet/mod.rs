@@ -78,6 +78,9 @@ pub struct Fleet {
     pub hosts: BTreeMap<String, super::metal3::BareMetalHost>,
     /// ...and their `namespace/name` by uid (the legacy Metal3 providerID names a uid).
     pub host_uid: BTreeMap<String, String>,
+    /// Machines by the host their providerID names (the host → node join, without a scan
+    /// of every Machine per host: at 65,000 nodes that scan made the listing quadratic).
+    pub host_machines: BTreeMap<super::metal3::HostRef, BTreeSet<String>>,
     /// NetworkPolicies by namespace, then name.
     pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
@@ -169,6 +172,7 @@ impl Fleet {
             node_machine: BTreeMap::new(),
             hosts: BTreeMap::new(),
             host_uid: BTreeMap::new(),
+            host_machines: BTreeMap::new(),
             cotenancy: Default::default(),
             alerts: BTreeMap::new(),
             inspected: None,
