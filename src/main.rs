@@ -102,7 +102,11 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Audit(args)) => run_audit(&args),
-        Some(Cmd::Bench { nodes, frames, ticks, json }) => {
+        Some(Cmd::Bench { decode: Some(list), json, .. }) => {
+            fabrik::bench::decode::run(&list, 100_000, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Cmd::Bench { nodes, frames, ticks, json, decode: None }) => {
             fabrik::bench::run(fabrik::bench::Options { nodes: nodes as usize, frames, ticks, json });
             Ok(ExitCode::SUCCESS)
         }

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use fabrik::feed::kube::KubeFeedConfig;
+use fabrik::feed::kube::{InitialList, KubeFeedConfig};
 use fabrik::model::{Delta, FeedState, Fleet, Phase, Thresholds};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ResourceQuota};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
@@ -46,7 +46,10 @@ struct Model {
 impl Model {
     fn start(client: kube::Client) -> Model {
         let (tx, rx) = mpsc::channel(256);
-        let feed = tokio::spawn(fabrik::feed::kube::run(client, KubeFeedConfig::default(), tx.clone()));
+        // Watch-lists, as shipped (named here: the assertions below are about them); after
+        // the restart below, their fallback, pages, is what converges.
+        let cfg = KubeFeedConfig { initial_list: InitialList::Stream, ..Default::default() };
+        let feed = tokio::spawn(fabrik::feed::kube::run(client, cfg, tx.clone()));
         Model { fleet: Fleet::new(Thresholds::default()), rx, tx, _feed: feed }
     }
 

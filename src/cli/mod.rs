@@ -238,6 +238,10 @@ pub enum Cmd {
         /// Print one JSON object with every figure on stdout (the readable lines on stderr).
         #[arg(long)]
         json: bool,
+        /// Instead: replay this recorded list (`kubectl get pods -A -o json`) as a watch-list
+        /// to the feed's kube client and report decode throughput (objects/s per core).
+        #[arg(long, value_name = "LIST.json")]
+        decode: Option<std::path::PathBuf>,
     },
     /// Print a shell completion script: `source <(fabrik completions bash)`; zsh:
     /// `fabrik completions zsh > "${fpath[1]}/_fabrik"`; fish:
@@ -594,7 +598,7 @@ mod tests {
                 vec!["agent"],
                 vec!["listen", "fake", "seed", "interval", "node", "max-readers", "max-connections", "pod-resources"],
             ),
-            (vec!["bench"], vec!["nodes", "frames", "ticks"]),
+            (vec!["bench"], vec!["nodes", "frames", "ticks", "json", "decode"]),
             (vec!["screenshots"], vec!["out", "seed", "theme"]),
         ];
         let mut seen: Vec<String> = Vec::new();

@@ -55,7 +55,7 @@ pub struct Config {
     /// Kueue, else the namespace is its own tenant).
     pub tenant_label: String,
     /// How the feed fetches each kind's initial state: `"stream"` (watch-lists, falling back
-    /// to pages where the server refuses them) or `"pages"`.
+    /// to pages where the server refuses them) or `"pages"` (lists from the watch cache).
     pub initial_list: crate::feed::kube::InitialList,
 }
 

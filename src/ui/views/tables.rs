@@ -84,28 +84,52 @@ pub fn children(f: &Fleet, row: RowId) -> impl Iterator<Item = RowId> {
     (0..n).map(move |i| RowId::Mig(g, i))
 }
 
-/// Whether a row matches a filter: case-insensitive substring of any filterable cell; a
-/// leading `!` inverts it.
-pub fn matches(f: &Fleet, v: ViewKind, row: RowId, filter: &str) -> bool {
-    let (neg, needle) = match filter.strip_prefix('!') {
-        Some(rest) => (true, rest),
-        None => (false, filter),
-    };
-    if needle.is_empty() {
-        return true;
+/// A filter as typed: case-insensitive substring of any filterable cell; a leading `!`
+/// inverts it. Lower-cased once, not once per row.
+pub struct Filter {
+    neg: bool,
+    needle: String,
+}
+
+impl Filter {
+    pub fn new(filter: &str) -> Filter {
+        let (neg, needle) = match filter.strip_prefix('!') {
+            Some(rest) => (true, rest),
+            None => (false, filter),
+        };
+        Filter { neg, needle: needle.to_lowercase() }
     }
-    let needle = needle.to_lowercase();
-    let hit = columns(v).iter().filter(|c| c.filter).any(|c| c.cell_of(f, row).0.to_lowercase().contains(&needle));
-    hit != neg
+
+    /// Whether `hay` holds the needle, ignoring case. An ASCII needle (what people type) is
+    /// compared byte by byte without lower-casing the cell: a filter over the GPUs view's
+    /// million rows formats each cell once and allocates nothing more.
+    fn found_in(&self, hay: &str) -> bool {
+        let n = self.needle.as_bytes();
+        if self.needle.is_ascii() {
+            hay.as_bytes().windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
+        } else {
+            hay.to_lowercase().contains(&self.needle)
+        }
+    }
+
+    /// Whether row `row` of view `v` is kept.
+    pub fn keeps(&self, f: &Fleet, v: ViewKind, row: RowId) -> bool {
+        if self.needle.is_empty() {
+            return true;
+        }
+        let hit = columns(v).iter().filter(|c| c.filter).any(|c| self.found_in(&c.cell_of(f, row).0));
+        hit != self.neg
+    }
 }
 
 /// Filtered, sorted rows of a view, by the typed values of the sort column (ties in row
 /// order); children follow their row.
 pub fn rows(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, descending: bool) -> Vec<RowId> {
     let col = &columns(v)[sort_index(v, sort)];
+    let filter = Filter::new(filter);
     let mut keyed: Vec<(SortKey, RowId)> = ids(f, v)
         .into_iter()
-        .filter(|id| matches(f, v, *id, filter))
+        .filter(|id| filter.keeps(f, v, *id))
         .map(|id| ((col.value)(f, id).sort_key(), id))
         .collect();
     keyed.sort_unstable();
@@ -149,5 +173,27 @@ pub fn feed_state(f: &Fleet) -> (String, &'static str) {
                 (format!("{loading}{what} since {age} ({feeds} feeds; :events)"), "ui.stale")
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_ignores_case_and_inverts_with_a_bang() {
+        let f = Filter::new("WhiSper");
+        assert!(f.found_in("inference-prod/whisper-large-0"));
+        assert!(f.found_in("WHISPER"));
+        assert!(!f.found_in("whispe"));
+        let f = Filter::new("größe");
+        assert!(f.found_in("GRÖßE"), "a non-ASCII needle lower-cases the cell");
+        // On the demo fleet: the kept rows and the inverted filter's rows partition the view.
+        let fleet = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let all = rows(&fleet, ViewKind::Pods, "", None, false).len();
+        let kept = rows(&fleet, ViewKind::Pods, "WHISPER", None, false).len();
+        let rest = rows(&fleet, ViewKind::Pods, "!whisper", None, false).len();
+        assert!(kept > 0 && rest > 0, "{kept} {rest}");
+        assert_eq!(kept + rest, all);
     }
 }

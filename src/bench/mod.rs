@@ -3,6 +3,8 @@
 //! frame render cost, cells written for an unchanged frame, and resident memory. It prints
 //! medians; nothing here is asserted in tests (machines are shared and noisy).
 
+pub mod decode;
+
 use std::time::{Duration, Instant};
 
 use ratatui::Terminal;
