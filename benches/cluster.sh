@@ -24,12 +24,9 @@ cleanup() {
 }
 trap cleanup EXIT
 start=$(date +%s.%N)
-"$BIN" --kubeconfig "$KC" sim --nodes "$NODES" --workload --pods "$PODS" >"$DIR/sim.out" 2>"$DIR/sim.log" &
-SIM=$!
-until grep -q '^READY' "$DIR/sim.out" 2>/dev/null; do
-  kill -0 "$SIM" 2>/dev/null || { echo "fabrik sim exited:"; tail -20 "$DIR/sim.log"; exit 1; }
-  sleep 1
-done
+# shellcheck source=benches/sim.sh
+. benches/sim.sh
+sim_up "$BIN" "$KC" "$DIR" "$NODES" "$PODS"
 ready=$(date +%s.%N)
 echo "fabrik sim READY after $(echo "$ready - $start" | bc) s: $(cat "$DIR/sim.out")"
 # Let the scheduler and the simulated kubelets catch up (pods Pending -> Running).

@@ -28,12 +28,9 @@ cleanup() {
   tests/controlplane/cp.sh down "$DIR" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-"$BIN" --kubeconfig "$KC" sim --nodes "$NODES" --workload --pods "$PODS" >"$DIR/sim.out" 2>"$DIR/sim.log" &
-SIM=$!
-until grep -q '^READY' "$DIR/sim.out" 2>/dev/null; do
-  kill -0 "$SIM" 2>/dev/null || { echo "fabrik sim exited:"; tail -20 "$DIR/sim.log"; exit 1; }
-  sleep 1
-done
+# shellcheck source=benches/sim.sh
+. benches/sim.sh
+sim_up "$BIN" "$KC" "$DIR" "$NODES" "$PODS"
 sleep 20 # pods Pending -> Running
 # K contexts, c1 … cK, each the whole test cluster.
 kubectl --kubeconfig "$KC" config view --flatten -o json | python3 -c '

@@ -43,12 +43,9 @@ cleanup() {
   tests/controlplane/cp.sh down "$DIR" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
-"$BIN" --kubeconfig "$KC" sim --nodes "$NODES" --workload --pods "$PODS" >"$DIR/sim.out" 2>"$DIR/sim.log" &
-SIM=$!
-until grep -q '^READY' "$DIR/sim.out" 2>/dev/null; do
-  kill -0 "$SIM" 2>/dev/null || { echo "fabrik sim exited:"; tail -20 "$DIR/sim.log"; exit 1; }
-  sleep 1
-done
+# shellcheck source=benches/sim.sh
+. benches/sim.sh
+sim_up "$BIN" "$KC" "$DIR" "$NODES" "$PODS"
 # Let the scheduler place what it can (the Pending count unchanged for 30 s, at most 5
 # minutes), then take the counts every tool must reach.
 K="kubectl --kubeconfig $KC"
