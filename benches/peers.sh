@@ -22,6 +22,8 @@
 # on PATH. Build them with:
 #   GOBIN=/tmp/peers/bin go install github.com/derailed/k9s@v0.50.16
 #   cargo install kdash --version 2.1.1 --root /tmp/peers
+# A wait gives up 300 s after the tool started (-1 in that run's line); medians leave such
+# runs out, and a figure no run reached is `(none)` in the table and null in the JSON.
 # Prints a table and, last, one JSON object (medians per tool, ratios against fabrik).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -152,19 +154,26 @@ tools = {}
 for r in rows:
     tools.setdefault(r["tool"], []).append(r)
 keys = ["nodes_s", "pods_s", "rss_mib", "cpu_pct", "tty_bps"]
-med = {t: {k: statistics.median(r[k] for r in rs) for k in keys} for t, rs in tools.items()}
+# A wait that timed out is -1: it is no time, so medians are over the runs that finished
+# (null when none did).
+def median(vals):
+    vals = [v for v in vals if v >= 0]
+    return statistics.median(vals) if vals else None
+med = {t: {k: median(r[k] for r in rs) for k in keys} for t, rs in tools.items()}
 out = {"nodes": int(sys.argv[2]), "pods": int(sys.argv[3]),
        "raw_list": {"pods_s": float(sys.argv[4]), "pods_bytes": int(sys.argv[5]),
                     "nodes_s": float(sys.argv[6]), "nodes_bytes": int(sys.argv[7])},
        "median": med, "runs": rows}
 f = med.get("fabrik")
 if f:
-    out["ratio_to_fabrik"] = {t: {k: (round(m[k] / f[k], 2) if f[k] > 0 and m[k] >= 0 else None) for k in keys}
+    out["ratio_to_fabrik"] = {t: {k: (round(m[k] / f[k], 2) if f[k] and m[k] is not None else None) for k in keys}
                               for t, m in med.items() if t != "fabrik"}
-    out["fabrik_pods_over_raw_list"] = round(f["pods_s"] / float(sys.argv[4]), 2)
+    out["fabrik_pods_over_raw_list"] = f["pods_s"] and round(f["pods_s"] / float(sys.argv[4]), 2)
 print()
 print(f"{'tool':<14}{'nodes s':>9}{'pods s':>9}{'RSS MiB':>10}{'CPU %':>8}{'tty B/s':>10}")
+fmt = lambda x, w, p: f"{x:>{w}.{p}f}" if x is not None else f"{'(none)':>{w}}"
 for t, m in med.items():
-    print(f"{t:<14}{m['nodes_s']:>9.2f}{m['pods_s']:>9.2f}{m['rss_mib']:>10.1f}{m['cpu_pct']:>8.2f}{m['tty_bps']:>10.0f}")
+    print(f"{t:<14}{fmt(m['nodes_s'], 9, 2)}{fmt(m['pods_s'], 9, 2)}{fmt(m['rss_mib'], 10, 1)}"
+          f"{fmt(m['cpu_pct'], 8, 2)}{fmt(m['tty_bps'], 10, 0)}")
 print(json.dumps(out))
 PY

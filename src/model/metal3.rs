@@ -150,14 +150,6 @@ pub enum HostRef {
 }
 
 impl HostRef {
-    /// Whether this reference names host `h`.
-    pub fn names(&self, h: &BareMetalHost) -> bool {
-        match self {
-            HostRef::Key(k) => *k == h.key(),
-            HostRef::Uid(u) => !h.uid.is_empty() && *u == h.uid,
-        }
-    }
-
     /// `None` for a providerID that is not Metal3's.
     pub fn parse(provider_id: &str) -> Option<HostRef> {
         let rest = provider_id.trim().strip_prefix("metal3://")?;

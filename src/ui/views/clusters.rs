@@ -135,12 +135,8 @@ impl ClusterRow {
 /// The rows `filter` keeps, by index: those with a cell that contains it (case-insensitive;
 /// a leading `!` keeps the others), as the table views filter.
 pub fn shown(rows: &[ClusterRow], filter: &str) -> Vec<usize> {
-    let (not, text) = match filter.strip_prefix('!') {
-        Some(t) => (true, t.to_lowercase()),
-        None => (false, filter.to_lowercase()),
-    };
-    let keep = |r: &ClusterRow| text.is_empty() || r.cells().iter().any(|c| c.to_lowercase().contains(&text)) != not;
-    (0..rows.len()).filter(|i| keep(&rows[*i])).collect()
+    let filter = super::tables::Filter::new(filter);
+    (0..rows.len()).filter(|i| filter.keeps_cells(rows[*i].cells().into_iter())).collect()
 }
 
 pub const HEADERS: [&str; 10] =

@@ -103,7 +103,7 @@ impl Filter {
     /// Whether `hay` holds the needle, ignoring case. An ASCII needle (what people type) is
     /// compared byte by byte without lower-casing the cell: a filter over the GPUs view's
     /// million rows formats each cell once and allocates nothing more.
-    fn found_in(&self, hay: &str) -> bool {
+    pub fn found_in(&self, hay: &str) -> bool {
         let n = self.needle.as_bytes();
         if self.needle.is_ascii() {
             hay.as_bytes().windows(n.len()).any(|w| w.eq_ignore_ascii_case(n))
@@ -112,13 +112,14 @@ impl Filter {
         }
     }
 
+    /// Whether a row whose filterable cells are `cells` is kept.
+    pub fn keeps_cells<S: AsRef<str>>(&self, mut cells: impl Iterator<Item = S>) -> bool {
+        self.needle.is_empty() || cells.any(|c| self.found_in(c.as_ref())) != self.neg
+    }
+
     /// Whether row `row` of view `v` is kept.
     pub fn keeps(&self, f: &Fleet, v: ViewKind, row: RowId) -> bool {
-        if self.needle.is_empty() {
-            return true;
-        }
-        let hit = columns(v).iter().filter(|c| c.filter).any(|c| self.found_in(&c.cell_of(f, row).0));
-        hit != self.neg
+        self.keeps_cells(columns(v).iter().filter(|c| c.filter).map(|c| c.cell_of(f, row).0))
     }
 }
 
