@@ -46,8 +46,8 @@ struct Model {
 impl Model {
     fn start(client: kube::Client) -> Model {
         let (tx, rx) = mpsc::channel(256);
-        // Watch-lists, as shipped (named here: the assertions below are about them); after
-        // the restart below, their fallback, pages, is what converges.
+        // Watch-lists (`initial_list = "stream"`; the default is pages): the assertions below
+        // are about them, and after the restart below their fallback, pages, converges.
         let cfg = KubeFeedConfig { initial_list: InitialList::Stream, ..Default::default() };
         let feed = tokio::spawn(fabrik::feed::kube::run(client, cfg, tx.clone()));
         Model { fleet: Fleet::new(Thresholds::default()), rx, tx, _feed: feed }
@@ -570,8 +570,6 @@ async fn the_model_converges_to_the_api_after_start_and_churn() {
     }
     // It comes back refusing watch-lists (`WatchList=false`, the 1.33 default): the feed's
     // relists start as watch-lists, are refused, and fall back to paged lists, kind by kind.
-    // Everything after this phase (the terminal, the forbidden user, the snapshot) starts
-    // fresh on this server, so takes the fallback from its first watch.
     let (_cp, kubeconfig2) =
         control_plane_with(&dir, &["--keep", "--port", &port, "--apiserver-feature-gates", "WatchList=false"]);
     assert_eq!(kubeconfig2, kubeconfig);

@@ -54,8 +54,8 @@ pub struct Config {
     /// Namespace label that names a namespace's tenant on a cluster (after vCluster and
     /// Kueue, else the namespace is its own tenant).
     pub tenant_label: String,
-    /// How the feed fetches each kind's initial state: `"stream"` (watch-lists, falling back
-    /// to pages where the server refuses them) or `"pages"` (lists from the watch cache).
+    /// How the feed fetches each kind's initial state: `"pages"` (consistent lists) or
+    /// `"stream"` (watch-lists, falling back to pages where the server refuses them).
     pub initial_list: crate::feed::kube::InitialList,
 }
 
@@ -70,7 +70,7 @@ impl Default for Config {
             mig_stuck_secs: 300,
             fps: 30,
             tenant_label: crate::cluster::labels::DEFAULT_TENANT_LABEL.to_string(),
-            initial_list: crate::feed::kube::InitialList::Stream,
+            initial_list: crate::feed::kube::InitialList::Pages,
         }
     }
 }
