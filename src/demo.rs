@@ -215,6 +215,7 @@ pub fn view_kind(v: ViewArg) -> Option<ViewKind> {
         ViewArg::Ops => ViewKind::Ops,
         ViewArg::Domains => ViewKind::Domains,
         ViewArg::Workloads => ViewKind::Workloads,
+        ViewArg::Capi => ViewKind::Capi,
         ViewArg::Clusters => return None,
     })
 }

@@ -361,7 +361,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
         Managed { .. } => "gitops",
         NetPolUpsert(_) | NetPolRemove { .. } => "netpol",
-        MachineUpsert(_) | MachineRemove { .. } => "machine",
+        MachineUpsert(_) | MachineRemove { .. } | CapiUpsert(_) | CapiRemove { .. } => "machine",
         HostUpsert(_) | HostRemove { .. } => "host",
         Telemetry(_) => "telemetry",
         GpuFault { .. } | GpuFaultClear { .. } => "fault",

@@ -412,6 +412,9 @@ pub enum ViewArg {
     Ops,
     Domains,
     Workloads,
+    /// Cluster API: Clusters, control planes, MachineDeployments, MachineSets, Machines,
+    /// MachineHealthChecks, as a tree.
+    Capi,
     /// One row per cluster: --context (repeatable) or --all-contexts.
     Clusters,
 }

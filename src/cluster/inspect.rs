@@ -21,7 +21,9 @@ pub struct KindRef {
 }
 
 const DRA: &[&str] = &["v1", "v1beta2", "v1beta1"];
+/// Kueue's and Cluster API's versions alike: v1beta2, else v1beta1.
 const KUEUE: &[&str] = &["v1beta2", "v1beta1"];
+const CAPI: &str = "cluster.x-k8s.io";
 
 pub const KINDS: &[KindRef] = &[
     KindRef { kind: "Node", group: "", versions: &["v1"], names: &["node", "nodes", "no"] },
@@ -89,6 +91,27 @@ pub const KINDS: &[KindRef] = &[
         names: &["localqueue", "localqueues", "lq"],
     },
     KindRef { kind: "Workload", group: "kueue.x-k8s.io", versions: KUEUE, names: &["workload", "workloads", "wl"] },
+    KindRef { kind: "Cluster", group: CAPI, versions: KUEUE, names: &["capicluster", "clusters.cluster.x-k8s.io"] },
+    KindRef {
+        kind: "KubeadmControlPlane",
+        group: "controlplane.cluster.x-k8s.io",
+        versions: KUEUE,
+        names: &["kubeadmcontrolplane", "kubeadmcontrolplanes", "kcp"],
+    },
+    KindRef {
+        kind: "MachineDeployment",
+        group: CAPI,
+        versions: KUEUE,
+        names: &["machinedeployment", "machinedeployments", "md"],
+    },
+    KindRef { kind: "MachineSet", group: CAPI, versions: KUEUE, names: &["machineset", "machinesets", "ms"] },
+    KindRef { kind: "Machine", group: CAPI, versions: KUEUE, names: &["machine", "machines", "ma"] },
+    KindRef {
+        kind: "MachineHealthCheck",
+        group: CAPI,
+        versions: KUEUE,
+        names: &["machinehealthcheck", "machinehealthchecks", "mhc"],
+    },
 ];
 
 /// The kind a person typed (`pod`, `pods`, `po`, `Pod`, `cq`), or a message naming the kinds

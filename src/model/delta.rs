@@ -316,6 +316,15 @@ pub enum Delta {
         namespace: String,
         name: String,
     },
+    /// A Cluster, control plane, MachineDeployment, MachineSet or MachineHealthCheck
+    /// appeared or changed...
+    CapiUpsert(super::capi::CapiObject),
+    /// ...or went away.
+    CapiRemove {
+        kind: super::capi::CapiKind,
+        namespace: String,
+        name: String,
+    },
     /// A Metal3 BareMetalHost appeared or changed...
     HostUpsert(super::metal3::BareMetalHost),
     /// ...or went away.

@@ -18,10 +18,10 @@ pub mod sharing;
 pub mod slab;
 pub mod types;
 
-pub use capi::Machine;
+pub use capi::{CapiKind, CapiObject, HealthCounts, Machine, Replicas};
 pub use delta::*;
 pub use dra::{CapacityShare, ComputeDomainSpec, CounterFit, DeviceTaint, DomainNode, GpuDra};
-pub use fleet::{FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
+pub use fleet::{CapiRow, FeedsState, Fleet, GPU_QUOTA_RESOURCES, Totals};
 pub use gitops::{GitOpsOwner, GitOpsTool};
 pub use history::{HISTORY_LEN, Ring, Sample};
 pub use inspect::{InspectDoc, InspectEvent, InspectTarget, Inspected};

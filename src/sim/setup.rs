@@ -313,29 +313,124 @@ pub(super) fn netpols(tenants: &[super::world::STenant]) -> Vec<Delta> {
     out
 }
 
-/// The demo's nodes as Cluster API Machines of cluster `gpu-prod`: a NotReady node is one a
-/// MachineHealthCheck found unhealthy and its MachineSet is remediating.
+/// The MachineDeployment of a demo node: one per GPU model (`gpu-prod-h100`), as factories
+/// keep a pool per kind of host.
+fn deployment_of(n: &NodeSpec) -> String {
+    let model = n.gpu_model.map_or("gpu", GpuModel::name).to_ascii_lowercase();
+    format!("gpu-prod-{model}")
+}
+
+/// The demo's nodes as Cluster API Machines of cluster `gpu-prod`, each owned by its GPU
+/// model's MachineDeployment and MachineSet: a NotReady node is one a MachineHealthCheck
+/// found unhealthy and its MachineSet is remediating. Then the objects above them: the
+/// Cluster, its KubeadmControlPlane (its machines are not GPU nodes, so only counted), the
+/// MachineDeployments and MachineSets with their replicas as the Machines are, and one
+/// MachineHealthCheck over the workers.
 pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Delta> {
-    nodes
-        .map(|n| {
-            let down = !n.ready;
-            Delta::MachineUpsert(Machine {
-                namespace: "capi-gpu-prod".into(),
-                name: format!("{}-m", n.name),
-                cluster: "gpu-prod".into(),
-                phase: "Running".into(),
-                node: Some(n.name.clone()),
-                provider_id: format!("metal3://capi-gpu-prod/{}-host/{}-m3m", n.name, n.name),
-                failure: None,
-                unhealthy: down.then(|| {
-                    "UnhealthyNode: Condition Ready on node is reporting status False for more than 5m0s".into()
-                }),
-                remediating: down.then(|| "WaitingForRemediation: MachineHealthCheck asked for remediation".into()),
-                deleting: false,
-                created: n.created,
-            })
-        })
-        .collect()
+    use std::collections::BTreeMap;
+    let ns = "capi-gpu-prod";
+    let mut out = Vec::new();
+    // Per MachineDeployment: machines, ready, oldest.
+    let mut pools: BTreeMap<String, (u32, u32, Ts)> = BTreeMap::new();
+    let mut targets = Vec::new();
+    for n in nodes {
+        let down = !n.ready;
+        let md = deployment_of(n);
+        let p = pools.entry(md.clone()).or_insert((0, 0, n.created));
+        p.0 += 1;
+        p.1 += u32::from(n.ready);
+        p.2 = p.2.min(n.created);
+        let name = format!("{}-m", n.name);
+        targets.push(name.clone());
+        out.push(Delta::MachineUpsert(Machine {
+            namespace: ns.into(),
+            name,
+            cluster: "gpu-prod".into(),
+            phase: "Running".into(),
+            node: Some(n.name.clone()),
+            provider_id: format!("metal3://{ns}/{}-host/{}-m3m", n.name, n.name),
+            failure: None,
+            unhealthy: down
+                .then(|| "UnhealthyNode: Condition Ready on node is reporting status False for more than 5m0s".into()),
+            remediating: down.then(|| "WaitingForRemediation: MachineHealthCheck asked for remediation".into()),
+            deleting: false,
+            created: n.created,
+            set: Some(format!("{md}-7c5d9")),
+            deployment: Some(md),
+            control_plane: None,
+            version: "v1.34.1".into(),
+        }));
+    }
+    let oldest = pools.values().map(|p| p.2).min().unwrap_or_default();
+    let (all, ready) = pools.values().fold((0, 0), |(a, r), p| (a + p.0, r + p.1));
+    let object = |kind, name: &str, created| CapiObject {
+        kind,
+        namespace: ns.into(),
+        name: name.into(),
+        cluster: "gpu-prod".into(),
+        version: "v1.34.1".into(),
+        created,
+        ..Default::default()
+    };
+    let cp = Replicas { desired: Some(3), current: Some(3), ready: Some(3), available: Some(3), up_to_date: Some(3) };
+    let workers = Replicas {
+        desired: Some(all),
+        current: Some(all),
+        ready: Some(ready),
+        available: Some(ready),
+        up_to_date: Some(all),
+    };
+    out.push(Delta::CapiUpsert(CapiObject {
+        phase: "Provisioned".into(),
+        owner: Some("gpu-prod-cp".into()),
+        replicas: Some(cp),
+        workers: Some(workers),
+        why: (ready < all).then(|| format!("NotAvailable: {} of {all} workers not ready", all - ready)),
+        ..object(CapiKind::Cluster, "gpu-prod", oldest)
+    }));
+    out.push(Delta::CapiUpsert(CapiObject {
+        replicas: Some(cp),
+        ..object(CapiKind::ControlPlane, "gpu-prod-cp", oldest)
+    }));
+    for (md, (n, r, created)) in &pools {
+        let reps = Replicas {
+            desired: Some(*n),
+            current: Some(*n),
+            ready: Some(*r),
+            available: Some(*r),
+            up_to_date: Some(*n),
+        };
+        let why = (r < n).then(|| format!("NotAvailable: {} of {n} machines not available", n - r));
+        let sick = (r < n).then(|| "Remediating".to_string()).into_iter().collect::<Vec<_>>();
+        out.push(Delta::CapiUpsert(CapiObject {
+            phase: "Running".into(),
+            replicas: Some(reps),
+            why: why.clone(),
+            doing: sick.clone(),
+            ..object(CapiKind::MachineDeployment, md, *created)
+        }));
+        out.push(Delta::CapiUpsert(CapiObject {
+            owner: Some(md.clone()),
+            replicas: Some(reps),
+            why,
+            doing: sick,
+            ..object(CapiKind::MachineSet, &format!("{md}-7c5d9"), *created)
+        }));
+    }
+    // maxUnhealthy 40%: remediation goes on while few are sick.
+    let allowed = (all * 2 / 5).saturating_sub(all - ready);
+    out.push(Delta::CapiUpsert(CapiObject {
+        health: Some(HealthCounts {
+            expected: Some(all),
+            healthy: Some(ready),
+            remediations_allowed: Some(allowed),
+            targets,
+            blocked: false,
+        }),
+        version: String::new(),
+        ..object(CapiKind::MachineHealthCheck, "gpu-prod-workers", oldest)
+    }));
+    out
 }
 
 /// The demo's Metal3 BareMetalHosts, one under each node (its Machine's providerID names

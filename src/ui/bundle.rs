@@ -228,6 +228,10 @@ fn row_in(f: &Fleet, s: &In, v: ViewKind, r: super::views::column::RowId) -> boo
     };
     let gpu_node = |g: GpuId| f.gpu(g).map(|g| g.node);
     match (v, r) {
+        (_, RowId::Capi(_)) => crate::ui::views::capi::capi_of(f, r).is_some_and(|row| match (row, s) {
+            (crate::model::CapiRow::Machine(m), In::Node { name, .. }) => m.node.as_deref() == Some(name.as_str()),
+            _ => false,
+        }),
         (_, RowId::Node(n)) => node.map_or_else(|| tenant.is_some_and(|t| t.1.contains(&n)), |(id, _)| id == n),
         (_, RowId::Gpu(g) | RowId::Mig(g, _)) => gpu_node(g)
             .is_some_and(|n| node.map_or_else(|| tenant.is_some_and(|t| t.1.contains(&n)), |(id, _)| id == n)),

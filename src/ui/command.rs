@@ -171,6 +171,8 @@ commands! {
             aliases: &["domains", "domain", "computedomains", "cd"], arg: VIEW;
         ViewWorkloads => "view_workloads", "Open the Kueue Workloads view (queued, admitted, evicted, preempted)",
             aliases: &["workloads", "workload", "wl", "kueue"], arg: VIEW;
+        ViewCapi => "view_capi", "Open the Cluster API view: Clusters, MachineDeployments, Machines, health checks",
+            aliases: &["capi", "machines", "md", "mhc"], arg: VIEW;
         ViewClusters => "view_clusters", "Open the clusters view: one row per cluster watched; Enter opens one",
             aliases: &["clusters", "cluster", "cl"];
         Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
@@ -242,10 +244,11 @@ pub enum ViewKind {
     Ops,
     Domains,
     Workloads,
+    Capi,
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 9] = [
+    pub const ALL: [ViewKind; 10] = [
         ViewKind::Fleet,
         ViewKind::Gpus,
         ViewKind::Tenants,
@@ -255,6 +258,7 @@ impl ViewKind {
         ViewKind::Ops,
         ViewKind::Domains,
         ViewKind::Workloads,
+        ViewKind::Capi,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -267,6 +271,7 @@ impl ViewKind {
             ViewKind::Ops => "ops",
             ViewKind::Domains => "domains",
             ViewKind::Workloads => "workloads",
+            ViewKind::Capi => "capi",
         }
     }
     pub fn title(self) -> &'static str {
@@ -280,6 +285,22 @@ impl ViewKind {
             ViewKind::Ops => "Operations",
             ViewKind::Domains => "Domains",
             ViewKind::Workloads => "Workloads",
+            ViewKind::Capi => "Cluster API",
+        }
+    }
+    /// The key its tab shows (the default keymap's).
+    pub fn tab_key(self) -> &'static str {
+        match self {
+            ViewKind::Fleet => "1",
+            ViewKind::Gpus => "2",
+            ViewKind::Tenants => "3",
+            ViewKind::Quotas => "4",
+            ViewKind::Pods => "5",
+            ViewKind::Events => "6",
+            ViewKind::Ops => "7",
+            ViewKind::Domains => "8",
+            ViewKind::Workloads => "9",
+            ViewKind::Capi => "M",
         }
     }
     /// Its `:` names, from the command table.
@@ -301,6 +322,7 @@ impl ViewKind {
             ViewKind::Ops => Command::ViewOps,
             ViewKind::Domains => Command::ViewDomains,
             ViewKind::Workloads => Command::ViewWorkloads,
+            ViewKind::Capi => Command::ViewCapi,
         }
     }
 }
@@ -407,9 +429,10 @@ mod tests {
         assert_eq!(lines[0], "  :fleet :nodes :node :no :n Fleet");
         assert_eq!(lines[7], "  :domains :domain :computedomains :cd Domains");
         assert_eq!(lines[8], "  :workloads :workload :wl :kueue Workloads");
-        assert_eq!(lines[9], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
-        assert_eq!(lines[10], "  :q  :quit                      quit (asks first while operations run)");
-        assert_eq!(lines[11], "  :q!                            quit at once (running operations: interrupted)");
-        assert_eq!(lines.len(), 12);
+        assert_eq!(lines[9], "  :capi :machines :md :mhc Cluster API");
+        assert_eq!(lines[10], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
+        assert_eq!(lines[11], "  :q  :quit                      quit (asks first while operations run)");
+        assert_eq!(lines[12], "  :q!                            quit at once (running operations: interrupted)");
+        assert_eq!(lines.len(), 13);
     }
 }

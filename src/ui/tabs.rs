@@ -10,7 +10,7 @@ pub const DIVIDER: &str = "│";
 
 /// Each view's tab title, in `ViewKind::ALL` order.
 pub fn titles() -> Vec<String> {
-    ViewKind::ALL.iter().enumerate().map(|(i, v)| format!("{} {}", i + 1, v.title())).collect()
+    ViewKind::ALL.iter().map(|v| format!("{} {}", v.tab_key(), v.title())).collect()
 }
 
 /// The view whose tab is at `column` of the tab row `area`; a tab owns the divider after it.

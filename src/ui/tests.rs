@@ -560,6 +560,9 @@ fn tab_cycles_the_views_and_backtab_goes_back() {
     expect.push(ViewKind::Fleet);
     assert_eq!(seen, expect);
     send(&mut app, "<BackTab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Capi));
+    assert!(screen(&mut app).contains(" Cluster API ["));
+    send(&mut app, "<BackTab>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Workloads));
     send(&mut app, "<BackTab>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Domains));
@@ -1849,8 +1852,8 @@ fn every_tab_click_opens_the_tab_drawn_under_it() {
     let mut app = app_at(5);
     let s = screen(&mut app);
     let tabs: Vec<char> = s.lines().nth(1).expect("the tab line").chars().collect();
-    for (i, v) in ViewKind::ALL.into_iter().enumerate() {
-        let title = format!("{} {}", i + 1, v.title());
+    for v in ViewKind::ALL {
+        let title = format!("{} {}", v.tab_key(), v.title());
         let line: String = tabs.iter().collect();
         let start = line.find(&title).map(|b| line[..b].chars().count()).expect("the tab is drawn");
         // Anywhere on the title, and on the padding either side of it.
@@ -2997,4 +3000,41 @@ fn the_workloads_view_lists_kueues_workloads_and_z_and_a_preview_suspend_and_res
     send(&mut app, "9H");
     let s = screen(&mut app);
     assert!(line_with(&s, "Hold ClusterQueue cq-inference-prod").is_some(), "{} {s}", message(&app));
+}
+
+// ------------------------------------------------------------- Cluster API (capi view)
+
+#[test]
+fn the_capi_view_draws_the_tree_and_enter_on_a_machine_opens_its_node() {
+    let mut app = app_at(5);
+    send(&mut app, "M");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Capi));
+    let s = screen(&mut app);
+    // The Cluster first, its control plane under it, a MachineDeployment, its MachineSet,
+    // then the set's Machines, each indented one step further.
+    let first = s.lines().filter(|l| l.starts_with('│')).nth(1).unwrap_or_default();
+    assert!(first.starts_with("│gpu-prod "), "{s}");
+    assert!(
+        s.contains("│  gpu-prod-cp ")
+            && s.contains("│  gpu-prod-a100-80gb ")
+            && s.contains("│    gpu-prod-a100-80gb-7c5d9"),
+        "{s}"
+    );
+    assert!(s.contains("│      a100-0003-m "), "{s}");
+    // The remediating Machine says so, and why.
+    let line = s.lines().find(|l| l.contains("a100-0007-m")).unwrap_or_default();
+    assert!(line.contains("remediating") && line.contains("WaitingFor"), "{line}");
+    // Enter on it opens its node.
+    send(&mut app, "/a100-0007-m<Enter>");
+    send(&mut app, "<Enter>");
+    let n = app.fleet.node_by_name("a100-0007").expect("the node");
+    assert_eq!(app.ui.screen(), Screen::Node(n));
+    // Enter on an object says what it is.
+    send(&mut app, "<Esc>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Capi));
+    send(&mut app, "<Esc>/gpu-prod-workers<Enter>");
+    let s = screen(&mut app);
+    assert!(s.contains("Cluster API [1/57]"), "{s}");
+    send(&mut app, "<Enter>");
+    assert!(message(&app).starts_with("MachineHealthCheck gpu-prod-workers: 1 unhealthy"), "{}", message(&app));
 }

@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use crate::cluster::labels as l;
 use crate::model::Batch;
-use crate::model::Delta;
+use crate::model::{CapiKind, Delta};
 
 /// What the feed was told to watch and how to name tenants.
 #[derive(Clone, Debug)]
@@ -124,6 +124,10 @@ pub enum Kind {
     /// Cilium is the CNI), read for tenant isolation beside NetworkPolicies.
     CiliumPols,
     CiliumWide,
+    /// Cluster API's Clusters, control planes, MachineDeployments, MachineSets and
+    /// MachineHealthChecks (CRDs: on a management cluster; absent, they stay quiet — the
+    /// Machines' feed says Cluster API is not there).
+    Capi(CapiKind),
 }
 
 impl Kind {
@@ -148,10 +152,17 @@ impl Kind {
             Kind::Hosts => "baremetalhosts",
             Kind::CiliumPols => crate::model::fleet::isolation::CILIUM_FEEDS[0],
             Kind::CiliumWide => crate::model::fleet::isolation::CILIUM_FEEDS[1],
+            Kind::Capi(k) => match k {
+                CapiKind::Cluster => "cluster-api clusters",
+                CapiKind::ControlPlane => "kubeadmcontrolplanes",
+                CapiKind::MachineDeployment => "cluster-api machinedeployments",
+                CapiKind::MachineSet => "cluster-api machinesets",
+                CapiKind::MachineHealthCheck => "cluster-api machinehealthchecks",
+            },
         }
     }
     const FIRST: [Kind; 3] = [Kind::Namespaces, Kind::VClusters, Kind::LocalQueues];
-    const REST: [Kind; 16] = [
+    const REST: [Kind; 21] = [
         Kind::Nodes,
         Kind::Pods,
         Kind::Quotas,
@@ -168,6 +179,11 @@ impl Kind {
         Kind::Hosts,
         Kind::CiliumPols,
         Kind::CiliumWide,
+        Kind::Capi(CapiKind::Cluster),
+        Kind::Capi(CapiKind::ControlPlane),
+        Kind::Capi(CapiKind::MachineDeployment),
+        Kind::Capi(CapiKind::MachineSet),
+        Kind::Capi(CapiKind::MachineHealthCheck),
     ];
 }
 
@@ -192,6 +208,7 @@ pub enum Msg {
     Host(Event<DynamicObject>),
     CiliumPol(Event<DynamicObject>),
     CiliumWide(Event<DynamicObject>),
+    Capi(CapiKind, Event<DynamicObject>),
     /// A one-item list of a troubled kind succeeded: the server answers for it again, and
     /// its watch resumes within its backoff without losing events (resourceVersion, or a
     /// re-list that removes what went away).
@@ -220,15 +237,16 @@ fn error_code(e: &watcher::Error) -> (Option<u16>, String) {
     }
 }
 
-fn watch<K>(
+fn watch<K, W>(
     api: Api<K>,
     cfg: (watcher::Config, InitialList),
     kind: Kind,
-    wrap: fn(Event<K>) -> Msg,
+    wrap: W,
     tx: mpsc::Sender<Msg>,
 ) -> tokio::task::JoinHandle<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    W: Fn(Event<K>) -> Msg + Send + 'static,
 {
     tokio::spawn(pump(api, cfg.0, cfg.1, kind, wrap, tx))
 }
@@ -237,15 +255,16 @@ where
 /// 404 before the kind was ever listed ends it: the server does not serve that kind. After
 /// that, a 404 is retried like any failure: a restarting API server answers 404 for an API
 /// group (an alpha version, a CRD's) until it has installed it again.
-async fn pump<K>(
+async fn pump<K, W>(
     api: Api<K>,
     base: watcher::Config,
     mut strategy: InitialList,
     kind: Kind,
-    wrap: fn(Event<K>) -> Msg,
+    wrap: W,
     tx: mpsc::Sender<Msg>,
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+    W: Fn(Event<K>) -> Msg + Send + 'static,
 {
     let mut served = false;
     'strategies: loop {
@@ -308,6 +327,21 @@ fn spawn_watch(
         Kind::Hosts => optional(c, METAL3, "BareMetalHost", strategy, kind, Msg::Host, tx),
         Kind::CiliumPols => optional(c, CILIUM, "CiliumNetworkPolicy", strategy, kind, Msg::CiliumPol, tx),
         Kind::CiliumWide => optional(c, CILIUM, "CiliumClusterwideNetworkPolicy", strategy, kind, Msg::CiliumWide, tx),
+        Kind::Capi(k) => {
+            let (group, name, _) = capi_api(k);
+            optional(c, group, name, strategy, kind, move |e| Msg::Capi(k, e), tx)
+        }
+    }
+}
+
+/// Where Cluster API serves a kind: its group and versions, kind and plural.
+fn capi_api(k: CapiKind) -> ((&'static str, &'static [&'static str]), &'static str, &'static str) {
+    match k {
+        CapiKind::Cluster => (CAPI, "Cluster", "clusters"),
+        CapiKind::ControlPlane => (CAPI_CONTROL_PLANE, "KubeadmControlPlane", "kubeadmcontrolplanes"),
+        CapiKind::MachineDeployment => (CAPI, "MachineDeployment", "machinedeployments"),
+        CapiKind::MachineSet => (CAPI, "MachineSet", "machinesets"),
+        CapiKind::MachineHealthCheck => (CAPI, "MachineHealthCheck", "machinehealthchecks"),
     }
 }
 
@@ -340,6 +374,10 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
                 optional_reachable(&c, CILIUM, "CiliumClusterwideNetworkPolicy", "ciliumclusterwidenetworkpolicies")
                     .await
             }
+            Kind::Capi(k) => {
+                let (group, name, plural) = capi_api(k);
+                optional_reachable(&c, group, name, plural).await
+            }
         };
         if ok {
             let _ = tx.send(Msg::Reachable(kind)).await;
@@ -371,6 +409,8 @@ const KUEUE: (&str, &[&str]) = (l::KUEUE_GROUP, &["v1beta2", "v1beta1"]);
 const TAINT_RULES: (&str, &[&str]) = ("resource.k8s.io", &["v1alpha3"]);
 /// Cluster API's core CRDs: v1beta2 (storage since v1.11), else v1beta1.
 const CAPI: (&str, &[&str]) = ("cluster.x-k8s.io", &["v1beta2", "v1beta1"]);
+/// Cluster API's Kubeadm control plane provider.
+const CAPI_CONTROL_PLANE: (&str, &[&str]) = ("controlplane.cluster.x-k8s.io", &["v1beta2", "v1beta1"]);
 /// Cilium's policy CRDs.
 const CILIUM: (&str, &[&str]) = ("cilium.io", &["v2"]);
 /// Metal3's baremetal-operator CRDs.
@@ -389,7 +429,7 @@ fn optional(
     kind_name: &'static str,
     strategy: InitialList,
     kind: Kind,
-    wrap: fn(Event<DynamicObject>) -> Msg,
+    wrap: impl Fn(Event<DynamicObject>) -> Msg + Send + 'static,
     tx: mpsc::Sender<Msg>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {

@@ -82,6 +82,9 @@ fn all_listed(t: &mut Translator, f: &mut Fleet) {
     feed(t, f, vec![Msg::Error { kind: Kind::Hosts, code: Some(404), reason: "no Metal3".into() }]);
     feed(t, f, vec![Msg::Error { kind: Kind::CiliumPols, code: Some(404), reason: "no Cilium".into() }]);
     feed(t, f, vec![Msg::Error { kind: Kind::CiliumWide, code: Some(404), reason: "no Cilium".into() }]);
+    for k in crate::model::CapiKind::ALL {
+        feed(t, f, vec![Msg::Error { kind: Kind::Capi(k), code: Some(404), reason: "no Cluster API".into() }]);
+    }
 }
 
 #[test]

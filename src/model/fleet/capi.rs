@@ -1,13 +1,74 @@
-//! Cluster API Machines in the fleet: by `namespace/name`, joined to the node they became
+//! Cluster API in the fleet: Machines by `namespace/name`, joined to the node they became
 //! (`status.nodeRef`), with an alert on that node while the Machine failed or is being
-//! remediated.
+//! remediated; the objects above them by kind; and a row id for each (the Cluster API view).
 
-use super::super::capi::Machine;
+use super::super::capi::{CapiKind, CapiObject, Machine};
 use super::super::metal3::HostRef;
 use super::super::types::{AlertKind, AlertTarget};
 use super::Fleet;
 
+/// What a Cluster API row is: an object above the Machines by kind, or a Machine (`None`),
+/// by `namespace/name`.
+pub type CapiRef = (Option<CapiKind>, String);
+
+/// A Cluster API row's object.
+#[derive(Clone, Copy, Debug)]
+pub enum CapiRow<'a> {
+    Object(&'a CapiObject),
+    Machine(&'a Machine),
+}
+
 impl Fleet {
+    /// The ids of the Cluster API rows there are (see [`Fleet::capi_by_id`]), in no order.
+    pub fn capi_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.capi_refs.keys().copied()
+    }
+
+    /// The object or Machine of row id `id`.
+    pub fn capi_by_id(&self, id: u32) -> Option<CapiRow<'_>> {
+        match self.capi_refs.get(&id)? {
+            (Some(kind), key) => self.capi.get(&(*kind, key.clone())).map(CapiRow::Object),
+            (None, key) => self.machines.get(key).map(CapiRow::Machine),
+        }
+    }
+
+    /// The row id of an object (`Some(kind)`) or a Machine (`None`), `namespace/name`.
+    pub fn capi_id(&self, kind: Option<CapiKind>, key: &str) -> Option<u32> {
+        self.capi_ids.get(&(kind, key.to_string())).copied()
+    }
+
+    fn capi_row_added(&mut self, r: CapiRef) {
+        if !self.capi_ids.contains_key(&r) {
+            self.next_capi += 1;
+            self.capi_ids.insert(r.clone(), self.next_capi);
+            self.capi_refs.insert(self.next_capi, r);
+        }
+    }
+
+    fn capi_row_gone(&mut self, r: &CapiRef) {
+        if let Some(id) = self.capi_ids.remove(r) {
+            self.capi_refs.remove(&id);
+        }
+    }
+
+    pub(super) fn upsert_capi(&mut self, o: CapiObject) -> bool {
+        let key = (o.kind, o.key());
+        if self.capi.get(&key) == Some(&o) {
+            return false;
+        }
+        self.capi_row_added((Some(o.kind), key.1.clone()));
+        self.capi.insert(key, o);
+        true
+    }
+
+    pub(super) fn remove_capi(&mut self, kind: CapiKind, key: &str) -> bool {
+        if self.capi.remove(&(kind, key.to_string())).is_none() {
+            return false;
+        }
+        self.capi_row_gone(&(Some(kind), key.to_string()));
+        true
+    }
+
     /// The Machine that node `name` is, if the management cluster says so.
     pub fn machine_of_node(&self, name: &str) -> Option<&Machine> {
         self.machines.get(self.node_machine.get(name)?)
@@ -19,6 +80,7 @@ impl Fleet {
         if old.as_ref() == Some(&m) {
             return false;
         }
+        self.capi_row_added((None, key.clone()));
         self.index_host_ref(old.as_ref(), Some(&m), &key);
         if let Some(n) = old.as_ref().and_then(|o| o.node.as_ref()).filter(|n| Some(*n) != m.node.as_ref()) {
             if self.node_machine.get(n) == Some(&key) {
@@ -37,6 +99,7 @@ impl Fleet {
 
     pub(super) fn remove_machine(&mut self, key: &str) -> bool {
         let Some(m) = self.machines.remove(key) else { return false };
+        self.capi_row_gone(&(None, key.to_string()));
         self.index_host_ref(Some(&m), None, key);
         if let Some(n) = &m.node
             && self.node_machine.get(n).map(String::as_str) == Some(key)
@@ -158,5 +221,32 @@ mod tests {
         f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "late-node-m".into() });
         assert!(f.machine_of_node("late-node").is_none());
         assert!(!kinds(&f, "late-node").contains(&AlertKind::Remediating));
+    }
+
+    #[test]
+    fn cluster_api_rows_keep_their_ids_while_they_exist() {
+        let mut f = Fleet::default();
+        let md = CapiObject {
+            kind: CapiKind::MachineDeployment,
+            namespace: "capi".into(),
+            name: "md".into(),
+            ..Default::default()
+        };
+        assert!(f.apply(Delta::CapiUpsert(md.clone())));
+        assert!(!f.apply(Delta::CapiUpsert(md.clone())), "the same object again changes nothing");
+        f.apply(Delta::MachineUpsert(remediating("n1")));
+        let (a, b) = (f.capi_id(Some(CapiKind::MachineDeployment), "capi/md"), f.capi_id(None, "capi/n1-m"));
+        assert!(a.is_some() && b.is_some() && a != b);
+        assert!(matches!(f.capi_by_id(a.unwrap_or_default()), Some(CapiRow::Object(o)) if o.name == "md"));
+        // A MachineSet of the same name is another row.
+        f.apply(Delta::CapiUpsert(CapiObject { kind: CapiKind::MachineSet, ..md.clone() }));
+        assert_eq!(f.capi_ids().count(), 3);
+        let changed = CapiObject { phase: "ScalingUp".into(), ..md };
+        f.apply(Delta::CapiUpsert(changed));
+        assert_eq!(f.capi_id(Some(CapiKind::MachineDeployment), "capi/md"), a, "a change keeps the id");
+        f.apply(Delta::CapiRemove { kind: CapiKind::MachineDeployment, namespace: "capi".into(), name: "md".into() });
+        f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "n1-m".into() });
+        assert_eq!(f.capi_ids().count(), 1);
+        assert!(f.capi_by_id(a.unwrap_or_default()).is_none());
     }
 }

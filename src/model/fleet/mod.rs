@@ -31,6 +31,7 @@ use super::sharing::Sharing;
 use super::slab::Slab;
 use super::types::*;
 use crate::mig::{self, Fragmentation, PlacedInstance};
+pub use capi::CapiRow;
 pub use counters::Totals;
 use counters::{Counters, NodeAlloc};
 pub use events::{FeedsState, cap_text};
@@ -74,6 +75,8 @@ pub struct Fleet {
     pub machines: BTreeMap<String, super::capi::Machine>,
     /// ...and by the node each became.
     pub node_machine: BTreeMap<String, String>,
+    /// The Cluster API objects above the Machines, by kind and `namespace/name`.
+    pub capi: BTreeMap<(super::capi::CapiKind, String), super::capi::CapiObject>,
     /// Metal3 BareMetalHosts by `namespace/name`...
     pub hosts: BTreeMap<String, super::metal3::BareMetalHost>,
     /// ...and their `namespace/name` by uid (the legacy Metal3 providerID names a uid).
@@ -142,6 +145,11 @@ pub struct Fleet {
     wl_ids: FastMap<String, u32>,
     wl_keys: FastMap<u32, String>,
     next_wl: u32,
+    /// Each Cluster API object's and Machine's row id while it exists (kind — `None` for a
+    /// Machine — and `namespace/name` ↔ id); ids are not reused.
+    capi_ids: FastMap<capi::CapiRef, u32>,
+    capi_refs: FastMap<u32, capi::CapiRef>,
+    next_capi: u32,
 }
 
 impl Default for Fleet {
@@ -169,6 +177,7 @@ impl Fleet {
             gitops: BTreeMap::new(),
             netpols: BTreeMap::new(),
             machines: BTreeMap::new(),
+            capi: BTreeMap::new(),
             node_machine: BTreeMap::new(),
             hosts: BTreeMap::new(),
             host_uid: BTreeMap::new(),
@@ -204,6 +213,9 @@ impl Fleet {
             wl_ids: FastMap::default(),
             wl_keys: FastMap::default(),
             next_wl: 0,
+            capi_ids: FastMap::default(),
+            capi_refs: FastMap::default(),
+            next_capi: 0,
         }
     }
 
@@ -344,6 +356,16 @@ impl Fleet {
             }
             Delta::MachineRemove { namespace, name } => {
                 let changed = self.remove_machine(&format!("{namespace}/{name}"));
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::CapiUpsert(o) => {
+                let changed = self.upsert_capi(o);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::CapiRemove { kind, namespace, name } => {
+                let changed = self.remove_capi(kind, &format!("{namespace}/{name}"));
                 self.structure_gen += changed as u64;
                 changed
             }

@@ -3,10 +3,10 @@
 //! the pane shows it. Reading changes nothing, so it works in `--readonly` too.
 
 use super::App;
-use crate::model::{Delta, InspectTarget, Inspected, QuotaSource};
+use crate::model::{CapiRow, Delta, InspectTarget, Inspected, QuotaSource};
 use crate::ui::command::ViewKind;
 use crate::ui::state::{Pane, Screen};
-use crate::ui::views::{RowId, tables};
+use crate::ui::views::{RowId, capi, tables};
 
 /// Told each object the person asks to inspect.
 pub type InspectFn = Box<dyn FnMut(u64, &InspectTarget) + Send>;
@@ -71,6 +71,13 @@ impl App {
                     .map(|ns| InspectTarget::new("Namespace", None, f.str_of(*ns))),
                 (_, Some(r @ RowId::Domain(_))) => tables::domain_of(f, r)
                     .map(|(_, d)| InspectTarget::new("ComputeDomain", Some(&d.namespace), &d.name)),
+                (_, Some(r @ RowId::Capi(_))) => capi::capi_of(f, r).map(|row| {
+                    let ns = match row {
+                        CapiRow::Object(o) => &o.namespace,
+                        CapiRow::Machine(m) => &m.namespace,
+                    };
+                    InspectTarget::new(capi::kind(row), Some(ns), capi::name(row))
+                }),
                 (_, Some(r @ RowId::Workload(_))) => {
                     tables::workload_of(f, r).map(|(_, w)| InspectTarget::new("Workload", Some(&w.namespace), &w.name))
                 }
@@ -192,6 +199,7 @@ impl App {
                 Some(RowId::Op(o)) => tables::op_at(f, o).map(|o| o.target.clone()),
                 Some(r @ RowId::Domain(_)) => tables::domain_of(f, r).map(|(_, d)| d.name.clone()),
                 Some(r @ RowId::Workload(_)) => tables::workload_of(f, r).map(|(_, w)| w.name.clone()),
+                Some(r @ RowId::Capi(_)) => capi::capi_of(f, r).map(|row| capi::name(row).to_string()),
             },
         };
         let Some(mut text) = text.filter(|t| !t.is_empty()) else {

@@ -122,6 +122,7 @@ impl App {
             Command::ViewOps => self.open_view(ViewKind::Ops),
             Command::ViewDomains => self.open_view(ViewKind::Domains),
             Command::ViewWorkloads => self.open_view(ViewKind::Workloads),
+            Command::ViewCapi => self.open_view(ViewKind::Capi),
             Command::ViewClusters => self.open_clusters(),
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
@@ -325,6 +326,7 @@ impl App {
                     }
                     ViewKind::Domains => self.open_domain_node(id),
                     ViewKind::Workloads => self.open_workload(id),
+                    ViewKind::Capi => self.open_capi(id),
                     ViewKind::Ops => {
                         if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
@@ -365,6 +367,30 @@ impl App {
                 self.ui.info(msg);
             }
         }
+    }
+
+    /// Enter on a Cluster API row: a Machine's node, else what the row says of itself.
+    fn open_capi(&mut self, id: crate::ui::views::RowId) {
+        use crate::ui::views::capi;
+        let Some(row) = capi::capi_of(&self.fleet, id) else { return };
+        let node = match row {
+            crate::model::CapiRow::Machine(m) => m.node.clone(),
+            crate::model::CapiRow::Object(_) => None,
+        };
+        if let Some(n) = node.as_deref().and_then(|n| self.fleet.node_by_name(n)) {
+            return self.push(Screen::Node(n));
+        }
+        let f = &self.fleet;
+        let cell = |c| tables::cell(f, ViewKind::Capi, id, c).0;
+        let mut msg = format!("{} {}: {}", capi::kind(row), capi::name(row), cell("STATE"));
+        let why = cell("WHY");
+        if why != "-" && !why.is_empty() {
+            msg.push_str(&format!(" — {why}"));
+        }
+        if let Some(n) = node {
+            msg.push_str(&format!(" (node {n} is not a node of this cockpit)"));
+        }
+        self.ui.info(msg);
     }
 
     /// Enter on a Workload: its Job's pods (the pods view filtered by the Job's name) when it

@@ -29,6 +29,8 @@ pub enum RowId {
     Domain(u32),
     /// A Kueue Workload, by the id the fleet gives it (see `Fleet::workload_by_id`).
     Workload(u32),
+    /// A Cluster API object or Machine, by the id the fleet gives it (see `Fleet::capi_by_id`).
+    Capi(u32),
 }
 
 impl RowId {
@@ -62,6 +64,9 @@ impl RowId {
     }
     pub fn workload(self) -> Option<u32> {
         if let RowId::Workload(w) = self { Some(w) } else { None }
+    }
+    pub fn capi(self) -> Option<u32> {
+        if let RowId::Capi(c) = self { Some(c) } else { None }
     }
     /// A row listed under another (a MIG instance under its GPU): it follows its parent
     /// rather than being sorted itself.

@@ -8,6 +8,7 @@
 //! --format table|markdown` and the wide toggle follow; a JSON key, if the column deserves
 //! one, is a line in the view's `json` (a new key stays within `fabrik.snapshot/v1`).
 
+pub mod capi;
 pub mod cell;
 pub mod clusters;
 pub mod column;

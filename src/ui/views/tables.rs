@@ -3,7 +3,7 @@
 //! visible rows; the snapshot formats all of them with the same cells.
 
 use super::column::{Column, RowId, SortKey, Value, find};
-use super::{domains, events, fleet, gpus, ops, pods, quotas, tenants, workloads};
+use super::{capi, domains, events, fleet, gpus, ops, pods, quotas, tenants, workloads};
 use crate::model::*;
 use crate::ui::command::ViewKind;
 
@@ -24,6 +24,7 @@ pub fn columns(v: ViewKind) -> &'static [Column] {
         ViewKind::Ops => ops::COLUMNS,
         ViewKind::Domains => domains::COLUMNS,
         ViewKind::Workloads => workloads::COLUMNS,
+        ViewKind::Capi => capi::COLUMNS,
     }
 }
 
@@ -49,7 +50,8 @@ pub fn sort_is_live(v: ViewKind, sort: Option<&str>) -> bool {
 
 /// Which objects are rows, unsorted and unfiltered: nodes, GPUs (their MIG instances
 /// follow them, see `children`), tenants with GPU demand or a quota, quotas, pods that ask
-/// for devices, events and operations (newest first), ComputeDomains, Kueue Workloads.
+/// for devices, events and operations (newest first), ComputeDomains, Kueue Workloads,
+/// Cluster API objects and Machines.
 pub fn ids(f: &Fleet, v: ViewKind) -> Vec<RowId> {
     match v {
         ViewKind::Fleet => f.node_ids().map(RowId::Node).collect(),
@@ -72,6 +74,7 @@ pub fn ids(f: &Fleet, v: ViewKind) -> Vec<RowId> {
         ViewKind::Ops => (0..f.ops.len() as u32).map(RowId::Op).collect(),
         ViewKind::Domains => domains::ids(f),
         ViewKind::Workloads => workloads::ids(f),
+        ViewKind::Capi => capi::ids(f),
     }
 }
 

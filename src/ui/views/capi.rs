@@ -1,0 +1,375 @@
+//! The Cluster API view (`:capi`): the management cluster's tree as `clusterctl describe`
+//! draws it, for every cluster at once — each Cluster, its control plane, its
+//! MachineDeployments with their MachineSets and Machines, its MachineHealthChecks — with the
+//! replicas each wants and has ready, what it is doing (scaling, rolling out, remediating),
+//! and what holds it back. Sorted by NAME it is the tree; any other column sorts the rows.
+
+use std::borrow::Cow;
+
+use serde_json::json;
+
+use super::cell::*;
+use super::column::{Column, RowId, Value};
+use super::tables::value_of;
+use crate::model::*;
+use crate::ui::json::{age_s, opt};
+
+/// The separator of the tree key's parts: below every printable character, so that a
+/// parent sorts right before its children and `md` before `md-2`'s rows.
+const SEP: &str = "\u{1}";
+
+/// The object or Machine of a row.
+pub fn capi_of(f: &Fleet, r: RowId) -> Option<CapiRow<'_>> {
+    f.capi_by_id(r.capi()?)
+}
+
+/// Every Cluster API row (objects and Machines), in no order (the NAME sort makes the tree).
+pub fn ids(f: &Fleet) -> Vec<RowId> {
+    f.capi_ids().map(RowId::Capi).collect()
+}
+
+/// Where a row sits in the tree: its sort key (namespace, cluster, then the owners' names)
+/// and its depth.
+pub fn tree(row: CapiRow) -> (String, usize) {
+    let join = |parts: &[&str]| parts.join(SEP);
+    match row {
+        CapiRow::Object(o) => {
+            let (ns, c, n) = (o.namespace.as_str(), o.cluster.as_str(), o.name.as_str());
+            match o.kind {
+                CapiKind::Cluster => (join(&[ns, c, "0"]), 0),
+                CapiKind::ControlPlane => (join(&[ns, c, "1", n]), 1),
+                CapiKind::MachineDeployment => (join(&[ns, c, "2", n]), 1),
+                CapiKind::MachineSet => match &o.owner {
+                    Some(md) => (join(&[ns, c, "2", md, n]), 2),
+                    None => (join(&[ns, c, "3", n]), 1),
+                },
+                CapiKind::MachineHealthCheck => (join(&[ns, c, "5", n]), 1),
+            }
+        }
+        CapiRow::Machine(m) => {
+            let (ns, c, n) = (m.namespace.as_str(), m.cluster.as_str(), m.name.as_str());
+            match (&m.control_plane, &m.deployment, &m.set) {
+                (Some(cp), _, _) => (join(&[ns, c, "1", cp, n]), 2),
+                (None, Some(md), Some(ms)) => (join(&[ns, c, "2", md, ms, n]), 3),
+                (None, Some(md), None) => (join(&[ns, c, "2", md, "", n]), 2),
+                (None, None, Some(ms)) => (join(&[ns, c, "3", ms, n]), 2),
+                (None, None, None) => (join(&[ns, c, "4", n]), 1),
+            }
+        }
+    }
+}
+
+/// The row's owner in the tree: (kind, name), `None` for a Cluster (or an object without one).
+pub fn parent(row: CapiRow<'_>) -> Option<(&'static str, &str)> {
+    match row {
+        CapiRow::Object(o) => match (o.kind, &o.owner) {
+            (CapiKind::Cluster, _) => None,
+            (CapiKind::MachineSet, Some(md)) => Some(("MachineDeployment", md.as_str())),
+            _ if o.cluster.is_empty() => None,
+            _ => Some(("Cluster", o.cluster.as_str())),
+        },
+        CapiRow::Machine(m) => {
+            if let Some(ms) = &m.set {
+                Some(("MachineSet", ms.as_str()))
+            } else if let Some(md) = &m.deployment {
+                Some(("MachineDeployment", md.as_str()))
+            } else if let Some(cp) = &m.control_plane {
+                Some((CapiKind::ControlPlane.name(), cp.as_str()))
+            } else if m.cluster.is_empty() {
+                None
+            } else {
+                Some(("Cluster", m.cluster.as_str()))
+            }
+        }
+    }
+}
+
+pub fn name(row: CapiRow<'_>) -> &str {
+    match row {
+        CapiRow::Object(o) => &o.name,
+        CapiRow::Machine(m) => &m.name,
+    }
+}
+
+pub fn kind(row: CapiRow) -> &'static str {
+    match row {
+        CapiRow::Object(o) => o.kind.name(),
+        CapiRow::Machine(_) => "Machine",
+    }
+}
+
+/// (ready, desired) of a row: an owner's replicas, a Cluster's control plane and workers
+/// together, a MachineHealthCheck's healthy of expected; `None` for a Machine or where the
+/// object says nothing yet.
+pub fn ready_of(row: CapiRow) -> Option<(u32, u32)> {
+    let CapiRow::Object(o) = row else { return None };
+    if let Some(h) = &o.health {
+        return Some((h.healthy?, h.expected?));
+    }
+    let pair = |r: &Replicas| Some((r.ready.unwrap_or(0), r.desired.or(r.current)?));
+    match (o.replicas.as_ref().and_then(pair), o.workers.as_ref().and_then(pair)) {
+        (Some(a), Some(b)) => Some((a.0 + b.0, a.1 + b.1)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Up-to-date replicas (a Cluster: control plane and workers together).
+fn up_to_date(row: CapiRow) -> Option<u32> {
+    let CapiRow::Object(o) = row else { return None };
+    match (o.replicas.and_then(|r| r.up_to_date), o.workers.and_then(|r| r.up_to_date)) {
+        (Some(a), Some(b)) => Some(a + b),
+        (a, b) => a.or(b),
+    }
+}
+
+fn state(row: CapiRow) -> String {
+    match row {
+        CapiRow::Object(o) => o.state_text(),
+        CapiRow::Machine(m) => {
+            let phase = if m.phase.is_empty() { "Pending" } else { m.phase.as_str() };
+            let mut s =
+                if m.deleting && phase != "Deleting" { format!("{phase}, deleting") } else { phase.to_string() };
+            if m.failure.is_some() && phase != "Failed" {
+                s.push_str(", failed");
+            } else if m.remediating.is_some() {
+                s.push_str(", remediating");
+            } else if m.unhealthy.is_some() {
+                s.push_str(", unhealthy");
+            }
+            s
+        }
+    }
+}
+
+/// What holds it back, in Cluster API's words: a Machine's failure, else why it is being
+/// remediated or found unhealthy; an object's `Available`/`RemediationAllowed` False.
+fn why(row: CapiRow<'_>) -> Option<&str> {
+    match row {
+        CapiRow::Object(o) => o.why.as_deref(),
+        CapiRow::Machine(m) => m.failure.as_deref().or(m.remediating.as_deref()).or(m.unhealthy.as_deref()),
+    }
+}
+
+fn state_cell(row: CapiRow) -> Cell {
+    let s = state(row);
+    let bad = match row {
+        CapiRow::Object(o) => {
+            o.phase == "Failed" || o.health.as_ref().is_some_and(|h| h.blocked) || (o.why.is_some() && s != "healthy")
+        }
+        CapiRow::Machine(m) => m.failed() || m.remediating.is_some() || m.unhealthy.is_some(),
+    };
+    let tok = if bad {
+        "status.notready"
+    } else if s.is_empty() {
+        return muted("-");
+    } else if matches!(row, CapiRow::Object(o) if !o.doing.is_empty()) || s.starts_with("Provisioning") {
+        "status.pending"
+    } else {
+        "status.ready"
+    };
+    (s, tok)
+}
+
+fn on<'a>(f: &'a Fleet, r: RowId, v: impl FnOnce(CapiRow<'a>) -> Value<'a>) -> Value<'a> {
+    capi_of(f, r).map_or(Value::Absent, v)
+}
+
+fn draw(f: &Fleet, r: RowId, c: impl FnOnce(CapiRow) -> Cell) -> Cell {
+    capi_of(f, r).map_or_else(blank, c)
+}
+
+fn some(s: &str) -> Value<'_> {
+    if s.is_empty() { Value::Absent } else { Value::text(s) }
+}
+
+pub const COLUMNS: &[Column] = &[
+    // Sorted by the tree key (the tree itself); drawn indented by depth.
+    Column::new("NAME", 28)
+        .min(16)
+        .grow(1)
+        .filter()
+        .value(|f, r| on(f, r, |row| Value::Text(Cow::Owned(tree(row).0))))
+        .cell(|f, r| {
+            draw(f, r, |row| {
+                let depth = tree(row).1;
+                (format!("{}{}", "  ".repeat(depth), name(row)), if depth == 0 { "ui.title" } else { "ui.text" })
+            })
+        }),
+    Column::new("KIND", 19).min(7).filter().value(|f, r| on(f, r, |row| Value::text(kind(row)))),
+    // Sorted by the replicas ready; drawn `ready/desired` (a MachineHealthCheck: healthy/expected).
+    Column::new("READY", 7)
+        .right()
+        .value(|f, r| on(f, r, |row| ready_of(row).map_or(Value::Absent, |(ok, _)| Value::Num(i64::from(ok)))))
+        .cell(|f, r| {
+            draw(f, r, |row| match ready_of(row) {
+                None => muted("-"),
+                Some((ok, want)) => (format!("{ok}/{want}"), if ok < want { "status.notready" } else { "ui.text" }),
+            })
+        }),
+    Column::new("UP-TO-DATE", 10)
+        .right()
+        .priority(5)
+        .value(|f, r| on(f, r, |row| up_to_date(row).map_or(Value::Absent, |n| Value::Num(i64::from(n))))),
+    Column::new("STATE", 22)
+        .min(9)
+        .grow(1)
+        .filter()
+        .value(|f, r| on(f, r, |row| words(state(row))))
+        .cell(|f, r| draw(f, r, state_cell)),
+    Column::new("NODE", 12).min(10).grow(1).priority(2).filter().value(|f, r| {
+        on(f, r, |row| match row {
+            CapiRow::Machine(m) => m.node.as_deref().map_or(Value::Absent, Value::text),
+            CapiRow::Object(_) => Value::Absent,
+        })
+    }),
+    Column::new("VERSION", 8).priority(5).value(|f, r| {
+        on(f, r, |row| match row {
+            CapiRow::Object(o) => some(&o.version),
+            CapiRow::Machine(m) => some(&m.version),
+        })
+    }),
+    Column::new("WHY", 30)
+        .min(10)
+        .grow(3)
+        .priority(1)
+        .filter()
+        .value(|f, r| on(f, r, |row| why(row).map_or(Value::Absent, Value::text)))
+        .cell(|f, r| draw(f, r, |row| why(row).map_or_else(|| muted("-"), |w| (w.to_string(), "status.notready")))),
+    Column::new("AGE", 4).right().priority(5).value(|f, r| {
+        on(f, r, |row| {
+            Value::Age(match row {
+                CapiRow::Object(o) => o.created,
+                CapiRow::Machine(m) => m.created,
+            })
+        })
+    }),
+];
+
+fn words(s: String) -> Value<'static> {
+    if s.is_empty() { Value::Absent } else { Value::Text(Cow::Owned(s)) }
+}
+
+fn replicas_json(r: Option<Replicas>) -> serde_json::Value {
+    match r {
+        None => serde_json::Value::Null,
+        Some(r) => json!({
+            "desired": opt(r.desired), "current": opt(r.current), "ready": opt(r.ready),
+            "available": opt(r.available), "up_to_date": opt(r.up_to_date),
+        }),
+    }
+}
+
+/// The row's JSON (docs/snapshot.md, `capi`).
+pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
+    let row = capi_of(f, r)?;
+    let col = |name| value_of(COLUMNS, name, f, r).to_json();
+    let (namespace, cluster, created) = match row {
+        CapiRow::Object(o) => (&o.namespace, &o.cluster, o.created),
+        CapiRow::Machine(m) => (&m.namespace, &m.cluster, m.created),
+    };
+    let parent = parent(row).map(|(k, n)| json!({"kind": k, "name": n}));
+    let (phase, replicas, control_plane, workers, health, node, version, paused, deleting) = match row {
+        CapiRow::Object(o) => {
+            let (replicas, control_plane) = match o.kind {
+                CapiKind::Cluster => (None, o.replicas),
+                _ => (o.replicas, None),
+            };
+            let health = o.health.as_ref().map(|h| {
+                json!({"expected": opt(h.expected), "healthy": opt(h.healthy),
+                    "remediations_allowed": opt(h.remediations_allowed), "targets": h.targets, "blocked": h.blocked})
+            });
+            (&o.phase, replicas, control_plane, o.workers, health, None, &o.version, o.paused, o.deleting)
+        }
+        CapiRow::Machine(m) => (&m.phase, None, None, None, None, m.node.as_deref(), &m.version, false, m.deleting),
+    };
+    let text = |s: &String| if s.is_empty() { serde_json::Value::Null } else { s.as_str().into() };
+    Some(json!({
+        "kind": kind(row),
+        "namespace": namespace,
+        "name": name(row),
+        "cluster": if cluster.is_empty() { serde_json::Value::Null } else { cluster.as_str().into() },
+        "parent": parent,
+        "depth": tree(row).1,
+        "phase": text(phase),
+        "state": col("STATE"),
+        "ready": col("READY"),
+        "desired": ready_of(row).map(|r| r.1),
+        "replicas": replicas_json(replicas),
+        "control_plane": replicas_json(control_plane),
+        "workers": replicas_json(workers),
+        "health": health,
+        "node": node,
+        "version": text(version),
+        "why": col("WHY"),
+        "paused": paused,
+        "deleting": deleting,
+        "created_ms": created,
+        "age_s": age_s(f, created),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tree_puts_each_row_under_its_owner() {
+        let mut f = Fleet::default();
+        let obj = |kind, name: &str, owner: Option<&str>| CapiObject {
+            kind,
+            namespace: "capi".into(),
+            name: name.into(),
+            cluster: "prod".into(),
+            owner: owner.map(str::to_string),
+            ..Default::default()
+        };
+        let machine = |name: &str, md: Option<&str>, ms: Option<&str>, cp: Option<&str>| Machine {
+            namespace: "capi".into(),
+            name: name.into(),
+            cluster: "prod".into(),
+            deployment: md.map(str::to_string),
+            set: ms.map(str::to_string),
+            control_plane: cp.map(str::to_string),
+            ..Default::default()
+        };
+        for d in [
+            Delta::CapiUpsert(obj(CapiKind::MachineHealthCheck, "mhc", None)),
+            Delta::CapiUpsert(obj(CapiKind::MachineSet, "md-2-x", Some("md-2"))),
+            Delta::CapiUpsert(obj(CapiKind::MachineDeployment, "md-2", None)),
+            Delta::CapiUpsert(obj(CapiKind::MachineSet, "md-x", Some("md"))),
+            Delta::CapiUpsert(obj(CapiKind::MachineDeployment, "md", None)),
+            Delta::CapiUpsert(obj(CapiKind::ControlPlane, "cp", None)),
+            Delta::CapiUpsert(obj(CapiKind::Cluster, "prod", Some("cp"))),
+            Delta::MachineUpsert(machine("m-md", Some("md"), Some("md-x"), None)),
+            Delta::MachineUpsert(machine("m-md2", Some("md-2"), Some("md-2-x"), None)),
+            Delta::MachineUpsert(machine("m-cp", None, None, Some("cp"))),
+            Delta::MachineUpsert(machine("m-alone", None, None, None)),
+        ] {
+            f.apply(d);
+        }
+        let rows = crate::ui::views::tables::rows(&f, crate::ui::command::ViewKind::Capi, "", None, false);
+        let drawn: Vec<String> = rows
+            .iter()
+            .map(|r| crate::ui::views::tables::cell(&f, crate::ui::command::ViewKind::Capi, *r, "NAME").0)
+            .collect();
+        assert_eq!(
+            drawn,
+            [
+                "prod",
+                "  cp",
+                "    m-cp",
+                "  md",
+                "    md-x",
+                "      m-md",
+                "  md-2",
+                "    md-2-x",
+                "      m-md2",
+                "  m-alone",
+                "  mhc"
+            ]
+        );
+        let j = json(&f, rows[5]).expect("a row");
+        assert_eq!(j["parent"], json!({"kind": "MachineSet", "name": "md-x"}));
+        assert_eq!(j["kind"], "Machine");
+    }
+}
