@@ -10,6 +10,8 @@
 //!   edit's preview warns, the confirmed change lands (kubectl) and the audit log keeps the
 //!   warning with the plan; once the marker is removed (kubectl) the view and the previews
 //!   stop warning.
+//! - **Cluster API above the Machines** (`factory_e2e/capi.rs`): Cluster, control plane,
+//!   MachineDeployment, MachineSet, MachineHealthCheck; the capi view against kubectl.
 //! - **Many clusters** (`factory_e2e/clusters.rs`): a second control plane plays a workload
 //!   cluster; `--context a --context b` and the clusters view against kubectl on each.
 //!
@@ -22,6 +24,8 @@ use fabrik::model::{QuotaSourceSpec, Thresholds};
 use fabrik::ops::{OpRequest, QuotaField, QuotaKey};
 use serde_json::{Value, json};
 
+#[path = "factory_e2e/capi.rs"]
+mod capi;
 #[path = "factory_e2e/cilium.rs"]
 mod cilium;
 #[path = "factory_e2e/clusters.rs"]
@@ -290,6 +294,7 @@ async fn gitops(kubeconfig: &Path, client: &kube::Client, dir: &Path, nodes: &[S
     isolation_phase(kubeconfig, dir, &t);
     machines_phase(kubeconfig, dir, &t, nodes);
     hosts::hosts_phase(kubeconfig, dir, &t, nodes);
+    capi::capi_phase(kubeconfig, dir, &t);
     cilium::cilium_phase(kubeconfig, dir, &t);
     t.keys(&["q"]);
 }
@@ -316,7 +321,7 @@ pub(crate) fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>
 }
 
 /// A condition as metav1.Condition wants it (every field required by the CRD's schema).
-fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Value {
+pub(crate) fn condition(kind: &str, status: &str, reason: &str, message: &str) -> Value {
     json!({"type": kind, "status": status, "reason": reason, "message": message,
         "lastTransitionTime": "2026-12-06T09:00:00Z"})
 }
