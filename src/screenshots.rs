@@ -37,6 +37,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         // reboot of its host previewed (B; the host's BMC does not answer: a warning).
         ("host-chain", vec![], Some("node a100-0007")),
         ("host-reboot-preview", vec![Command::HostPower], Some("fleet a100-0007")),
+        // ...and Cluster API from the management cluster: the tree, the remediating Machine.
+        ("capi", vec![], Some("capi")),
         // ...and many clusters in one cockpit, as `fabrik demo --clusters 3` runs them.
         ("clusters", vec![Command::ViewClusters], None),
     ];
