@@ -427,6 +427,9 @@ pub enum AlertKind {
     Remediating,
     /// The node's Metal3 BareMetalHost is in error (BMC, power, provisioning...).
     HostError,
+    /// A MachineHealthCheck stopped remediating: more Machines are unhealthy than it may
+    /// remediate (`RemediationAllowed` False).
+    RemediationBlocked,
 }
 
 impl AlertKind {
@@ -451,6 +454,7 @@ impl AlertKind {
             Self::MachineFailed => "machine failed".into(),
             Self::Remediating => "remediating".into(),
             Self::HostError => "host error".into(),
+            Self::RemediationBlocked => "remediation blocked".into(),
         }
     }
 }
@@ -462,6 +466,8 @@ pub enum AlertTarget {
     Tenant(TenantId),
     /// A ComputeDomain, `namespace/name`.
     Domain(Box<str>),
+    /// A Cluster API MachineHealthCheck, `namespace/name`.
+    HealthCheck(Box<str>),
 }
 
 #[derive(Clone, Debug)]

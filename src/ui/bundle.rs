@@ -300,6 +300,13 @@ fn alert_in(f: &Fleet, s: &In, t: &AlertTarget) -> bool {
         (In::Tenant { namespaces, .. }, AlertTarget::Domain(d)) => {
             d.split_once('/').is_some_and(|(ns, _)| namespaces.contains(ns))
         }
+        // The health check of the node's Machine's cluster: the one that would replace it.
+        (In::Node { name, .. }, AlertTarget::HealthCheck(h)) => f.machine_of_node(name).is_some_and(|m| {
+            f.capi
+                .get(&(crate::model::CapiKind::MachineHealthCheck, h.to_string()))
+                .is_some_and(|c| c.cluster == m.cluster && c.namespace == m.namespace)
+        }),
+        (In::Tenant { .. }, AlertTarget::HealthCheck(_)) => false,
     }
 }
 
@@ -312,6 +319,7 @@ fn target_name(f: &Fleet, t: &AlertTarget) -> String {
         ),
         AlertTarget::Tenant(t) => f.tenant(*t).map_or("tenant ?", |t| f.str_of(t.name)).to_string(),
         AlertTarget::Domain(d) => format!("computedomain/{d}"),
+        AlertTarget::HealthCheck(h) => format!("machinehealthcheck/{h}"),
     }
 }
 

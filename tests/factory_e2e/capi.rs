@@ -5,7 +5,7 @@
 //! test reads with kubectl — the tree's parents from the objects' labels and references,
 //! every replica count, the health check's counts and targets, versions, phases, nodes —
 //! and in tmux the view shows the tree and follows the health check into "remediation
-//! blocked" live.
+//! blocked" live, with its alert, and out of it again.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -359,6 +359,15 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     assert!(line(&s, "gpu-workers-unhealthy").contains("TooManyUnhealthy"), "{s}");
     let words = settle("the blocked health check against kubectl", same);
     assert_eq!(words["MachineHealthCheck/gpu-workers-unhealthy"].0, json!("remediation blocked"));
+    // ...and raises an alert, which goes once it may remediate again.
+    t.keys(&["6"]);
+    let alert = |s: &str| s.lines().any(|l| l.contains("gpu-workers-unhealthy") && l.contains("stopped remediating"));
+    t.wait_screen("the remediation-blocked alert", alert);
+    status(kubeconfig, "machinehealthchecks.cluster.x-k8s.io", "gpu-workers-unhealthy", &mhc(2, 1, true));
+    t.wait_screen("the alert gone", |s| !alert(s));
+    t.keys(&["M"]);
+    t.wait_screen("the tree again", |s| line(s, "gpu-workers-unhealthy").contains("1 unhealthy"));
+    settle("the health check remediating again", same);
     // A MachineSet deleted: its row goes, its Machines stay under its name.
     kubectl(kubeconfig, &["-n", NS, "delete", "machineset.cluster.x-k8s.io", "gpu-workers-7c5d9"]);
     let words = settle("the MachineSet gone", || {

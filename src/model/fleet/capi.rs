@@ -57,6 +57,18 @@ impl Fleet {
             return false;
         }
         self.capi_row_added((Some(o.kind), key.1.clone()));
+        let blocked = o.health.as_ref().is_some_and(|h| h.blocked).then(|| {
+            let why = o.why.as_deref().unwrap_or("RemediationAllowed is False");
+            let c = if o.cluster.is_empty() { String::new() } else { format!(" of cluster {}", o.cluster) };
+            format!("MachineHealthCheck {}{c} stopped remediating: {why}", key.1)
+        });
+        let alert = (AlertKind::RemediationBlocked, AlertTarget::HealthCheck(key.1.as_str().into()));
+        match blocked {
+            Some(m) => self.set_alert(alert, m),
+            None => {
+                self.alerts.remove(&alert);
+            }
+        }
         self.capi.insert(key, o);
         true
     }
@@ -66,6 +78,7 @@ impl Fleet {
             return false;
         }
         self.capi_row_gone(&(Some(kind), key.to_string()));
+        self.alerts.remove(&(AlertKind::RemediationBlocked, AlertTarget::HealthCheck(key.into())));
         true
     }
 
@@ -248,5 +261,44 @@ mod tests {
         f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "n1-m".into() });
         assert_eq!(f.capi_ids().count(), 1);
         assert!(f.capi_by_id(a.unwrap_or_default()).is_none());
+    }
+
+    #[test]
+    fn a_health_check_that_stopped_remediating_is_an_alert_until_it_may_again() {
+        let mut f = Fleet::default();
+        let mhc = |blocked| CapiObject {
+            kind: CapiKind::MachineHealthCheck,
+            namespace: "capi".into(),
+            name: "workers".into(),
+            cluster: "prod".into(),
+            health: Some(crate::model::HealthCounts { blocked, ..Default::default() }),
+            why: blocked.then(|| "TooManyUnhealthy: Remediation is not allowed".into()),
+            ..Default::default()
+        };
+        let blocked = |f: &Fleet| {
+            f.alerts
+                .values()
+                .filter(|a| a.kind == AlertKind::RemediationBlocked)
+                .map(|a| a.message.clone())
+                .collect::<Vec<_>>()
+        };
+        f.apply(Delta::CapiUpsert(mhc(false)));
+        assert!(blocked(&f).is_empty());
+        f.apply(Delta::CapiUpsert(mhc(true)));
+        assert_eq!(
+            blocked(&f),
+            [
+                "MachineHealthCheck capi/workers of cluster prod stopped remediating: TooManyUnhealthy: Remediation is not allowed"
+            ]
+        );
+        f.apply(Delta::CapiUpsert(mhc(false)));
+        assert!(blocked(&f).is_empty());
+        f.apply(Delta::CapiUpsert(mhc(true)));
+        f.apply(Delta::CapiRemove {
+            kind: CapiKind::MachineHealthCheck,
+            namespace: "capi".into(),
+            name: "workers".into(),
+        });
+        assert!(blocked(&f).is_empty(), "gone with its health check");
     }
 }
