@@ -26,6 +26,8 @@ use serde_json::{Value, json};
 
 #[path = "factory_e2e/capi.rs"]
 mod capi;
+#[path = "factory_e2e/capi_truth.rs"]
+mod capi_truth;
 #[path = "factory_e2e/cilium.rs"]
 mod cilium;
 #[path = "factory_e2e/clusters.rs"]
@@ -36,6 +38,7 @@ mod hosts;
 #[path = "crosscheck_e2e/isolation.rs"]
 mod isolation;
 use common::{BIN, Tmux, control_plane, eventually, gitops_owner, kubectl, session};
+pub(crate) use common::{fabrik_view, settle};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -62,19 +65,6 @@ pub(crate) fn apply(kubeconfig: &Path, dir: &Path, name: &str, body: &Value) {
     let file = dir.join(format!("{name}.json"));
     std::fs::write(&file, body.to_string()).expect("write the manifest");
     kubectl(kubeconfig, &["apply", "-f", &file.to_string_lossy()]);
-}
-
-/// `fabrik snapshot --view VIEW --format json` against the test control plane.
-pub(crate) fn fabrik_view(kubeconfig: &Path, view: &str) -> Value {
-    let o = std::process::Command::new(BIN)
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(["snapshot", "--view", view, "--format", "json"])
-        .env("HOME", std::env::temp_dir().join("fabrik-factory-e2e-home"))
-        .output()
-        .expect("run fabrik");
-    assert!(o.status.success(), "fabrik snapshot --view {view}: {}", String::from_utf8_lossy(&o.stderr));
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fabrik's JSON: {e}"))
 }
 
 /// Who owns each quota (`namespace`) and node (`node/<name>`), from `kubectl get -o json`.
@@ -305,19 +295,6 @@ fn patch_status(kubeconfig: &Path, name: &str, patch: &str) {
         kubeconfig,
         &["-n", "capi-gpu", "patch", "machine", name, "--subresource=status", "--type=merge", "-p", patch],
     );
-}
-
-/// Polls `check` every half second for up to 30 s; fails with its last complaint.
-pub(crate) fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
-    let mut last = String::new();
-    for _ in 0..60 {
-        match check() {
-            Ok(v) => return v,
-            Err(e) => last = e,
-        }
-        std::thread::sleep(Duration::from_millis(500));
-    }
-    panic!("{what}: {last}")
 }
 
 /// A condition as metav1.Condition wants it (every field required by the CRD's schema).

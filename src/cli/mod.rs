@@ -299,6 +299,13 @@ pub struct KubeSimArgs {
     /// is installed), their nodes labelled with their NVLink clique.
     #[arg(long)]
     pub dra_alpha: bool,
+    /// The nodes as a Cluster API management cluster states them (namespace capi-sim): a
+    /// Cluster with its KubeadmControlPlane, a MachineDeployment and MachineSet per GPU model,
+    /// a Machine and a Metal3 BareMetalHost per node (every 7th host in a BMC error, the second
+    /// node's Machine being remediated), a MachineHealthCheck, with the status their
+    /// controllers would write. Needs Cluster API's and Metal3's CRDs installed.
+    #[arg(long)]
+    pub factory: bool,
     /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds or fails. The config
     /// name `fabrik-wedged` stays `pending` for good (for stuck-reslice tests); the node annotation
     /// `fabrik.io/sim-fault=notready` stops a node's kubelet until it is removed.
@@ -330,6 +337,7 @@ impl KubeSimArgs {
             dra_every: self.dra_every,
             sharing_every: self.sharing_every,
             dra_alpha: self.dra_alpha,
+            factory: self.factory,
             mig_seconds: self.mig_seconds,
             mig_delay_ms: self.mig_delay_ms,
             agents: self.agents,
@@ -585,6 +593,7 @@ mod tests {
                         "dra-every",
                         "sharing-every",
                         "dra-alpha",
+                        "factory",
                         "mig-seconds",
                         "mig-delay-ms",
                         "agents",

@@ -24,6 +24,7 @@ mod agents;
 mod alpha;
 mod alpha_api;
 mod bmo;
+pub mod factory;
 mod kubelet;
 pub(crate) mod logs;
 mod migparted;
@@ -148,6 +149,8 @@ pub struct Options {
     pub sharing_every: u32,
     /// The 1.34 alpha DRA shapes, the DeviceTaintRule and the ComputeDomains (see `alpha`).
     pub dra_alpha: bool,
+    /// Cluster API and Metal3 objects for the nodes (see `factory`).
+    pub factory: bool,
     pub mig_seconds: u64,
     pub mig_delay_ms: u64,
     pub agents: bool,
@@ -165,6 +168,12 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
         Err(e) => return Ok(fail(first_contact_error(&conn.context, &server_of(&conn), &e))),
     };
     if let Err(e) = preflight(&client, &conn.context, args.workload).await {
+        return Ok(fail(e));
+    }
+    if args.factory
+        && !args.cleanup
+        && let Err(e) = factory::check(&client).await
+    {
         return Ok(fail(e));
     }
     if args.cleanup {
@@ -250,6 +259,15 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
         let ns = if args.workload { workload::plan(&sim_nodes, args.pods).dra_namespace() } else { None };
         if let Err(e) = alpha_api::create(&client, &sim_nodes, ns.as_deref().unwrap_or("default")).await {
             return Ok(fail(e));
+        }
+    }
+    if args.factory {
+        match factory::create(&client, &sim_nodes).await {
+            Ok(n) => eprintln!(
+                "fabrik sim: --factory: {n} Cluster API and Metal3 objects in namespace {}",
+                factory::NAMESPACE
+            ),
+            Err(e) => return Ok(fail(e)),
         }
     }
     // Held until the end: dropping it stops the agents and removes their network namespace.

@@ -368,3 +368,29 @@ pub fn gitops_owner(meta: &serde_json::Value) -> serde_json::Value {
         None => serde_json::Value::Null,
     }
 }
+
+/// `fabrik snapshot --view VIEW --format json` against the test control plane.
+pub fn fabrik_view(kubeconfig: &Path, view: &str) -> serde_json::Value {
+    let o = std::process::Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(["snapshot", "--view", view, "--format", "json"])
+        .env("HOME", std::env::temp_dir().join("fabrik-factory-e2e-home"))
+        .output()
+        .expect("run fabrik");
+    assert!(o.status.success(), "fabrik snapshot --view {view}: {}", String::from_utf8_lossy(&o.stderr));
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("fabrik's JSON: {e}"))
+}
+
+/// Polls `check` every half second for up to 30 s; fails with its last complaint.
+pub fn settle<T>(what: &str, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let mut last = String::new();
+    for _ in 0..60 {
+        match check() {
+            Ok(v) => return v,
+            Err(e) => last = e,
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    panic!("{what}: {last}")
+}

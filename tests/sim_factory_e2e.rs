@@ -1,0 +1,131 @@
+//! `fabrik sim --factory` on the test control plane (issue 17): without Cluster API's and
+//! Metal3's CRDs it refuses, says what to install, and registers no node; with them it
+//! writes a Cluster, its control plane, MachineDeployments, MachineSets, a Machine and a
+//! BareMetalHost per node and a MachineHealthCheck, with their status. Then fabrik's capi view
+//! equals, row by row, what kubectl reads (`factory_e2e/capi_truth.rs`), and each node's
+//! Machine and host in the fleet view equal the chain kubectl follows (node → Machine nodeRef
+//! → providerID → host).
+//!
+//! There is no skip: without Go or the control plane this test fails and says why.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+#[path = "factory_e2e/capi_truth.rs"]
+mod capi_truth;
+mod common;
+use common::{BIN, control_plane, fabrik_view, install_fixture, kubectl, settle};
+
+const NS: &str = "capi-sim";
+
+fn install_crds(kubeconfig: &Path) {
+    let o =
+        Command::new(common::repo().join("tests/capi/capi.sh")).arg("crds").output().expect("tests/capi/capi.sh crds");
+    assert!(o.status.success(), "tests/capi/capi.sh crds failed: it needs Go and the module proxy");
+    let crds = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let kcp = Path::new(&crds)
+        .join("../../../controlplane/kubeadm/config/crd/bases/controlplane.cluster.x-k8s.io_kubeadmcontrolplanes.yaml");
+    let mut files: Vec<String> = ["clusters", "machinedeployments", "machinesets", "machinehealthchecks", "machines"]
+        .iter()
+        .map(|f| format!("{crds}/cluster.x-k8s.io_{f}.yaml"))
+        .collect();
+    files.push(kcp.to_string_lossy().into_owned());
+    for f in &files {
+        kubectl(kubeconfig, &["apply", "--server-side", "-f", f]);
+    }
+    kubectl(kubeconfig, &["wait", "--for=condition=established", "--timeout=60s", "crd", "--all"]);
+    install_fixture(kubeconfig, "crds/metal3.io_baremetalhosts.yaml");
+}
+
+/// Each node's Machine and host as kubectl follows them: `{machine, host, operational}`.
+fn chain_truth(kubeconfig: &Path) -> BTreeMap<String, Value> {
+    let get = |what: &str| -> Vec<Value> {
+        let v: Value =
+            serde_json::from_str(&kubectl(kubeconfig, &["get", what, "-n", NS, "-o", "json"])).expect("JSON");
+        v["items"].as_array().cloned().unwrap_or_default()
+    };
+    let hosts = get("baremetalhosts.metal3.io");
+    let mut out = BTreeMap::new();
+    for m in get("machines.cluster.x-k8s.io") {
+        let Some(node) = m["status"]["nodeRef"]["name"].as_str() else { continue };
+        let pid = m["spec"]["providerID"].as_str().unwrap_or_default();
+        // metal3://<namespace>/<host>/<machine>
+        let parts: Vec<&str> = pid.trim_start_matches("metal3://").split('/').collect();
+        let host = hosts
+            .iter()
+            .find(|h| parts.len() == 3 && h["metadata"]["namespace"] == parts[0] && h["metadata"]["name"] == parts[1]);
+        out.insert(
+            node.to_string(),
+            serde_json::json!({"machine": m["metadata"]["name"], "host": host.map(|h| h["metadata"]["name"].clone()),
+                "operational": host.map(|h| h["status"]["operationalStatus"].clone())}),
+        );
+    }
+    out
+}
+
+#[test]
+fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
+    let dir = std::env::temp_dir().join(format!("fabrik-sim-factory-e2e-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let (_cp, kubeconfig) = control_plane(&dir);
+
+    // Without the CRDs: refused, said how to fix, nothing registered.
+    let o = Command::new(BIN)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["sim", "--nodes", "8", "--seed", "5", "--dra-every", "0", "--factory"])
+        .output()
+        .expect("run fabrik sim");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("--factory needs Cluster API's and Metal3's CRDs") && err.contains("capi.sh crds"), "{err}");
+    let nodes = kubectl(&kubeconfig, &["get", "nodes", "-l", "fabrik.io/simulated=true", "-o", "name"]);
+    assert!(nodes.trim().is_empty(), "a refused sim registered nodes: {nodes}");
+
+    install_crds(&kubeconfig);
+    let _sim = common::sim(&kubeconfig, &dir, &["--nodes", "8", "--seed", "5", "--dra-every", "0", "--factory"]);
+
+    // The capi view, row by row, against kubectl.
+    let words = settle("the capi view against kubectl", || {
+        let want = capi_truth::truth(&kubeconfig, NS);
+        let (have, words) = capi_truth::fabrik_rows(&kubeconfig, NS);
+        let machines = want.keys().filter(|k| k.starts_with("Machine/")).count();
+        if machines != 8 {
+            return Err(format!("kubectl reads {machines} Machines"));
+        }
+        if have == want { Ok(words) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
+    });
+    let state = |k: &str| words.get(k).map(|w| w.0.clone()).unwrap_or_else(|| panic!("no row {k}: {words:#?}"));
+    assert_eq!(state("Cluster/gpu-sim"), "Provisioned");
+    assert_eq!(state("MachineHealthCheck/gpu-sim-workers"), "1 unhealthy");
+    let remediating: Vec<&String> =
+        words.iter().filter(|(_, w)| w.0 == "Running, remediating").map(|(k, _)| k).collect();
+    assert_eq!(remediating.len(), 1, "{words:#?}");
+
+    // Each node's Machine and host in the fleet view, against the chain kubectl follows.
+    settle("the fleet's machine and host against kubectl", || {
+        let want = chain_truth(&kubeconfig);
+        let fleet = fabrik_view(&kubeconfig, "fleet");
+        let have: BTreeMap<String, Value> = fleet["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| !r["machine"].is_null())
+            .map(|r| {
+                let name = r["name"].as_str().unwrap_or_default().to_string();
+                let v = serde_json::json!({"machine": r["machine"]["name"], "host": r["host"]["name"],
+                    "operational": r["host"]["operational_status"]});
+                (name, v)
+            })
+            .collect();
+        let errors = want.values().filter(|v| v["operational"] == "error").count();
+        if want.len() != 8 || errors != 2 {
+            return Err(format!("kubectl: {} nodes with a Machine, {errors} hosts in error: {want:#?}", want.len()));
+        }
+        if have == want { Ok(()) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
+    });
+}
