@@ -4,7 +4,8 @@
 //! BareMetalHost per node and a MachineHealthCheck, with their status. Then fabrik's capi view
 //! equals, row by row, what kubectl reads (`factory_e2e/capi_truth.rs`), and each node's
 //! Machine and host in the fleet view equal the chain kubectl follows (node → Machine nodeRef
-//! → providerID → host).
+//! → providerID → host). With `--workload`'s tenants and their NetworkPolicies, the tenants'
+//! NETPOL verdicts equal what the policies kubectl reads say.
 //!
 //! There is no skip: without Go or the control plane this test fails and says why.
 
@@ -17,6 +18,8 @@ use serde_json::Value;
 #[path = "factory_e2e/capi_truth.rs"]
 mod capi_truth;
 mod common;
+#[path = "crosscheck_e2e/isolation.rs"]
+mod isolation;
 use common::{BIN, control_plane, fabrik_view, install_fixture, kubectl, settle};
 
 const NS: &str = "capi-sim";
@@ -87,7 +90,8 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
     assert!(nodes.trim().is_empty(), "a refused sim registered nodes: {nodes}");
 
     install_crds(&kubeconfig);
-    let _sim = common::sim(&kubeconfig, &dir, &["--nodes", "8", "--seed", "5", "--dra-every", "0", "--factory"]);
+    let _sim =
+        common::sim(&kubeconfig, &dir, &["--nodes", "8", "--seed", "5", "--dra-every", "0", "--workload", "--factory"]);
 
     // The capi view, row by row, against kubectl.
     let words = settle("the capi view against kubectl", || {
@@ -128,4 +132,35 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
         }
         if have == want { Ok(()) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
     });
+
+    // The tenants' NetworkPolicy verdicts, against the policies and namespaces kubectl reads:
+    // some tenants denied, the others open.
+    let netpols = settle("the tenants' netpol against kubectl", || {
+        let nps: Value = serde_json::from_str(&kubectl(&kubeconfig, &["get", "networkpolicies", "-A", "-o", "json"]))
+            .map_err(|e| e.to_string())?;
+        let nss: Value =
+            serde_json::from_str(&kubectl(&kubeconfig, &["get", "namespaces", "-l", "fabrik.io/tenant", "-o", "json"]))
+                .map_err(|e| e.to_string())?;
+        let mut of_tenant: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for ns in nss["items"].as_array().into_iter().flatten() {
+            let m = &ns["metadata"];
+            let (Some(t), Some(n)) = (m["labels"]["fabrik.io/tenant"].as_str(), m["name"].as_str()) else { continue };
+            of_tenant.entry(t.to_string()).or_default().push(n.to_string());
+        }
+        let items = nps["items"].as_array().map_or(&[][..], Vec::as_slice);
+        let truth = isolation::Isolation::new(items, Vec::new(), &BTreeMap::new());
+        let (mut have, mut want) = (BTreeMap::new(), BTreeMap::new());
+        for r in fabrik_view(&kubeconfig, "tenants")["rows"].as_array().into_iter().flatten() {
+            let tn = r["tenant"].as_str().unwrap_or_default().to_string();
+            let Some(nss) = of_tenant.get(&tn) else { continue };
+            want.insert(tn.clone(), truth.tenant(&tn, nss)["netpol"].clone());
+            have.insert(tn, r["isolation"]["netpol"].clone());
+        }
+        if want.len() < 2 {
+            return Err(format!("only {} labelled tenants in fabrik's view: {have:?}", want.len()));
+        }
+        if have == want { Ok(want) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
+    });
+    let open = netpols.values().any(|v| v.as_str().is_some_and(|s| s.starts_with("open")));
+    assert!(netpols.values().any(|v| v == "deny") && open, "{netpols:#?}");
 }

@@ -303,7 +303,8 @@ pub struct KubeSimArgs {
     /// Cluster with its KubeadmControlPlane, a MachineDeployment and MachineSet per GPU model,
     /// a Machine and a Metal3 BareMetalHost per node (every 7th host in a BMC error, the second
     /// node's Machine being remediated), a MachineHealthCheck, with the status their
-    /// controllers would write. Needs Cluster API's and Metal3's CRDs installed.
+    /// controllers would write (--workload adds tenants' NetworkPolicies). Needs Cluster API's
+    /// and Metal3's CRDs installed.
     #[arg(long)]
     pub factory: bool,
     /// Seconds mig-manager spends in `pending` before a reconfiguration succeeds or fails. The config
