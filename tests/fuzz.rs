@@ -73,7 +73,7 @@ use fabrik::feed::agent_stream::{FaultsSeen, deltas, fault_deltas};
 use fabrik::feed::kube::{Kind, KubeFeedConfig, Msg, Translator};
 use fabrik::feed::prometheus;
 use fabrik::mig::{self, GpuModel, Layout};
-use fabrik::model::{Delta, Fleet, GPU_QUOTA_RESOURCES, Severity, Thresholds};
+use fabrik::model::{CapiKind, Delta, Fleet, GPU_QUOTA_RESOURCES, Severity, Thresholds};
 use fabrik::ui::command::{Command, TABLE, ViewKind};
 use fabrik::ui::keymap::Keymap;
 use fabrik::ui::state::{Exit, InputKind, Screen};
@@ -942,9 +942,10 @@ enum Watch {
     Host,
     CiliumPol,
     CiliumWide,
+    Capi(CapiKind),
 }
 
-const WATCHES: [Watch; 19] = [
+const WATCHES: [Watch; 24] = [
     Watch::Namespace,
     Watch::VCluster,
     Watch::LocalQueue,
@@ -964,6 +965,11 @@ const WATCHES: [Watch; 19] = [
     Watch::Host,
     Watch::CiliumPol,
     Watch::CiliumWide,
+    Watch::Capi(CapiKind::Cluster),
+    Watch::Capi(CapiKind::ControlPlane),
+    Watch::Capi(CapiKind::MachineDeployment),
+    Watch::Capi(CapiKind::MachineSet),
+    Watch::Capi(CapiKind::MachineHealthCheck),
 ];
 
 #[derive(Clone, Copy, Debug)]
@@ -1009,6 +1015,7 @@ fn msg(w: Watch, ev: Ev, text: Option<&[u8]>) -> Result<Option<Msg>, String> {
         Watch::Workload => event(ev, obj::<DynamicObject>(text)?).map(Msg::Workload),
         Watch::NetPol => event(ev, obj::<NetworkPolicy>(text)?).map(Msg::NetPol),
         Watch::Machine => event(ev, obj::<DynamicObject>(text)?).map(Msg::Machine),
+        Watch::Capi(k) => event(ev, obj::<DynamicObject>(text)?).map(|e| Msg::Capi(k, e)),
         Watch::Host => event(ev, obj::<DynamicObject>(text)?).map(Msg::Host),
         Watch::CiliumPol => event(ev, obj::<DynamicObject>(text)?).map(Msg::CiliumPol),
         Watch::CiliumWide => event(ev, obj::<DynamicObject>(text)?).map(Msg::CiliumWide),
@@ -1209,6 +1216,27 @@ fn kube_seeds() -> Vec<(Watch, Value)> {
             }),
         ),
         (
+            Watch::Capi(CapiKind::MachineDeployment),
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineDeployment",
+                "metadata": {"name": "md-0", "namespace": "capi", "creationTimestamp": "2026-12-01T10:00:00Z"},
+                "spec": {"clusterName": "gpu-prod", "replicas": 3, "template": {"spec": {"version": "v1.34.1"}}},
+                "status": {"phase": "Running", "replicas": 3, "readyReplicas": 2, "upToDateReplicas": 3, "conditions": [
+                    {"type": "Available", "status": "False", "reason": "NotAvailable", "message": "1 of 3"},
+                    {"type": "Remediating", "status": "True", "reason": "Remediating", "message": ""}]}
+            }),
+        ),
+        (
+            Watch::Capi(CapiKind::MachineHealthCheck),
+            json!({
+                "apiVersion": "cluster.x-k8s.io/v1beta2", "kind": "MachineHealthCheck",
+                "metadata": {"name": "mhc-0", "namespace": "capi"},
+                "spec": {"clusterName": "gpu-prod"},
+                "status": {"expectedMachines": 3, "currentHealthy": 0, "remediationsAllowed": 0, "targets": ["md-0-abc"],
+                    "conditions": [{"type": "RemediationAllowed", "status": "False", "reason": "TooManyUnhealthy", "message": "too many"}]}
+            }),
+        ),
+        (
             Watch::Host,
             json!({
                 "apiVersion": "metal3.io/v1alpha1", "kind": "BareMetalHost",
@@ -1302,6 +1330,10 @@ fn kube_seeds_translate_into_a_fleet() {
     assert_eq!(f.totals.gpus, 8 + 8 + 3, "labels, a named MIG config, a slice (with a MIG-only parent)");
     assert!(f.totals.mig_instances > 8, "{}", f.totals.mig_instances);
     assert!(f.gpu_by_uuid("GPU-aaaa").is_some());
+    // Cluster API above the Machines: the deployment and the health check, which stopped
+    // remediating (an alert).
+    assert_eq!(f.capi.len(), 2);
+    assert!(f.alerts.keys().any(|(k, _)| *k == fabrik::model::AlertKind::RemediationBlocked));
     // The DeviceTaintRule's taint lands on dra-1's gpu-0; the NotReady domain is an alert.
     let taints = f.gpu_by_uuid("GPU-aaaa").and_then(|g| f.gpu(g)).and_then(|g| g.dra.as_ref()).map(|d| d.taints.len());
     assert_eq!(taints, Some(1), "the rule's taint on dra-1 gpu-0");

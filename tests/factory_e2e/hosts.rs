@@ -89,12 +89,24 @@ fn hosts_truth(kubeconfig: &Path, nodes: &[String]) -> BTreeMap<String, Value> {
                 "error_type": et, "error_message": em, "powered_on": on, "online": online,
                 "reboot_pending": reboot, "state": state, "managed_by": gitops_owner(&h["metadata"]),
                 "hardware": if hw.is_object() { json!({"cpus": hw["cpu"]["count"].as_i64().unwrap_or(0),
+                    "system": system(&hw["systemVendor"]), "cpu_model": hw["cpu"]["model"],
                     "ram_mib": hw["ramMebibytes"].as_i64().unwrap_or(0),
                     "nics": hw["nics"].as_array().map_or(0, Vec::len),
+                    "nic_gbps": hw["nics"].as_array().into_iter().flatten().filter_map(|n| n["speedGbps"].as_i64()).max(),
                     "disks": hw["storage"].as_array().map_or(0, Vec::len)}) } else { Value::Null }}),
         );
     }
     out
+}
+
+/// The inspected system as `manufacturer productName`; null when neither is there.
+fn system(v: &Value) -> Value {
+    let parts: Vec<&str> = [&v["manufacturer"], &v["productName"]]
+        .into_iter()
+        .filter_map(|p| p.as_str())
+        .filter(|p| !p.is_empty())
+        .collect();
+    if parts.is_empty() { Value::Null } else { parts.join(" ").into() }
 }
 
 fn same(kubeconfig: &Path, nodes: &[String]) -> Result<BTreeMap<String, Value>, String> {
@@ -134,6 +146,8 @@ pub fn hosts_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
     assert_eq!(truth[&nodes[0]]["state"], "provisioned · power on · OK", "{truth:#?}");
     assert_eq!(truth[&nodes[1]]["error_type"], "power management error", "{truth:#?}");
     assert_eq!(truth[&nodes[0]]["hardware"]["cpus"], 224, "{truth:#?}");
+    assert_eq!(truth[&nodes[0]]["hardware"]["nic_gbps"], 400, "{truth:#?}");
+    assert_eq!(truth[&nodes[0]]["hardware"]["system"], "Supermicro SYS-821GE-TNHR", "{truth:#?}");
     assert_eq!(truth[&nodes[0]]["managed_by"]["app"], "bare-metal", "{truth:#?}");
 
     // The running cockpit, started before the CRD existed, watches hosts within its minute.

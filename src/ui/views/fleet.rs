@@ -322,9 +322,12 @@ pub fn json(f: &Fleet, row: RowId) -> Option<serde_json::Value> {
             "managed_by": crate::ui::json::managed_by(f, &gitops::key("baremetalhost", Some(&h.namespace), &h.name)),
             "state": h.state_text(),
             "hardware": h.hardware.as_ref().map(|hw| json!({
+                "system": crate::ui::json::opt((!hw.system.is_empty()).then_some(hw.system.as_str())),
+                "cpu_model": crate::ui::json::opt((!hw.cpu_model.is_empty()).then_some(hw.cpu_model.as_str())),
                 "cpus": hw.cpus,
                 "ram_mib": hw.ram_mib,
                 "nics": hw.nics,
+                "nic_gbps": crate::ui::json::opt((hw.nic_gbps > 0).then_some(hw.nic_gbps)),
                 "disks": hw.disks,
             })),
         })),
