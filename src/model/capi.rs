@@ -50,15 +50,26 @@ impl Machine {
 
     /// `Running`, `Running, remediating`, `Failed: InsufficientResources …`, `Deleting`.
     pub fn state_text(&self) -> String {
+        let mut s = self.state_word();
+        if let Some(f) = &self.failure {
+            s.push_str(&format!(": {f}"));
+        }
+        s
+    }
+
+    /// Its phase (`Pending` before the controller sets one), `, deleting` while it goes.
+    pub fn phase_text(&self) -> String {
         let phase = if self.phase.is_empty() { "Pending" } else { self.phase.as_str() };
-        let mut s = if self.deleting && phase != "Deleting" { format!("{phase}, deleting") } else { phase.to_string() };
+        if self.deleting && phase != "Deleting" { format!("{phase}, deleting") } else { phase.to_string() }
+    }
+
+    /// [`Machine::state_text`] without the failure's words: `Running, remediating`.
+    pub fn state_word(&self) -> String {
+        let mut s = self.phase_text();
         if self.remediating.is_some() {
             s.push_str(", remediating");
         } else if self.unhealthy.is_some() {
             s.push_str(", unhealthy");
-        }
-        if let Some(f) = &self.failure {
-            s.push_str(&format!(": {f}"));
         }
         s
     }

@@ -227,14 +227,10 @@ impl Translator {
         out
     }
 
-    fn on_event<K>(
-        &mut self,
-        kind: Kind,
-        e: Event<K>,
-        out: &mut Vec<Delta>,
-        f: fn(&mut Self, Option<&K>, &str, &mut Vec<Delta>),
-    ) where
+    fn on_event<K, F>(&mut self, kind: Kind, e: Event<K>, out: &mut Vec<Delta>, f: F)
+    where
         K: kube::Resource,
+        F: Fn(&mut Self, Option<&K>, &str, &mut Vec<Delta>),
     {
         let key_of = |o: &K| meta_key(o.meta().namespace.as_ref(), o.meta().name.as_ref());
         match e {

@@ -28,59 +28,84 @@ pub fn ids(f: &Fleet) -> Vec<RowId> {
     f.capi_ids().map(RowId::Capi).collect()
 }
 
-/// Where a row sits in the tree: its sort key (namespace, cluster, then the owners' names)
-/// and its depth.
-pub fn tree(row: CapiRow) -> (String, usize) {
+/// Who owns a row, read once for the tree, its depth and the JSON's `parent`: its control
+/// plane, else its MachineSet (under its MachineDeployment when it names one), else its
+/// MachineDeployment, else its Cluster.
+enum Owner<'a> {
+    Cluster,
+    ControlPlane(&'a str),
+    /// (its MachineDeployment, the set's name).
+    Set(Option<&'a str>, &'a str),
+    Deployment(&'a str),
+}
+
+fn owner(row: CapiRow<'_>) -> Owner<'_> {
+    match row {
+        CapiRow::Object(o) => match (o.kind, &o.owner) {
+            (CapiKind::MachineSet, Some(md)) => Owner::Deployment(md),
+            _ => Owner::Cluster,
+        },
+        CapiRow::Machine(m) => match (&m.control_plane, &m.set, &m.deployment) {
+            (Some(cp), _, _) => Owner::ControlPlane(cp),
+            (None, Some(ms), md) => Owner::Set(md.as_deref(), ms),
+            (None, None, Some(md)) => Owner::Deployment(md),
+            (None, None, None) => Owner::Cluster,
+        },
+    }
+}
+
+/// How far a row is indented: a Cluster 0, what hangs off it 1, a set 2, a set's Machine 3.
+pub fn depth(row: CapiRow<'_>) -> usize {
+    match (row, owner(row)) {
+        (CapiRow::Object(o), _) if o.kind == CapiKind::Cluster => 0,
+        (_, Owner::Cluster) => 1,
+        (_, Owner::Set(Some(_), _)) => 3,
+        _ => 2,
+    }
+}
+
+/// The row's sort key in the tree: namespace, cluster, then the owners' names, so that the
+/// NAME sort is the tree.
+pub fn tree_key(row: CapiRow<'_>) -> String {
     let join = |parts: &[&str]| parts.join(SEP);
     match row {
         CapiRow::Object(o) => {
             let (ns, c, n) = (o.namespace.as_str(), o.cluster.as_str(), o.name.as_str());
-            match o.kind {
-                CapiKind::Cluster => (join(&[ns, c, "0"]), 0),
-                CapiKind::ControlPlane => (join(&[ns, c, "1", n]), 1),
-                CapiKind::MachineDeployment => (join(&[ns, c, "2", n]), 1),
-                CapiKind::MachineSet => match &o.owner {
-                    Some(md) => (join(&[ns, c, "2", md, n]), 2),
-                    None => (join(&[ns, c, "3", n]), 1),
-                },
-                CapiKind::MachineHealthCheck => (join(&[ns, c, "5", n]), 1),
+            match (o.kind, owner(row)) {
+                (CapiKind::Cluster, _) => join(&[ns, c, "0"]),
+                (CapiKind::ControlPlane, _) => join(&[ns, c, "1", n]),
+                (CapiKind::MachineDeployment, _) => join(&[ns, c, "2", n]),
+                (CapiKind::MachineSet, Owner::Deployment(md)) => join(&[ns, c, "2", md, n]),
+                (CapiKind::MachineSet, _) => join(&[ns, c, "3", n]),
+                (CapiKind::MachineHealthCheck, _) => join(&[ns, c, "5", n]),
             }
         }
         CapiRow::Machine(m) => {
             let (ns, c, n) = (m.namespace.as_str(), m.cluster.as_str(), m.name.as_str());
-            match (&m.control_plane, &m.deployment, &m.set) {
-                (Some(cp), _, _) => (join(&[ns, c, "1", cp, n]), 2),
-                (None, Some(md), Some(ms)) => (join(&[ns, c, "2", md, ms, n]), 3),
-                (None, Some(md), None) => (join(&[ns, c, "2", md, "", n]), 2),
-                (None, None, Some(ms)) => (join(&[ns, c, "3", ms, n]), 2),
-                (None, None, None) => (join(&[ns, c, "4", n]), 1),
+            match owner(row) {
+                Owner::ControlPlane(cp) => join(&[ns, c, "1", cp, n]),
+                Owner::Set(Some(md), ms) => join(&[ns, c, "2", md, ms, n]),
+                Owner::Deployment(md) => join(&[ns, c, "2", md, "", n]),
+                Owner::Set(None, ms) => join(&[ns, c, "3", ms, n]),
+                Owner::Cluster => join(&[ns, c, "4", n]),
             }
         }
     }
 }
 
-/// The row's owner in the tree: (kind, name), `None` for a Cluster (or an object without one).
+/// The row's owner in the tree: (kind, name), `None` for a Cluster (or a row without one).
 pub fn parent(row: CapiRow<'_>) -> Option<(&'static str, &str)> {
-    match row {
-        CapiRow::Object(o) => match (o.kind, &o.owner) {
-            (CapiKind::Cluster, _) => None,
-            (CapiKind::MachineSet, Some(md)) => Some(("MachineDeployment", md.as_str())),
-            _ if o.cluster.is_empty() => None,
-            _ => Some(("Cluster", o.cluster.as_str())),
-        },
-        CapiRow::Machine(m) => {
-            if let Some(ms) = &m.set {
-                Some(("MachineSet", ms.as_str()))
-            } else if let Some(md) = &m.deployment {
-                Some(("MachineDeployment", md.as_str()))
-            } else if let Some(cp) = &m.control_plane {
-                Some((CapiKind::ControlPlane.name(), cp.as_str()))
-            } else if m.cluster.is_empty() {
-                None
-            } else {
-                Some(("Cluster", m.cluster.as_str()))
-            }
-        }
+    let cluster = match row {
+        CapiRow::Object(o) if o.kind == CapiKind::Cluster => return None,
+        CapiRow::Object(o) => o.cluster.as_str(),
+        CapiRow::Machine(m) => m.cluster.as_str(),
+    };
+    match owner(row) {
+        Owner::ControlPlane(cp) => Some((CapiKind::ControlPlane.name(), cp)),
+        Owner::Set(_, ms) => Some(("MachineSet", ms)),
+        Owner::Deployment(md) => Some(("MachineDeployment", md)),
+        Owner::Cluster if cluster.is_empty() => None,
+        Owner::Cluster => Some(("Cluster", cluster)),
     }
 }
 
@@ -125,19 +150,9 @@ fn up_to_date(row: CapiRow) -> Option<u32> {
 fn state(row: CapiRow) -> String {
     match row {
         CapiRow::Object(o) => o.state_text(),
-        CapiRow::Machine(m) => {
-            let phase = if m.phase.is_empty() { "Pending" } else { m.phase.as_str() };
-            let mut s =
-                if m.deleting && phase != "Deleting" { format!("{phase}, deleting") } else { phase.to_string() };
-            if m.failure.is_some() && phase != "Failed" {
-                s.push_str(", failed");
-            } else if m.remediating.is_some() {
-                s.push_str(", remediating");
-            } else if m.unhealthy.is_some() {
-                s.push_str(", unhealthy");
-            }
-            s
-        }
+        // The failure's words are WHY's; a Machine that failed outside its phase says so.
+        CapiRow::Machine(m) if m.failure.is_some() && m.phase != "Failed" => format!("{}, failed", m.phase_text()),
+        CapiRow::Machine(m) => m.state_word(),
     }
 }
 
@@ -188,10 +203,10 @@ pub const COLUMNS: &[Column] = &[
         .min(16)
         .grow(1)
         .filter()
-        .value(|f, r| on(f, r, |row| Value::Text(Cow::Owned(tree(row).0))))
+        .value(|f, r| on(f, r, |row| Value::Text(Cow::Owned(tree_key(row)))))
         .cell(|f, r| {
             draw(f, r, |row| {
-                let depth = tree(row).1;
+                let depth = depth(row);
                 (format!("{}{}", "  ".repeat(depth), name(row)), if depth == 0 { "ui.title" } else { "ui.text" })
             })
         }),
@@ -289,7 +304,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "name": name(row),
         "cluster": if cluster.is_empty() { serde_json::Value::Null } else { cluster.as_str().into() },
         "parent": parent,
-        "depth": tree(row).1,
+        "depth": depth(row),
         "phase": text(phase),
         "state": col("STATE"),
         "ready": col("READY"),

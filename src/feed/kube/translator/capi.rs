@@ -11,14 +11,7 @@ use crate::model::{CapiKind, Delta};
 impl Translator {
     /// A Cluster, control plane, MachineDeployment, MachineSet or MachineHealthCheck event.
     pub(super) fn on_capi_event(&mut self, k: CapiKind, e: Event<DynamicObject>, out: &mut Vec<Delta>) {
-        let f: fn(&mut Self, Option<&DynamicObject>, &str, &mut Vec<Delta>) = match k {
-            CapiKind::Cluster => |t, o, key, out| t.capi(CapiKind::Cluster, o, key, out),
-            CapiKind::ControlPlane => |t, o, key, out| t.capi(CapiKind::ControlPlane, o, key, out),
-            CapiKind::MachineDeployment => |t, o, key, out| t.capi(CapiKind::MachineDeployment, o, key, out),
-            CapiKind::MachineSet => |t, o, key, out| t.capi(CapiKind::MachineSet, o, key, out),
-            CapiKind::MachineHealthCheck => |t, o, key, out| t.capi(CapiKind::MachineHealthCheck, o, key, out),
-        };
-        self.on_event(Kind::Capi(k), e, out, f);
+        self.on_event(Kind::Capi(k), e, out, |t: &mut Self, o, key, out| t.capi(k, o, key, out));
     }
 
     fn capi(&mut self, kind: CapiKind, o: Option<&DynamicObject>, key: &str, out: &mut Vec<Delta>) {
