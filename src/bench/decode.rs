@@ -2,7 +2,7 @@
 //! a recorded list (`kubectl get pods -A -o json`, or the API server's own answer to
 //! `GET /api/v1/pods?resourceVersion=0`) replayed as a watch-list — one `ADDED` event per
 //! object, then the bookmark that ends the initial events — by a local HTTP server, to the
-//! kube-rs watcher the feed uses (streaming-list strategy), on one thread. The objects are
+//! feed's own watch-list (`feed::kube::watchlist`, over kube-rs's client), on one thread. The objects are
 //! counted as the watcher yields them, then each is translated into deltas as the feed
 //! does. Reported per second of that thread's CPU time, so a shared machine's other load
 //! does not count against it.
@@ -90,7 +90,7 @@ pub fn run(path: &Path, min_objects: usize, json: bool) -> color_eyre::Result<se
     let (pods, wall, cpu) = rt.block_on(async {
         let client = kube::Client::try_from(kube::Config::new(url))?;
         let api = kube::Api::<Pod>::all(client);
-        let mut stream = watcher::watcher(api, watcher::Config::default().streaming_lists()).boxed();
+        let mut stream = crate::feed::kube::watchlist::watch_list(api, &watcher::Config::default()).boxed();
         let (t0, c0) = (Instant::now(), thread_cpu_s());
         let mut pods = Vec::with_capacity(objects);
         while let Some(e) = stream.next().await {
@@ -125,7 +125,7 @@ pub fn run(path: &Path, min_objects: usize, json: bool) -> color_eyre::Result<se
         "decode_and_translate_objects_per_cpu_s": per_s(objects, cpu + tcpu),
     });
     let line = format!(
-        "{objects} objects ({:.1} MB of watch events, {} from {}): decoded by the kube-rs watcher in {:.2} s \
+        "{objects} objects ({:.1} MB of watch events, {} from {}): decoded by the feed's watch-list in {:.2} s \
          ({:.2} s CPU: {} objects/s/core, {:.0} MB/s/core); translated in {:.2} s CPU ({} objects/s/core); \
          both: {} objects/s/core",
         bytes as f64 / 1e6,

@@ -9,6 +9,7 @@
 pub mod dra;
 pub mod translate;
 mod translator;
+pub mod watchlist;
 
 pub use translator::Translator;
 
@@ -40,21 +41,20 @@ pub struct KubeFeedConfig {
 
 impl Default for KubeFeedConfig {
     fn default() -> Self {
-        Self { tenant_label: l::DEFAULT_TENANT_LABEL.into(), initial_list: InitialList::Pages }
+        Self { tenant_label: l::DEFAULT_TENANT_LABEL.into(), initial_list: InitialList::Stream }
     }
 }
 
 /// How a watch gets the state it starts from (and gets again after a 410 or a restart).
 ///
-/// `Pages` is the default: consistent lists, as fabrik always listed. Watch-lists are the
-/// choice for a cockpit that must not hold a whole list at once. On the test control plane
-/// (`benches/peers.sh`, 1,000 nodes, 9,986 pods, three runs each) watch-lists put every pod
-/// on screen in a median 2.6 s and `resourceVersion=0` lists in 2.5 s, at 103 against 116
-/// MiB RSS; but one full CI run with watch-lists as the default saw a one-shot snapshot
-/// without the vCluster control-plane pod (`crosscheck_e2e`: a tenant named after its
-/// namespace), not understood yet. Both ask for the watch cache's state at any version
-/// (kube-rs sends a watch-list with `resourceVersion=0`), where a consistent list waits
-/// for the cache to catch up with etcd.
+/// `Stream` is the default: watch-lists from a consistent read (`watchlist`), each object
+/// decoded as it arrives and no list held whole. On the test control plane
+/// (`benches/peers.sh`, 1,000 nodes, 9,986 pods) they put every pod on screen as fast as
+/// pages of 500 and at 103 against 116 MiB RSS. Until 2026-12-07 they were made by kube-rs's
+/// `streaming_lists()`, which asks for `resourceVersion=0` (whatever the watch cache holds),
+/// and one CI run's one-shot snapshot missed a pod created just before it; they were opt-in
+/// then. `watchlist` asks as client-go does (no resourceVersion: the cache catches up with
+/// etcd first).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InitialList {
     /// A watch-list (`sendInitialEvents=true`, KEP-3157; beta and on by default in 1.34):
@@ -63,22 +63,14 @@ pub enum InitialList {
     /// gate off, as in 1.33, or a server before 1.27 that refuses `resourceVersionMatch`
     /// on a watch) answers 4xx to the first watch, and that kind falls back to `Pages`
     /// for the rest of the session.
+    #[default]
     Stream,
     /// Consistent lists in pages of 500 (kube-rs's default), then a watch from the list's
     /// version.
-    #[default]
     Pages,
 }
 
 impl InitialList {
-    /// The watcher configuration for this strategy over `base` (its selectors).
-    fn config(self, base: watcher::Config) -> watcher::Config {
-        match self {
-            InitialList::Stream => base.streaming_lists(),
-            InitialList::Pages => base,
-        }
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             InitialList::Stream => "stream",
@@ -268,9 +260,11 @@ async fn pump<K, W>(
 {
     let mut served = false;
     'strategies: loop {
-        let cfg = strategy.config(base.clone());
-        let mut stream =
-            watcher::watcher(api.clone(), cfg).backoff(crate::feed::reconnect::Reconnect::default()).boxed();
+        let events = match strategy {
+            InitialList::Stream => watchlist::watch_list(api.clone(), &base).boxed(),
+            InitialList::Pages => watcher::watcher(api.clone(), base.clone()).boxed(),
+        };
+        let mut stream = events.backoff(crate::feed::reconnect::Reconnect::default()).boxed();
         while let Some(item) = stream.next().await {
             let msg = match item {
                 Ok(e) => {
