@@ -50,11 +50,10 @@ impl Default for KubeFeedConfig {
 /// `Stream` is the default: watch-lists from a consistent read (`watchlist`), each object
 /// decoded as it arrives and no list held whole. On the test control plane
 /// (`benches/peers.sh`, 1,000 nodes, 9,986 pods) they put every pod on screen as fast as
-/// pages of 500 and at 103 against 116 MiB RSS. Until 2026-12-07 they were made by kube-rs's
-/// `streaming_lists()`, which asks for `resourceVersion=0` (whatever the watch cache holds),
-/// and one CI run's one-shot snapshot missed a pod created just before it; they were opt-in
-/// then. `watchlist` asks as client-go does (no resourceVersion: the cache catches up with
-/// etcd first).
+/// pages of 500, at less memory. They were opt-in for a while after one CI run's snapshot
+/// put a vCluster's namespace in a tenant of its own; the cause was an ordering bug in the
+/// translator (the vCluster pod listed before its namespace), which watch-lists made likely
+/// because each kind's first objects arrive at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum InitialList {
     /// A watch-list (`sendInitialEvents=true`, KEP-3157; beta and on by default in 1.34):

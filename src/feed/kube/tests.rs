@@ -266,6 +266,33 @@ fn quotas_follow_their_namespace_tenant_and_vclusters_name_tenants() {
     assert_eq!(moved, Some(2));
 }
 
+/// Found by `crosscheck_e2e` with watch-lists: the vCluster pod listed before its namespace,
+/// whose label names the same tenant. The tenant changed source (vcluster → label) and was
+/// removed right after it was upserted, so the namespace's pods fell to a tenant named after
+/// the namespace.
+#[test]
+fn a_vcluster_pod_listed_before_its_labelled_namespace_keeps_the_tenant() {
+    let mut t = Translator::new(KubeFeedConfig::default());
+    let mut f = Fleet::new(Thresholds::default());
+    let vc: Pod = obj(json!({"metadata": {"name": "research-0", "namespace": "vcluster-research",
+        "labels": {"app": "vcluster", "release": "research"}}, "spec": {"containers": [{"name": "syncer"}]}}));
+    feed(&mut t, &mut f, listed(Msg::VCluster, vec![vc]));
+    let ns = json!({"metadata": {"name": "vcluster-research", "labels": {"fabrik.io/tenant": "research"}}});
+    feed(&mut t, &mut f, listed(Msg::Namespace, vec![obj::<Namespace>(ns)]));
+    feed(&mut t, &mut f, listed(Msg::Pod, vec![pod("vcluster-research", "train", None, "Pending", 2)]));
+    let tenants: Vec<(String, String, Vec<String>)> = f
+        .tenants
+        .values()
+        .map(|x| {
+            let nss = x.namespaces.iter().map(|n| f.str_of(*n).to_string()).collect();
+            (f.str_of(x.name).to_string(), f.str_of(x.source).to_string(), nss)
+        })
+        .collect();
+    assert_eq!(tenants, [("research".to_string(), "label".to_string(), vec!["vcluster-research".to_string()])]);
+    let research = f.tenants.values().find(|x| f.str_of(x.name) == "research").map(|x| x.usage.pending_pods);
+    assert_eq!(research, Some(1), "its pod counts for it");
+}
+
 #[test]
 fn a_forbidden_kind_is_stale_with_a_reason_and_does_not_block_the_listing() {
     let mut t = Translator::new(KubeFeedConfig::default());

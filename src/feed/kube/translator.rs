@@ -283,9 +283,11 @@ impl Translator {
             return;
         }
         // The new owner first, so the namespace's pods move straight to it; then the old
-        // owner without the namespace (or gone).
+        // owner without the namespace (or gone). The same owner by another source (its
+        // vCluster pod seen first, then its namespace's label) keeps the namespace: removing
+        // it and then the emptied tenant would delete the tenant just upserted.
         let mut old_delta = None;
-        if let Some(old) = &old {
+        if let Some(old) = old.as_ref().filter(|o| new.as_ref().is_none_or(|(t, _)| t != *o)) {
             if let Some(set) = self.tenant_ns.get_mut(old) {
                 set.remove(ns);
                 let empty = set.is_empty();

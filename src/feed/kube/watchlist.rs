@@ -5,11 +5,14 @@
 //! (`k8s.io/initial-events-end`), and goes on as a watch.
 //!
 //! kube-rs 5.0's `streaming_lists()` sends the same request with `resourceVersion=0`: "any
-//! version", i.e. whatever the watch cache holds, which can be behind an object written just
-//! before. A one-shot `fabrik snapshot` taken right after a write then missed that object (a
-//! vCluster control-plane pod, in one CI run), so this module makes the request itself. The
-//! event types and errors are kube-rs's, so the feed's translator and retry logic are shared
-//! with the paged strategy.
+//! version", i.e. whatever the watch cache holds, which may be behind a write made just
+//! before (client-go asks for a consistent read; a one-shot `fabrik snapshot` taken right
+//! after a change should hold it). That was first suspected for a CI run whose snapshot put
+//! a vCluster's namespace in a tenant of its own; the cause turned out to be the translator
+//! (the vCluster pod listed before its namespace; fixed there), but the consistent read
+//! stays: it is what client-go does, and `kube_e2e` holds it to it. The event types and
+//! errors are kube-rs's, so the translator and the retries are shared with the paged
+//! strategy.
 //!
 //! After the initial events: objects as `Apply`/`Delete`; when the server ends the watch
 //! (its timeout), a new watch from the last version seen, without initial events; a 410
