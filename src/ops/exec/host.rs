@@ -28,6 +28,17 @@ fn answered(h: &BareMetalHost, action: HostAction, went_off: bool) -> Result<(),
     }
 }
 
+/// A reboot whose request is gone while the host was never seen off: someone removed the
+/// annotation (or the operator powered off and on within one poll). Either way fabrik cannot
+/// say the host rebooted, so it stops and says so rather than report it done.
+fn unconfirmed(h: &BareMetalHost, action: HostAction, went_off: bool) -> Option<&'static str> {
+    (action == HostAction::Reboot && !h.reboot_pending && h.powered_on && !went_off).then_some(
+        "the reboot.metal3.io annotation is gone but the host was never seen powered off: removed by hand, or \
+         the operator's power cycle was shorter than a poll; the reboot is not confirmed (check the host's \
+         power history in Ironic or its BMC)",
+    )
+}
+
 pub(crate) async fn host_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &HostPlan) -> Step<String> {
     let key = p.key();
     let read = |r: Result<Option<BareMetalHost>, crate::ops::target::ReadFailure>| match r {
@@ -64,6 +75,9 @@ pub(crate) async fn host_op<T: Target>(t: &mut T, run: &mut Run<'_>, p: &HostPla
                 if p.action == HostAction::Reboot && !h.powered_on && !went_off {
                     went_off = true;
                     run.step(format!("the baremetal-operator powered {key} off")).await?;
+                }
+                if let Some(why) = unconfirmed(&h, p.action, went_off) {
+                    return Err(Stop::Failed(format!("BareMetalHost {key}: {why}")));
                 }
                 match answered(&h, p.action, went_off) {
                     Ok(()) => break,
@@ -117,6 +131,13 @@ mod tests {
         assert!(answered(&back, HostAction::Reboot, true).is_ok());
         assert!(answered(&back, HostAction::PowerOn, false).is_ok());
         assert!(answered(&back, HostAction::PowerOff, false).is_err());
+        assert_eq!(unconfirmed(&back, HostAction::Reboot, true), None, "seen off, then on: done");
+        // The annotation removed by hand while the host stayed on: never reported done.
+        let by_hand = BareMetalHost { powered_on: true, reboot_pending: false, ..back.clone() };
+        assert!(answered(&by_hand, HostAction::Reboot, false).is_ok(), "answered alone would say done");
+        assert!(unconfirmed(&by_hand, HostAction::Reboot, false).is_some_and(|w| w.contains("never seen powered off")));
+        assert_eq!(unconfirmed(&on, HostAction::Reboot, false), None, "still asked: waiting, not unconfirmed");
+        assert_eq!(unconfirmed(&by_hand, HostAction::PowerOn, false), None);
         let inspecting = BareMetalHost { state: "inspecting".into(), ..back };
         assert!(answered(&inspecting, HostAction::Inspect, false).is_err());
     }
