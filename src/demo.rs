@@ -105,7 +105,7 @@ pub async fn run_demo(setup: Setup, sim: SimArgs, readonly: bool, clusters: u32)
             logger: Some(Box::new(demo_logs(log_tx.clone()))),
         });
     }
-    crate::ui::run::run(app, trx, setup.config.fps).await.map(|_| ())
+    crate::ui::run::run(app, trx, None, setup.config.fps).await.map(|_| ())
 }
 
 /// What the demo's containers have written by `now_ms` for `req` (`L` in the demo): the text

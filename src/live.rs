@@ -69,6 +69,8 @@ impl Contexts {
 struct Opened {
     conns: Vec<(String, cluster::Connection)>,
     failed: Vec<(String, String)>,
+    /// With `--workload-clusters`: each management cluster, to list its Clusters again.
+    managers: Vec<(String, kube::Client)>,
     _dir: Option<cluster::workloads::KubeconfigDir>,
 }
 
@@ -89,7 +91,7 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
     } else {
         None
     };
-    let mut opened = Opened { conns: Vec::new(), failed: Vec::new(), _dir: None };
+    let mut opened = Opened { conns: Vec::new(), failed: Vec::new(), managers: Vec::new(), _dir: None };
     for name in &names {
         let conn = match cluster::connect(kubeconfig, name.as_deref()).await {
             Ok(c) => c,
@@ -104,6 +106,9 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
             Some(_) => Some(tokio::time::timeout(DISCOVER_WAIT, cluster::workloads::discover(&conn.client)).await),
             None => None,
         };
+        if dir.is_some() {
+            opened.managers.push((mgmt.clone(), conn.client.clone()));
+        }
         opened.conns.push((mgmt.clone(), conn));
         let (Some(found), Some(dir)) = (found, &dir) else { continue };
         let workloads = match found {
@@ -133,6 +138,71 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
     Ok(opened)
 }
 
+/// The tasks of clusters started while the cockpit runs, to stop (and wait for) at its end.
+#[derive(Clone, Default)]
+struct Later(std::sync::Arc<std::sync::Mutex<(Tasks, Tasks)>>);
+
+type Tasks = Vec<tokio::task::JoinHandle<()>>;
+
+impl Later {
+    fn keep(&self, s: &mut Started) {
+        if let Ok(mut l) = self.0.lock() {
+            l.0.append(&mut s.tasks);
+            l.1.extend(s.ops_task.take());
+        }
+    }
+
+    /// Every task kept so far, and the operations servers among them.
+    fn take(&self) -> (Tasks, Tasks) {
+        self.0.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+    }
+}
+
+/// With `--workload-clusters`: each management cluster's Clusters listed again while the
+/// cockpit runs ([`cluster::workloads::follow`]); what they find reaches the cockpit as rows,
+/// each started (as the first ones were) when the cockpit gives it its index. Returns the
+/// cockpit's end of that and the tasks to stop.
+fn follow_workloads(
+    managers: Vec<(String, kube::Client)>,
+    dir: Option<cluster::workloads::KubeconfigDir>,
+    rows: std::collections::BTreeSet<String>,
+    failed: &[(String, String)],
+    shared: Shared,
+    later: &Later,
+) -> (Option<mpsc::Receiver<crate::ui::FoundCluster>>, Tasks) {
+    let Some(dir) = dir.filter(|_| !managers.is_empty()) else { return (None, Vec::new()) };
+    let dir = std::sync::Arc::new(dir);
+    let (ftx, mut frx) = mpsc::channel::<cluster::workloads::Found>(16);
+    let (utx, urx) = mpsc::channel::<crate::ui::FoundCluster>(16);
+    let told: std::collections::BTreeMap<String, String> = failed.iter().cloned().collect();
+    let mut tasks: Vec<_> = managers
+        .into_iter()
+        .map(|(mgmt, client)| {
+            let mine = |n: &String| n.starts_with(&format!("{mgmt}:"));
+            let opened = rows.iter().filter(|n| mine(n)).cloned().collect();
+            let told = told.iter().filter(|(n, _)| mine(n)).map(|(n, w)| (n.clone(), w.clone())).collect();
+            tokio::spawn(cluster::workloads::follow(client, mgmt.clone(), dir.clone(), opened, told, ftx.clone()))
+        })
+        .collect();
+    let later = later.clone();
+    tasks.push(tokio::spawn(async move {
+        while let Some((row, result)) = frx.recv().await {
+            let found = result.map(|conn| {
+                let (sh, later, name) = (shared.clone(), later.clone(), row.clone());
+                Box::new(move |i: usize| {
+                    let mut s = start_cluster(i, name, conn, false, &sh);
+                    later.keep(&mut s);
+                    s.parts
+                }) as crate::ui::Starter
+            });
+            if utx.send((row, found)).await.is_err() {
+                return;
+            }
+        }
+    }));
+    (Some(urx), tasks)
+}
+
 /// One cluster's running parts: what the app gets, and the tasks to stop at the end.
 struct Started {
     parts: crate::ui::ClusterParts,
@@ -141,10 +211,14 @@ struct Started {
     ops_task: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// What every cluster of one cockpit shares.
-struct Shared<'a> {
-    setup: &'a Setup,
-    telemetry: &'a Telemetry,
+/// What every cluster of one cockpit shares (owned, so that a workload cluster found while
+/// the cockpit runs starts the same way as the first ones).
+#[derive(Clone)]
+struct Shared {
+    feed: KubeFeedConfig,
+    thresholds: Thresholds,
+    mig_stuck: Duration,
+    telemetry: std::sync::Arc<Telemetry>,
     readonly: bool,
     /// Tells every operations server why the cockpit stopped.
     halt_rx: watch::Receiver<Option<String>>,
@@ -156,11 +230,11 @@ struct Shared<'a> {
 /// cockpit tagged `i`. `direct`: this cluster also takes `--agent` and `--prometheus` (the
 /// first one).
 fn start_cluster(i: usize, name: String, conn: cluster::Connection, direct: bool, sh: &Shared) -> Started {
-    let (setup, telemetry) = (sh.setup, sh.telemetry);
+    let telemetry = &*sh.telemetry;
     let (tx, rx) = mpsc::channel(256);
     let mut tasks = vec![
         crate::ui::run::forward(i, rx, sh.to.clone()),
-        tokio::spawn(crate::feed::kube::run(conn.client.clone(), feed_config(setup), tx.clone())),
+        tokio::spawn(crate::feed::kube::run(conn.client.clone(), sh.feed.clone(), tx.clone())),
     ];
     if direct {
         for a in &telemetry.agents {
@@ -188,7 +262,7 @@ fn start_cluster(i: usize, name: String, conn: cluster::Connection, direct: bool
     } else {
         let (etx, erx) = mpsc::unbounded_channel();
         let audit = crate::config::Paths::discover().data_dir.map(|d| Audit::new(&d, &name));
-        let opts = ExecOptions { mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs), ..Default::default() };
+        let opts = ExecOptions { mig_stuck: sh.mig_stuck, ..Default::default() };
         ops_task = Some(tokio::spawn(serve_ops(conn.client.clone(), audit, opts, tx.clone(), erx, sh.halt_rx.clone())));
         Box::new(KubeExecutor(etx))
     };
@@ -240,7 +314,7 @@ fn start_cluster(i: usize, name: String, conn: cluster::Connection, direct: bool
     let parts = crate::ui::ClusterParts {
         source: format!("ctx {name}"),
         name,
-        fleet: Fleet::new(setup.thresholds()),
+        fleet: Fleet::new(sh.thresholds),
         exec,
         kubectl: conn.kubectl_flags(),
         view_nodes: Some(Box::new(move |nodes| {
@@ -270,7 +344,7 @@ pub async fn run_cockpit(
                 return Ok(ExitCode::from(2));
             }
         };
-        let Opened { conns, failed, _dir } = opened;
+        let Opened { conns, failed, managers, _dir } = opened;
         if conns.is_empty() {
             for (name, e) in &failed {
                 eprintln!("fabrik: {name}: {e}");
@@ -283,11 +357,21 @@ pub async fn run_cockpit(
         let setup = Setup::load(ui_args);
         let (to, rx) = mpsc::channel(256);
         let (halt_tx, halt_rx) = watch::channel(None);
-        let shared = Shared { setup: &setup, telemetry, readonly: ui_args.readonly, halt_rx, to };
+        let shared = Shared {
+            feed: feed_config(&setup),
+            thresholds: setup.thresholds(),
+            mig_stuck: Duration::from_secs(setup.config.mig_stuck_secs),
+            telemetry: std::sync::Arc::new(telemetry.clone()),
+            readonly: ui_args.readonly,
+            halt_rx,
+            to,
+        };
+        let rows: std::collections::BTreeSet<String> = conns.iter().map(|(n, _)| n.clone()).collect();
         let mut started: Vec<Started> =
             conns.into_iter().enumerate().map(|(i, (name, c))| start_cluster(i, name, c, i == 0, &shared)).collect();
-        drop(shared);
-        let mut tasks = Vec::new();
+        let later = Later::default();
+        let (found, follow_tasks) = follow_workloads(managers, _dir, rows, &failed, shared, &later);
+        let mut tasks = follow_tasks;
         let mut ops_tasks = Vec::new();
         let mut parts = Vec::new();
         for s in &mut started {
@@ -328,7 +412,10 @@ pub async fn run_cockpit(
         }
         // `run` consumes the app, so its executors are gone when it returns: serve_ops stops
         // taking requests and waits for the operations that `halt` interrupts.
-        let exit = crate::ui::run::run(app, rx, fps).await;
+        let exit = crate::ui::run::run(app, rx, found, fps).await;
+        let (more_tasks, more_ops) = later.take();
+        tasks.extend(more_tasks);
+        ops_tasks.extend(more_ops);
         let why = match &exit {
             Ok(e) => e.reason(),
             Err(e) => format!("the cockpit failed: {e}"),

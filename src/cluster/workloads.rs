@@ -63,6 +63,59 @@ pub async fn discover(client: &kube::Client) -> Result<Vec<Workload>, String> {
     Ok(out)
 }
 
+/// What [`follow`] found: a workload cluster's row name (`MGMT:NAMESPACE/NAME`) and its
+/// connection, or why it cannot be opened (yet).
+pub type Found = (String, Result<Connection, String>);
+
+/// How often a management cluster's Clusters are listed again while the cockpit runs.
+pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Keeps listing `mgmt`'s Clusters while the cockpit runs (`--workload-clusters`), so a
+/// Cluster created later, or whose kubeconfig Secret appears later (Cluster API writes it once
+/// the control plane is up), opens without a restart. `opened`: the rows already open; each
+/// one found since is sent once opened, and a row that cannot be opened is sent again only
+/// when its reason changes. A Cluster deleted later is not taken away: its feed says the
+/// server went away.
+pub async fn follow(
+    client: kube::Client,
+    mgmt: String,
+    dir: std::sync::Arc<KubeconfigDir>,
+    mut opened: std::collections::BTreeSet<String>,
+    mut told: std::collections::BTreeMap<String, String>,
+    tx: tokio::sync::mpsc::Sender<Found>,
+) {
+    loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        if tx.is_closed() {
+            return;
+        }
+        // Listing failed (the management cluster away): its own feed says so; try again.
+        let Ok(found) = discover(&client).await else { continue };
+        for w in found {
+            let row = format!("{mgmt}:{}", w.key());
+            if opened.contains(&row) {
+                continue;
+            }
+            let result = match &w.kubeconfig {
+                Ok(yaml) => dir.connect(&w, yaml).await.map_err(|e| e.to_string()),
+                Err(why) => Err(why.clone()),
+            };
+            match &result {
+                Ok(_) => {
+                    opened.insert(row.clone());
+                }
+                Err(why) if told.get(&row) == Some(why) => continue,
+                Err(why) => {
+                    told.insert(row.clone(), why.clone());
+                }
+            }
+            if tx.send((row, result)).await.is_err() {
+                return;
+            }
+        }
+    }
+}
+
 /// The kubeconfig in a Cluster API kubeconfig Secret (`data.value`, else `stringData.value`).
 fn value(s: &k8s_openapi::api::core::v1::Secret) -> Option<String> {
     if let Some(v) = s.data.as_ref().and_then(|d| d.get("value")) {

@@ -15,7 +15,7 @@ pub mod tabs;
 pub mod theme;
 pub mod views;
 
-pub use app::{App, ClusterParts, ExecRequest, Executor, Recorder};
+pub use app::{App, ClusterParts, ExecRequest, Executor, FoundCluster, Recorder, Starter};
 pub use state::Ui;
 
 #[cfg(test)]

@@ -73,11 +73,17 @@ pub fn forward(i: usize, mut from: mpsc::Receiver<Batch>, to: mpsc::Sender<Tagge
 
 /// Runs the cockpit until the person quits, a context switch is asked for, or a signal
 /// arrives.
-pub async fn run(mut app: App, mut deltas: mpsc::Receiver<Tagged>, fps: u16) -> color_eyre::Result<Exit> {
+/// `found`: clusters found while it runs (`--workload-clusters`), each given the next row.
+pub async fn run(
+    mut app: App,
+    mut deltas: mpsc::Receiver<Tagged>,
+    found: Option<mpsc::Receiver<crate::ui::FoundCluster>>,
+    fps: u16,
+) -> color_eyre::Result<Exit> {
     // ratatui::init installs a panic hook that restores the terminal before the report.
     let mut terminal = ratatui::init();
     let _guard = TerminalGuard;
-    let exit = drive(&mut app, &mut terminal, &mut deltas, fps).await;
+    let exit = drive(&mut app, &mut terminal, &mut deltas, found, fps).await;
     // ratatui's Terminal shows the cursor again when dropped and reports a failure with
     // `eprintln!`, which panics on a terminal that hung up; show it here and, if that fails,
     // never drop it (the process is about to record its operations and exit).
@@ -139,6 +145,7 @@ async fn drive(
     app: &mut App,
     terminal: &mut ratatui::DefaultTerminal,
     deltas: &mut mpsc::Receiver<Tagged>,
+    mut found: Option<mpsc::Receiver<crate::ui::FoundCluster>>,
     fps: u16,
 ) -> color_eyre::Result<Exit> {
     crossterm::execute!(stdout(), EnableMouseCapture)?;
@@ -213,6 +220,10 @@ async fn drive(
                     log("batch", t);
                 }
                 None => feed_open = false,
+            },
+            f = async { found.as_mut()?.recv().await }, if found.is_some() => match f {
+                Some(f) => { app.found_cluster(f); dirty = true; }
+                None => found = None,
             },
             _ = tokio::time::sleep_until(deadline), if dirty => {
                 let t = Instant::now();

@@ -285,5 +285,40 @@ fn from_cluster_api(mgmt: &Path, workload: &Path, dir: &Path, want: &Value) {
     let names = kubectl(workload, &["get", "nodes", "-o", "name"]);
     let first = names.lines().next().unwrap_or("node/?").to_string();
     t.wait_screen("kubectl's answer from the workload cluster", |s| s.contains(&first));
+
+    // While it runs: wl-2's Secret is written (its control plane came up), and a Cluster wl-3
+    // is created with its Secret. Both open without a restart (listed again every 10 s): wl-2's
+    // row turns live, wl-3's row appears, each equal to kubectl on the workload control plane.
+    let secret = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "cluster.x-k8s.io/secret",
+            "metadata": {"name": format!("{name}-kubeconfig"), "namespace": "fleet",
+                "labels": {"cluster.x-k8s.io/cluster-name": name}},
+            "stringData": {"value": text}})
+    };
+    let later = json!({"apiVersion": "v1", "kind": "List", "items": [secret("wl-2"), cluster("wl-3"), secret("wl-3")]});
+    super::apply(mgmt, dir, "capi-clusters-later", &later);
+    t.keys(&["0"]);
+    let row = |s: &str, name: &str| {
+        s.lines().find(|l| l.starts_with('│') && l.contains(&format!("fleet/{name} "))).unwrap_or("").to_string()
+    };
+    let nodes = format!(" {}/{} ", want["nodes"]["ready"], want["nodes"]["total"]);
+    let gpus = format!(" {} ", want["gpus"]);
+    let s = t.wait_screen_for("wl-2 and wl-3 found and live", Duration::from_secs(60), |s| {
+        s.contains("Clusters [4]")
+            && ["wl-2", "wl-3"].iter().all(|n| row(s, n).contains(" live ") && row(s, n).contains(&nodes))
+    });
+    for name in ["wl-1", "wl-2", "wl-3"] {
+        let r = row(&s, name);
+        assert!(r.contains(&nodes) && r.contains(&gpus), "{name}: want{nodes}and{gpus}in {r:?}\n{s}");
+    }
+    // The new row opens like the others.
+    let at = s.lines().filter(|l| l.starts_with('│')).position(|l| l.contains("fleet/wl-3 ")).expect("wl-3's row");
+    let cur = s.lines().filter(|l| l.starts_with('│')).position(|l| l.contains('●')).expect("the row on screen");
+    let moves: Vec<&str> = if at > cur { vec!["j"; at - cur] } else { vec!["k"; cur - at] };
+    t.keys(&moves);
+    t.keys(&["Enter"]);
+    let wl3 = format!("{}:fleet/wl-3", ctx.trim());
+    let want_nodes = format!("nodes {}/{} ready", want["nodes"]["ready"], want["nodes"]["total"]);
+    t.wait_screen("wl-3 opened", |s| s.contains(&format!("ctx {wl3}")) && s.contains(&want_nodes));
     t.keys(&["q"]);
 }

@@ -28,6 +28,14 @@ pub struct ClusterParts {
     pub logger: Option<LogsFn>,
 }
 
+/// Starts a cluster found while the cockpit runs, its batches tagged with the index given
+/// (the row it gets), and hands over its parts.
+pub type Starter = Box<dyn FnOnce(usize) -> ClusterParts + Send>;
+
+/// A cluster found while the cockpit runs: its row name, and its starter or why it cannot be
+/// opened (yet).
+pub type FoundCluster = (String, Result<Starter, String>);
+
 /// One cluster of the cockpit.
 pub(super) struct Slot {
     pub name: String,
@@ -52,6 +60,25 @@ pub(super) struct Parked {
     kubectl: Vec<String>,
 }
 
+impl Parked {
+    /// A cluster handed over, off screen, on a fresh navigation.
+    fn of(p: ClusterParts) -> Parked {
+        let fresh = crate::ui::state::Ui::new(String::new());
+        Parked {
+            fleet: p.fleet,
+            exec: p.exec,
+            view_nodes: p.view_nodes,
+            inspector: p.inspector,
+            logger: p.logger,
+            nav: fresh.nav,
+            caches: Default::default(),
+            ops: fresh.ops,
+            source: p.source,
+            kubectl: p.kubectl,
+        }
+    }
+}
+
 impl App {
     /// The first cluster's slot: the one the app is made with (named after its source
     /// until [`App::name_cluster`]).
@@ -71,23 +98,35 @@ impl App {
     /// Adds a cluster that waits off screen until opened; its deltas go to
     /// [`App::apply_to`] with the index returned.
     pub fn add_cluster(&mut self, p: ClusterParts) -> usize {
-        let fresh = crate::ui::state::Ui::new(String::new());
-        let parked = Parked {
-            fleet: p.fleet,
-            exec: p.exec,
-            view_nodes: p.view_nodes,
-            inspector: p.inspector,
-            logger: p.logger,
-            nav: fresh.nav,
-            caches: Default::default(),
-            ops: fresh.ops,
-            source: p.source,
-            kubectl: p.kubectl,
-        };
-        self.clusters.push(Slot { name: p.name, failed: None, parked: Some(Box::new(parked)) });
+        let name = p.name.clone();
+        self.clusters.push(Slot { name, failed: None, parked: Some(Box::new(Parked::of(p))) });
         let i = self.clusters.len() - 1;
         self.refresh_cluster(i);
         i
+    }
+
+    /// A cluster found while the cockpit runs (`--workload-clusters`): a new row, or a row
+    /// that could not be opened and now opens (or has a new reason). A row already open is
+    /// left as it is: its starter is dropped, nothing is started.
+    pub fn found_cluster(&mut self, (name, found): FoundCluster) {
+        let at = self.cluster_named(&name);
+        if at.is_some_and(|i| self.clusters[i].failed.is_none()) {
+            return;
+        }
+        let i = at.unwrap_or_else(|| {
+            self.clusters.push(Slot { name: name.clone(), failed: Some(String::new()), parked: None });
+            self.clusters.len() - 1
+        });
+        match found {
+            Ok(start) => {
+                let parts = start(i);
+                self.clusters[i].failed = None;
+                self.clusters[i].parked = Some(Box::new(Parked::of(parts)));
+                self.ui.info(format!("cluster {name} found: `0` lists it"));
+            }
+            Err(why) => self.clusters[i].failed = Some(why),
+        }
+        self.refresh_cluster(i);
     }
 
     /// Adds a cluster that could not be opened: its row says why.
@@ -336,5 +375,52 @@ mod tests {
         assert!(app.ui.clusters_filter.is_empty(), "Esc while typing puts the filter before back");
         press(&mut app, "\n");
         assert_eq!(app.ui.cluster, 1);
+    }
+
+    /// A starter that records the index it was given and hands over a cluster of `nodes`.
+    fn starter(name: &str, nodes: usize, given: Arc<Mutex<Vec<usize>>>) -> Starter {
+        let name = name.to_string();
+        Box::new(move |i| {
+            given.lock().expect("log").push(i);
+            let mut fleet = Fleet::new(Thresholds::default());
+            for d in sim(7, nodes).initial_deltas() {
+                fleet.apply(d);
+            }
+            ClusterParts {
+                source: format!("ctx {name}"),
+                name,
+                fleet,
+                exec: Box::new(Recorder(Log::default())),
+                kubectl: Vec::new(),
+                view_nodes: None,
+                inspector: None,
+                logger: None,
+            }
+        })
+    }
+
+    #[test]
+    fn clusters_found_later_fill_their_failed_row_or_get_a_new_one_and_an_open_row_stays() {
+        let (mut app, _, _) = two();
+        app.add_failed_cluster("m:fleet/wl-2", "no Secret fleet/wl-2-kubeconfig yet");
+        let given: Arc<Mutex<Vec<usize>>> = Arc::default();
+        // A new reason for the failed row: said, nothing started.
+        app.found_cluster(("m:fleet/wl-2".into(), Err("cannot read Secret: forbidden".into())));
+        assert_eq!(app.ui.clusters[2].state, "failed: cannot read Secret: forbidden");
+        // Its Secret appeared: the row opens in place (index 2), with its own fleet.
+        app.found_cluster(("m:fleet/wl-2".into(), Ok(starter("m:fleet/wl-2", 5, given.clone()))));
+        // A Cluster created later: a new row at the end.
+        app.found_cluster(("m:fleet/wl-3".into(), Ok(starter("m:fleet/wl-3", 9, given.clone()))));
+        // Found again while open: left as it is, its starter never called.
+        app.found_cluster(("b".into(), Ok(starter("b", 1, given.clone()))));
+        assert_eq!(*given.lock().expect("log"), [2, 3]);
+        let rows: Vec<(&str, u32, bool)> =
+            app.ui.clusters.iter().map(|r| (r.name.as_str(), r.nodes, r.failed)).collect();
+        assert_eq!(rows, [("a", 12, false), ("b", 30, false), ("m:fleet/wl-2", 5, false), ("m:fleet/wl-3", 9, false)]);
+        // Their deltas land in their own fleets, and the new row opens like the others.
+        assert!(!app.apply_to(3, sim(8, 12).initial_deltas()));
+        assert_eq!(app.ui.clusters[3].nodes, 12, "its 9 nodes listed again and 3 more");
+        press(&mut app, "0G\n");
+        assert_eq!((app.ui.cluster, app.fleet.totals.nodes), (3, 12));
     }
 }

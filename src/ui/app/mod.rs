@@ -32,7 +32,7 @@ mod mouse;
 mod table;
 
 pub use crate::ops::{ExecRequest, Executor, Recorder};
-pub use clusters::ClusterParts;
+pub use clusters::{ClusterParts, FoundCluster, Starter};
 
 /// What is open, and so what a key means. Each has its own key handling.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
