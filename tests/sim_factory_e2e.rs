@@ -133,6 +133,36 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
         if have == want { Ok(()) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
     });
 
+    // A host powered off (spec.online: false, as fabrik's `power-off` writes it) takes its node
+    // down: the simulated operator reports it off and the node's kubelet stops. kubectl and
+    // fabrik agree on both, and back on, the node is Ready again.
+    let chain = chain_truth(&kubeconfig);
+    let (node, link) = chain.iter().find(|(_, v)| v["operational"] == "OK").expect("a host that is OK");
+    let host = link["host"].as_str().expect("its host").to_string();
+    let power = |online: bool| {
+        let patch = serde_json::json!({"spec": {"online": online}}).to_string();
+        kubectl(&kubeconfig, &["patch", "baremetalhost", &host, "-n", NS, "--type=merge", "-p", &patch]);
+    };
+    let agree = |want_ready: &str, want_on: bool| {
+        let ready = kubectl(
+            &kubeconfig,
+            &["get", "node", node, "-o", r#"jsonpath={.status.conditions[?(@.type=="Ready")].status}"#],
+        );
+        let on = kubectl(&kubeconfig, &["get", "baremetalhost", &host, "-n", NS, "-o", "jsonpath={.status.poweredOn}"]);
+        if (ready.trim(), on.trim()) != (want_ready, if want_on { "true" } else { "false" }) {
+            return Err(format!("kubectl: node {node} Ready={ready}, host {host} poweredOn={on}"));
+        }
+        let fleet = fabrik_view(&kubeconfig, "fleet");
+        let row = fleet["rows"].as_array().into_iter().flatten().find(|r| r["name"] == node.as_str()).cloned();
+        let row = row.ok_or_else(|| format!("no fleet row {node}"))?;
+        let have = (row["ready"].as_bool(), row["host"]["powered_on"].as_bool());
+        if have == (Some(want_ready == "True"), Some(want_on)) { Ok(()) } else { Err(format!("fabrik: {row}")) }
+    };
+    power(false);
+    settle("a host powered off takes its node down", || agree("False", false));
+    power(true);
+    settle("back on, its node is Ready", || agree("True", true));
+
     // The tenants' NetworkPolicy verdicts, against the policies and namespaces kubectl reads:
     // some tenants denied, the others open.
     let netpols = settle("the tenants' netpol against kubectl", || {

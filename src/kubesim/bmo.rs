@@ -8,8 +8,10 @@
 //! managed only where the operator manages it (provisioned, externally provisioned,
 //! available, ready); a reboot request counts only on a provisioned host (on an available one
 //! the operator wants `force`, which fabrik never writes). An available host with `inspect.metal3.io` goes to `inspecting` (the
-//! annotation taken), and back to `available` the round after. Without the CRD it waits
-//! quietly and looks again.
+//! annotation taken), and back to `available` the round after. A host labelled with its node
+//! (`fabrik.io/sim-node`, as `--factory` writes them) takes that node down while it is
+//! powered off: its kubelet stops (Ready=False, no lease renewals) until the host is on
+//! again. Without the CRD it waits quietly and looks again.
 
 use std::time::Duration;
 
@@ -53,7 +55,22 @@ pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
     (None, None)
 }
 
-pub(crate) async fn run(client: kube::Client) {
+/// The label `--factory` puts on each BareMetalHost: the simulated node it runs.
+pub(crate) const NODE_LABEL: &str = "fabrik.io/sim-node";
+
+/// Whether a host's node is down after this round: the host powered off (not merely in
+/// error: a BMC that does not answer says nothing of the machine behind it).
+fn node_down(o: &Value, status: Option<&Value>) -> Option<bool> {
+    let h = crate::cluster::metal3::host(o)?;
+    let on = status.and_then(|s| s["status"]["poweredOn"].as_bool()).unwrap_or(h.powered_on);
+    Some(!on && !h.in_error())
+}
+
+pub(crate) async fn run(
+    client: kube::Client,
+    nodes: std::sync::Arc<super::nodes::Shared>,
+    resume: tokio::sync::mpsc::UnboundedSender<String>,
+) {
     let gvk = GroupVersionKind::gvk("metal3.io", "v1alpha1", "BareMetalHost");
     let ar = ApiResource::from_gvk_with_plural(&gvk, "baremetalhosts");
     let all: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
@@ -70,6 +87,12 @@ pub(crate) async fn run(client: kube::Client) {
             let Ok(v) = serde_json::to_value(&o) else { continue };
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
             let (meta, status) = reconcile(&v);
+            // The node on a host the operator powered off stops; back on, it comes back.
+            if let (Some(node), Some(down)) =
+                (o.metadata.labels.as_ref().and_then(|l| l.get(NODE_LABEL)), node_down(&v, status.as_ref()))
+            {
+                nodes.set_powered_off(node, down, &resume).await;
+            }
             if let Some(m) = meta
                 && let Err(e) = api.patch(&name, &pp, &Patch::Merge(&m)).await
             {
@@ -109,6 +132,11 @@ mod tests {
         assert_eq!(reconcile(&broken), (None, None), "a host in error is not powered on");
         let provisioning = host(json!({"reboot.metal3.io": ""}), true, true, "provisioning", "OK");
         assert_eq!(reconcile(&provisioning), (None, None));
+        // Its node: down while the host is off (this round's status first), not for an error.
+        assert_eq!(node_down(&asked, reconcile(&asked).1.as_ref()), Some(true));
+        assert_eq!(node_down(&taken, reconcile(&taken).1.as_ref()), Some(false));
+        assert_eq!(node_down(&held, None), Some(true));
+        assert_eq!(node_down(&broken, None), Some(false), "a BMC in error says nothing of the machine");
         let inspect = host(json!({"inspect.metal3.io": ""}), true, true, "available", "OK");
         assert_eq!(reconcile(&inspect).1, Some(json!({"status": {"provisioning": {"state": "inspecting"}}})));
     }

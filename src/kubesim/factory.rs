@@ -178,7 +178,7 @@ pub fn objects(nodes: &[SimNode]) -> Vec<Obj> {
         out.push(obj(
             6,
             &host,
-            json!({}),
+            json!({super::bmo::NODE_LABEL: n.name}),
             json!({"online": true, "bmc": {"address": format!("redfish://10.0.0.9/redfish/v1/Systems/{host}"), "credentialsName": format!("{host}-bmc")},
                 "consumerRef": {"apiVersion": "infrastructure.cluster.x-k8s.io/v1beta1", "kind": "Metal3Machine", "name": name, "namespace": NAMESPACE}}),
             st,

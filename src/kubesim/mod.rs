@@ -235,10 +235,10 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nodes::heartbeats(shared.clone()));
     let (resume_tx, resume_rx) = mpsc::unbounded_channel();
-    tasks.spawn(nodes::watch_nodes(shared.clone(), resume_tx));
+    tasks.spawn(nodes::watch_nodes(shared.clone(), resume_tx.clone()));
     tasks.spawn(kubelet::run(shared.clone(), args.seed, resume_rx, pod_writer));
     // Metal3's operator for simulated BareMetalHosts (when the CRD is installed).
-    tasks.spawn(bmo::run(client.clone()));
+    tasks.spawn(bmo::run(client.clone(), shared.clone(), resume_tx));
 
     let mut pods = 0;
     if args.workload {

@@ -48,6 +48,9 @@ pub struct Shared {
     pub uids: Mutex<HashMap<String, String>>,
     leased: Mutex<HashSet<String>>,
     pub faulted: Mutex<HashSet<String>>,
+    /// Nodes whose BareMetalHost the simulated baremetal-operator powered off (`bmo`): their
+    /// kubelet is stopped like a faulted one's until the host is on again.
+    pub powered_off: Mutex<HashSet<String>>,
     mig: Mutex<HashMap<String, MigTrack>>,
     last_ready_fix: Mutex<HashMap<String, Instant>>,
     pub mig_seconds: u64,
@@ -73,6 +76,7 @@ impl Shared {
             uids: Mutex::new(HashMap::new()),
             leased: Mutex::new(HashSet::new()),
             faulted: Mutex::new(HashSet::new()),
+            powered_off: Mutex::new(HashSet::new()),
             mig: Mutex::new(mig),
             last_ready_fix: Mutex::new(HashMap::new()),
             mig_seconds,
@@ -91,8 +95,31 @@ impl Shared {
         self.nodes.lock().is_ok_and(|m| m.contains_key(name))
     }
 
+    /// Whether the node's kubelet is stopped: the fault annotation, or its host powered off.
     pub fn is_faulted(&self, name: &str) -> bool {
-        self.faulted.lock().is_ok_and(|f| f.contains(name))
+        self.faulted.lock().is_ok_and(|f| f.contains(name)) || self.powered_off.lock().is_ok_and(|f| f.contains(name))
+    }
+
+    /// The node's host powered off (`true`) or on: the kubelet stops (Ready=False, no lease
+    /// renewals) or comes back (Ready, its pods resumed), as with the fault annotation.
+    pub async fn set_powered_off(&self, name: &str, off: bool, resume: &mpsc::UnboundedSender<String>) {
+        let changed =
+            self.powered_off.lock().is_ok_and(|mut f| if off { f.insert(name.to_string()) } else { f.remove(name) });
+        if !changed || !self.is_sim_node(name) {
+            return;
+        }
+        eprintln!("fabrik sim: node {name}: its host powered {}", if off { "off: kubelet stopped" } else { "on" });
+        let annotated = self.faulted.lock().is_ok_and(|f| f.contains(name));
+        if annotated {
+            return;
+        }
+        if let Err(e) = patch_ready(self, name, !off).await {
+            eprintln!("fabrik sim: {e}");
+        }
+        if !off {
+            let _ = renew_lease(self, name).await;
+            let _ = resume.send(name.to_string());
+        }
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
@@ -352,7 +379,8 @@ async fn on_node(shared: &Arc<Shared>, node: &Node, resume: &mpsc::UnboundedSend
     }
     let want_fault = node.metadata.annotations.as_ref().and_then(|a| a.get(FAULT_ANNOTATION)).map(String::as_str)
         == Some("notready");
-    let was_fault = shared.is_faulted(&name);
+    let was_fault = shared.faulted.lock().is_ok_and(|f| f.contains(&name));
+    let powered_off = shared.powered_off.lock().is_ok_and(|f| f.contains(&name));
     if want_fault != was_fault {
         if let Ok(mut f) = shared.faulted.lock() {
             if want_fault {
@@ -365,14 +393,15 @@ async fn on_node(shared: &Arc<Shared>, node: &Node, resume: &mpsc::UnboundedSend
             "fabrik sim: node {name}: fault {}",
             if want_fault { "notready: kubelet stopped" } else { "cleared" }
         );
-        if let Err(e) = patch_ready(shared, &name, !want_fault).await {
+        // A node whose host is off stays down when the annotation goes.
+        if let Err(e) = patch_ready(shared, &name, !want_fault && !powered_off).await {
             eprintln!("fabrik sim: {e}");
         }
-        if !want_fault {
+        if !want_fault && !powered_off {
             let _ = renew_lease(shared, &name).await;
             let _ = resume.send(name.clone());
         }
-    } else if !want_fault && ready_status(node).as_deref().is_some_and(|s| s != "True") {
+    } else if !want_fault && !powered_off && ready_status(node).as_deref().is_some_and(|s| s != "True") {
         // The node lifecycle controller set Unknown (e.g. a late first lease): post Ready again,
         // at most every 5 s per node.
         let due = shared
