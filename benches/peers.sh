@@ -16,8 +16,8 @@
 # and the physical limit: `GET /api/v1/pods?resourceVersion=0` (the API server's watch cache,
 # one JSON list) and the same for nodes, timed with curl (median of 3).
 #
-# fabrik runs twice: as shipped (watch-lists from a consistent read, `initial_list = "stream"`)
-# and with `initial_list = "pages"` (consistent lists in pages of 500). The pod list the raw figure timed is kept as DIR/pods.json for
+# fabrik runs twice: as shipped (consistent lists in pages of 500, `initial_list = "pages"`)
+# and with `initial_list = "stream"` (watch-lists from a consistent read). The pod list the raw figure timed is kept as DIR/pods.json for
 # `fabrik bench --decode` (the client's decode throughput on the same objects). k9s and kdash are used when found: $K9S / $KDASH, else
 # on PATH. Build them with:
 #   GOBIN=/tmp/peers/bin go install github.com/derailed/k9s@v0.50.16
@@ -129,9 +129,9 @@ run() {
 FAB="env XDG_DATA_HOME=$DIR/data FABRIK_DATA_DIR=$DIR/data $BIN --kubeconfig $KC"
 for n in $(seq 1 "$RUNS"); do
   # fabrik: the fleet title, then the pods view (`5`) with every pod.
-  run fabrik "$n" "env FABRIK_CONFIG_DIR=$DIR/stream/fabrik $FAB" "Fleet \[$NODE_N/$NODE_N\]" \
+  run fabrik "$n" "env FABRIK_CONFIG_DIR=$DIR/pages/fabrik $FAB" "Fleet \[$NODE_N/$NODE_N\]" \
     "Pods \[$POD_GPU/$POD_GPU\]" 5
-  run fabrik-pages "$n" "env FABRIK_CONFIG_DIR=$DIR/pages/fabrik $FAB" "Fleet \[$NODE_N/$NODE_N\]" \
+  run fabrik-stream "$n" "env FABRIK_CONFIG_DIR=$DIR/stream/fabrik $FAB" "Fleet \[$NODE_N/$NODE_N\]" \
     "Pods \[$POD_GPU/$POD_GPU\]" 5
   if [ -x "$K9S" ]; then
     # k9s: its own config and logs away from the user's; `-A` so pods means every namespace.

@@ -46,8 +46,8 @@ struct Model {
 impl Model {
     fn start(client: kube::Client) -> Model {
         let (tx, rx) = mpsc::channel(256);
-        // Watch-lists (`initial_list = "stream"`, the default): the assertions below are
-        // about them, and after the restart below their fallback, pages, converges.
+        // Watch-lists (`initial_list = "stream"`; the default is pages): the assertions below
+        // are about them, and after the restart below their fallback, pages, converges.
         let cfg = KubeFeedConfig { initial_list: InitialList::Stream, ..Default::default() };
         let feed = tokio::spawn(fabrik::feed::kube::run(client, cfg, tx.clone()));
         Model { fleet: Fleet::new(Thresholds::default()), rx, tx, _feed: feed }

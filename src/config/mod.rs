@@ -70,7 +70,7 @@ impl Default for Config {
             mig_stuck_secs: 300,
             fps: 30,
             tenant_label: crate::cluster::labels::DEFAULT_TENANT_LABEL.to_string(),
-            initial_list: crate::feed::kube::InitialList::Stream,
+            initial_list: crate::feed::kube::InitialList::Pages,
         }
     }
 }

@@ -32,7 +32,7 @@ fn valid_file_applies_every_key() {
     let (config, warnings, _dir) = load(
         "theme = \"light\"\nkeymap = \"k9s\"\nidle_util_pct = 3\nidle_window_secs = 900\n\
          busy_util_pct = 40\nmig_stuck_secs = 120\nfps = 60\ntenant_label = \"example.com/team\"\n\
-         initial_list = \"pages\"\n",
+         initial_list = \"stream\"\n",
     );
     assert_eq!(warnings, vec![]);
     assert_eq!(
@@ -46,7 +46,7 @@ fn valid_file_applies_every_key() {
             mig_stuck_secs: 120,
             fps: 60,
             tenant_label: "example.com/team".into(),
-            initial_list: crate::feed::kube::InitialList::Pages,
+            initial_list: crate::feed::kube::InitialList::Stream,
         }
     );
 }
@@ -54,7 +54,7 @@ fn valid_file_applies_every_key() {
 #[test]
 fn initial_list_names_the_two_ways() {
     let (config, warnings, _dir) = load("initial_list = \"watch\"\n");
-    assert_eq!(config.initial_list, crate::feed::kube::InitialList::Stream);
+    assert_eq!(config.initial_list, crate::feed::kube::InitialList::Pages);
     assert_eq!(warnings.len(), 1);
     let text = warnings[0].to_string();
     assert!(
