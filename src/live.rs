@@ -124,13 +124,9 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
             }
         };
         for w in workloads {
-            let row = format!("{mgmt}:{}", w.key());
-            match &w.kubeconfig {
-                Ok(yaml) => match dir.connect(&w, yaml).await {
-                    Ok(c) => opened.conns.push((row, c)),
-                    Err(e) => opened.failed.push((row, e.to_string())),
-                },
-                Err(why) => opened.failed.push((row, why.clone())),
+            match dir.open(&mgmt, &w).await {
+                (row, Ok(c)) => opened.conns.push((row, c)),
+                (row, Err(why)) => opened.failed.push((row, why)),
             }
         }
     }

@@ -63,6 +63,11 @@ pub async fn discover(client: &kube::Client) -> Result<Vec<Workload>, String> {
     Ok(out)
 }
 
+/// The clusters view's name for `mgmt`'s workload cluster `w`: `MGMT:NAMESPACE/NAME`.
+fn row_name(mgmt: &str, w: &Workload) -> String {
+    format!("{mgmt}:{}", w.key())
+}
+
 /// What [`follow`] found: a workload cluster's row name (`MGMT:NAMESPACE/NAME`) and its
 /// connection, or why it cannot be opened (yet).
 pub type Found = (String, Result<Connection, String>);
@@ -92,14 +97,10 @@ pub async fn follow(
         // Listing failed (the management cluster away): its own feed says so; try again.
         let Ok(found) = discover(&client).await else { continue };
         for w in found {
-            let row = format!("{mgmt}:{}", w.key());
-            if opened.contains(&row) {
+            if opened.contains(&row_name(&mgmt, &w)) {
                 continue;
             }
-            let result = match &w.kubeconfig {
-                Ok(yaml) => dir.connect(&w, yaml).await.map_err(|e| e.to_string()),
-                Err(why) => Err(why.clone()),
-            };
+            let (row, result) = dir.open(&mgmt, &w).await;
             match &result {
                 Ok(_) => {
                     opened.insert(row.clone());
@@ -138,6 +139,16 @@ impl KubeconfigDir {
         let dir = base.join(format!("fabrik-workloads-{}", std::process::id()));
         std::fs::DirBuilder::new().mode(0o700).recursive(true).create(&dir)?;
         Ok(KubeconfigDir(dir))
+    }
+
+    /// Opens `mgmt`'s workload cluster `w` through its Secret's kubeconfig: its row name, and
+    /// the connection or why there is none (no Secret yet, unreadable, not a kubeconfig).
+    pub async fn open(&self, mgmt: &str, w: &Workload) -> Found {
+        let row = row_name(mgmt, w);
+        match &w.kubeconfig {
+            Ok(yaml) => (row, self.connect(w, yaml).await.map_err(|e| e.to_string())),
+            Err(why) => (row, Err(why.clone())),
+        }
     }
 
     /// Writes one cluster's kubeconfig (mode 0600) and connects to its current context; the

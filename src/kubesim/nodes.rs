@@ -113,13 +113,7 @@ impl Shared {
         if annotated {
             return;
         }
-        if let Err(e) = patch_ready(self, name, !off).await {
-            eprintln!("fabrik sim: {e}");
-        }
-        if !off {
-            let _ = renew_lease(self, name).await;
-            let _ = resume.send(name.to_string());
-        }
+        kubelet_up(self, name, !off, resume).await;
     }
 
     pub fn node_index(&self, name: &str) -> Option<usize> {
@@ -342,6 +336,17 @@ pub async fn heartbeats(shared: Arc<Shared>) {
     }
 }
 
+/// A node's kubelet stopped (Ready=False) or back (Ready, its lease renewed, its pods resumed).
+async fn kubelet_up(shared: &Shared, node: &str, up: bool, resume: &mpsc::UnboundedSender<String>) {
+    if let Err(e) = patch_ready(shared, node, up).await {
+        eprintln!("fabrik sim: {e}");
+    }
+    if up {
+        let _ = renew_lease(shared, node).await;
+        let _ = resume.send(node.to_string());
+    }
+}
+
 async fn patch_ready(shared: &Shared, node: &str, ready: bool) -> Result<(), String> {
     let api: Api<Node> = Api::all(shared.client.clone());
     let now = model::now_str();
@@ -394,13 +399,7 @@ async fn on_node(shared: &Arc<Shared>, node: &Node, resume: &mpsc::UnboundedSend
             if want_fault { "notready: kubelet stopped" } else { "cleared" }
         );
         // A node whose host is off stays down when the annotation goes.
-        if let Err(e) = patch_ready(shared, &name, !want_fault && !powered_off).await {
-            eprintln!("fabrik sim: {e}");
-        }
-        if !want_fault && !powered_off {
-            let _ = renew_lease(shared, &name).await;
-            let _ = resume.send(name.clone());
-        }
+        kubelet_up(shared, &name, !want_fault && !powered_off, resume).await;
     } else if !want_fault && !powered_off && ready_status(node).as_deref().is_some_and(|s| s != "True") {
         // The node lifecycle controller set Unknown (e.g. a late first lease): post Ready again,
         // at most every 5 s per node.
