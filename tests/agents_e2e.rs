@@ -27,7 +27,8 @@ use tokio::sync::{mpsc, watch};
 mod common;
 use common::{BIN, Proc, Tmux, control_plane, session};
 
-const NODES: usize = 3;
+/// The fourth is the one `--sharing-every 4` shares (time-slicing ×4).
+const NODES: usize = 4;
 const NS: &str = "fabrik-system";
 
 /// GPUs of `node` with telemetry in the model.
@@ -84,11 +85,26 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     std::fs::create_dir_all(&dir).expect("temp dir");
     let (_cp, kubeconfig) = control_plane(&dir);
     let n = NODES.to_string();
-    let sim = common::sim(&kubeconfig, &dir, &["--nodes", &n, "--seed", "5", "--dra-every", "0", "--agents"]);
+    let sim = common::sim(
+        &kubeconfig,
+        &dir,
+        &["--nodes", &n, "--seed", "5", "--dra-every", "0", "--sharing-every", "4", "--agents"],
+    );
     let conn = fabrik::cluster::connect(Some(&kubeconfig), None).await.unwrap_or_else(|e| panic!("{e}"));
     let c = conn.client.clone();
     let nodes = common::sim_nodes(&c).await;
     assert_eq!(nodes.len(), NODES);
+    let node_json: serde_json::Value =
+        serde_json::from_str(&common::kubectl(&kubeconfig, &["get", "nodes", "-o", "json"])).expect("nodes json");
+    let shared_node = node_json["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|n| n["metadata"]["labels"]["nvidia.com/gpu.replicas"].as_str().is_some_and(|r| r != "1"))
+        .unwrap_or_else(|| panic!("--sharing-every 4 shares a node's GPUs: {node_json}"));
+    let shared = shared_node["metadata"]["name"].as_str().expect("node name").to_string();
+    // The others' GPUs are whole: the checks before the sharing ones use them.
+    let whole: Vec<String> = nodes.iter().filter(|n| **n != shared).cloned().collect();
 
     // The agent pods, one per node, running with the address of their agent.
     let pods: Api<Pod> = Api::namespaced(c.clone(), NS);
@@ -139,7 +155,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("daemonset.apps/fabrik-agent"), "{o:?}");
 
     // The independent check: the agent answers through the API server's pod proxy.
-    let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{}:9400/proxy/v1/snapshot", nodes[0]);
+    let path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{}:9400/proxy/v1/snapshot", whole[0]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let snapshot = loop {
         let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", &path]).output();
@@ -153,11 +169,11 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         }
     };
     let doc: serde_json::Value = serde_json::from_str(&snapshot).expect("the snapshot is JSON");
-    assert_eq!(doc["node"], json!(nodes[0]), "{doc}");
+    assert_eq!(doc["node"], json!(whole[0]), "{doc}");
 
     // The cockpit's feeds: the cluster, and the agent pods for the nodes in view.
     let (tx, rx) = mpsc::channel(256);
-    let (view, view_rx) = watch::channel(BTreeSet::from([nodes[0].clone()]));
+    let (view, view_rx) = watch::channel(BTreeSet::from([whole[0].clone()]));
     let _kube = tokio::spawn(fabrik::feed::kube::run(c.clone(), KubeFeedConfig::default(), tx.clone()));
     let _agents = tokio::spawn(fabrik::feed::agent_discovery::run(
         c.clone(),
@@ -169,7 +185,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     ));
     // A short idle window, so idle-but-allocated can be seen within the test.
     let mut m = Model { fleet: Fleet::new(Thresholds { idle_window_ms: 3_000, ..Thresholds::default() }), rx };
-    let (a, b, third) = (nodes[0].clone(), nodes[1].clone(), nodes[2].clone());
+    let (a, b, third) = (whole[0].clone(), whole[1].clone(), whole[2].clone());
     m.until("telemetry for the node in view", Duration::from_secs(60), |f| {
         if fed(f, &a) == 8 { Ok(()) } else { Err(format!("{} of 8 GPUs of {a} have telemetry", fed(f, &a))) }
     })
@@ -328,6 +344,105 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     assert_eq!(snap["gpus"][7]["allocated_to"][0]["name"], json!(sleeper.1), "{}", snap["gpus"][7]);
     assert!(snap["gpus"][7]["processes"].as_array().is_some_and(|p| p.is_empty()), "it runs nothing there");
 
+    // Shares of a time-sliced GPU (issue 15): pods holding replicas on the shared node, some
+    // running nothing or barely touching the SMs. Which share is idle is worked out here from
+    // the agent's own answer through the proxy (the kubelet's assignments, the processes and
+    // their SM utilisation) and must equal the model's: per GPU, the holders and the idle
+    // ones, the gpus view's `shares_held` / `shares_idle`, the tenants view's `shares_idle`.
+    let capacity = &shared_node["status"]["capacity"];
+    let resource = ["nvidia.com/gpu.shared", "nvidia.com/gpu"]
+        .into_iter()
+        .find(|r| capacity[*r].is_string())
+        .unwrap_or_else(|| panic!("{shared} advertises its replicas: {capacity}"));
+    let offered: u32 = capacity[resource].as_str().and_then(|c| c.parse().ok()).expect("replicas offered");
+    let sharers: Vec<(String, String)> =
+        (0..14).map(|k| (format!("share-{}", ["a", "b"][k % 2]), format!("sharer-{k}"))).collect();
+    for ns in ["share-a", "share-b"] {
+        nss_create(&c, &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns json")).await;
+    }
+    for (ns, name) in &sharers {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"nodeName": shared, "containers": [{"name": "main", "image": "none",
+                     "resources": {"limits": {resource: "1"}}}]}
+        }))
+        .expect("pod json");
+        let api: Api<Pod> = Api::namespaced(c.clone(), ns);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = api.create(&PostParams::default(), &pod).await {
+            assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    view.send(BTreeSet::from([b.clone(), shared.clone()])).expect("the feed listens");
+    let shared_path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{shared}:9400/proxy/v1/snapshot");
+    let raw = |p: &str| -> Option<serde_json::Value> {
+        let o = Command::new("kubectl").arg("--kubeconfig").arg(&kubeconfig).args(["get", "--raw", p]).output().ok()?;
+        o.status.success().then(|| serde_json::from_slice(&o.stdout).ok()).flatten()
+    };
+    // Every sharer placed by the kubelet, as the agent says.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let snap = loop {
+        let snap = raw(&shared_path);
+        let placed = snap.as_ref().map_or(0, |s| share_holders(s).values().map(|(h, _)| h.len()).sum::<usize>());
+        if placed == sharers.len() {
+            break snap.expect("a snapshot");
+        }
+        assert!(Instant::now() < deadline, "{placed} of {} sharers placed by the kubelet: {snap:?}", sharers.len());
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let want = share_holders(&snap);
+    let idle_want: usize = want.values().map(|(_, i)| i.len()).sum();
+    assert!(
+        idle_want > 0 && idle_want < sharers.len(),
+        "the check needs idle and busy shares both (the agent said {want:?})"
+    );
+    let latest = std::sync::Mutex::new((Instant::now(), want.clone()));
+    m.until("each share's holder and idleness as the agent says", Duration::from_secs(60), |f| {
+        let mut l = latest.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if l.0.elapsed() > Duration::from_secs(1)
+            && let Some(s) = raw(&shared_path)
+        {
+            *l = (Instant::now(), share_holders(&s));
+        }
+        let want = &l.1;
+        let n = f.node(f.node_by_name(&shared).ok_or("no shared node")?).ok_or("no node")?;
+        let name = |p: fabrik::model::PodId| f.pod(p).map(|p| format!("{}/{}", f.str_of(p.namespace), p.name));
+        let mut got = BTreeMap::new();
+        for gid in &n.gpus {
+            let g = f.gpu(*gid).ok_or("no gpu")?;
+            let holders: BTreeSet<String> = g.pods.iter().filter_map(|p| name(*p)).collect();
+            let idle: BTreeSet<String> = f.idle_shares(*gid).iter().filter_map(|(p, _, _)| name(*p)).collect();
+            let row = fabrik::ui::views::gpus::json(f, fabrik::ui::views::column::RowId::Gpu(*gid)).ok_or("no row")?;
+            let (held, shown_idle) = (&row["sharing"]["shares_held"], &row["sharing"]["shares_idle"]);
+            if *held != json!(holders.len()) || *shown_idle != json!(idle.len()) {
+                return Err(format!(
+                    "GPU {}: row says held {held}, idle {shown_idle}; model {holders:?} {idle:?}",
+                    g.index
+                ));
+            }
+            if !holders.is_empty() {
+                got.insert(u64::from(g.index), (holders, idle));
+            }
+        }
+        if got != *want {
+            return Err(format!("per GPU (holders, idle): cockpit {got:?}, agent {want:?}"));
+        }
+        for ns in ["share-a", "share-b"] {
+            let tid = f.tenant_by_name(ns).ok_or(format!("no tenant {ns}"))?;
+            let row =
+                fabrik::ui::views::tenants::json(f, fabrik::ui::views::column::RowId::Tenant(tid)).ok_or("row")?;
+            let idle = want.values().flat_map(|(_, i)| i).filter(|p| p.starts_with(&format!("{ns}/"))).count();
+            if row["shares_idle"] != json!(idle) {
+                return Err(format!("tenant {ns}: shares_idle {} where the agent says {idle}", row["shares_idle"]));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    eprintln!("shares on {shared}: {} held of {offered} offered, {idle_want} idle", sharers.len());
+    view.send(BTreeSet::from([b.clone()])).expect("the feed listens");
+
     let before = last_sample(&m.fleet, &a);
     m.until("a few more samples of the node in view", Duration::from_secs(10), {
         let start = last_sample(&m.fleet, &b);
@@ -466,7 +581,25 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         t.wait_screen_for("every stream live", Duration::from_secs(30), |s| s.contains("[live]"));
     }
     // The idle pods' GPUs, bound through their agent, count as idle-but-allocated.
-    t.wait_screen_for("the idle device-plugin GPUs counted", Duration::from_secs(30), |s| s.contains("idle-alloc 2 "));
+    // With them, each shared GPU all of whose holders are idle (the agent's GPU utilisation
+    // under the threshold), and the shares: held of offered, and how many are idle.
+    let snap = raw(&shared_path).expect("the shared node's snapshot");
+    let want = share_holders(&snap);
+    let idle_gpus = snap["gpus"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|g| want.contains_key(&g["index"].as_u64().unwrap_or(99)))
+        .filter(|g| g["util_gpu"].as_u64().is_some_and(|u| u < IDLE_PCT))
+        .count();
+    let idle_shares: usize = want.values().map(|(_, i)| i.len()).sum();
+    let header = format!("idle-alloc {} ", 2 + idle_gpus);
+    let shares = format!("shares {}/{offered} ({idle_shares} idle)", sharers.len());
+    eprintln!("on screen next: {header:?} and {shares:?} (the header is wider than 140 columns)");
+    t.ok(&["resize-window", "-t", "fabrik", "-x", "200", "-y", "40"]);
+    t.wait_screen_for("the idle GPUs and shares counted", Duration::from_secs(30), |s| {
+        s.contains(&header) && s.contains(&shares)
+    });
     // The GPU screen of node b's GPU 7, in the real terminal: the notebook the kubelet gave
     // it, no processes there, and how the GPU reaches its peers.
     t.literal(&format!(":gpu {b}/7"));
@@ -477,4 +610,45 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     assert!(s.contains("no compute processes"), "{s}");
     assert!(s.contains(&sleeper.1), "the pod the kubelet gave GPU 7: {s}");
     t.keys(&["q"]);
+}
+
+/// The idle threshold (`idle_util_pct`'s default).
+const IDLE_PCT: u64 = 5;
+
+/// From an agent's snapshot: per GPU (index) not in MIG mode that the kubelet gave to pods,
+/// its holders (`namespace/name`) and those whose share is idle. A holder's share is idle
+/// when its processes there, measured, add up to under the threshold; with none measured,
+/// when the GPU itself is under it, or when the agent measures other processes there and
+/// none is the holder's (it holds a share and runs nothing).
+fn share_holders(snap: &serde_json::Value) -> BTreeMap<u64, (BTreeSet<String>, BTreeSet<String>)> {
+    let key = |p: &serde_json::Value| Some(format!("{}/{}", p["namespace"].as_str()?, p["name"].as_str()?));
+    let mut out = BTreeMap::new();
+    for g in snap["gpus"].as_array().into_iter().flatten() {
+        if g["mig_enabled"] == json!(true) {
+            continue;
+        }
+        let holders: BTreeSet<String> = g["allocated_to"].as_array().into_iter().flatten().filter_map(key).collect();
+        if holders.is_empty() {
+            continue;
+        }
+        let procs: Vec<(Option<String>, Option<u64>)> =
+            g["processes"].as_array().into_iter().flatten().map(|p| (key(&p["pod"]), p["sm_util"].as_u64())).collect();
+        let sampled = procs.iter().any(|(_, u)| u.is_some());
+        let gpu_low = g["util_gpu"].as_u64().is_some_and(|u| u < IDLE_PCT);
+        let idle = holders
+            .iter()
+            .filter(|h| {
+                let mine: Vec<Option<u64>> =
+                    procs.iter().filter(|(p, _)| p.as_ref() == Some(*h)).map(|(_, u)| *u).collect();
+                if mine.iter().any(Option::is_some) {
+                    mine.iter().flatten().sum::<u64>() < IDLE_PCT
+                } else {
+                    gpu_low || (mine.is_empty() && sampled)
+                }
+            })
+            .cloned()
+            .collect();
+        out.insert(g["index"].as_u64().unwrap_or(u64::MAX), (holders, idle));
+    }
+    out
 }

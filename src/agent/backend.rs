@@ -2,6 +2,7 @@
 //! elsewhere. Sampling is blocking (NVML calls are), so the agent calls it from a
 //! blocking thread and shares the result with every reader.
 
+use super::podres::Assignment;
 use super::wire::NodeSample;
 
 #[derive(Debug, thiserror::Error)]
@@ -22,4 +23,8 @@ pub trait Gpus: Send {
     fn name(&self) -> &'static str;
     /// One sample set of every GPU on the node, taken now.
     fn sample(&mut self, now_ms: u64) -> Result<NodeSample, BackendError>;
+    /// What the kubelet has handed out (its PodResources answer), told before each sample.
+    /// A real GPU's processes are what they are, so NVML ignores it; the fake runs a shared
+    /// GPU's work as the pods the kubelet gave its replicas.
+    fn allocated(&mut self, _rows: &[Assignment]) {}
 }

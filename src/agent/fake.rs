@@ -1,7 +1,10 @@
 //! A deterministic fake GPU node for machines without a GPU (`fabrik agent --fake N`):
 //! the same seed and sample time give the same sample, so tests and demos are repeatable.
 
+use std::collections::HashMap;
+
 use super::backend::{BackendError, Gpus};
+use super::podres::{Assignment, physical_id};
 use super::wire::*;
 use crate::rng::Rng;
 
@@ -10,6 +13,33 @@ pub struct FakeGpus {
     gpus: u32,
     seed: u64,
     started_ms: Option<u64>,
+    /// The pods the kubelet gave replicas of each shared GPU (by uuid or index), in the
+    /// kubelet's order: their work is what the GPU runs.
+    sharers: HashMap<String, Vec<PodRef>>,
+}
+
+/// What a pod holding a replica of a shared GPU does there, the same on every sample: runs
+/// nothing (a notebook that holds its share), keeps the SMs busy, or runs a process that
+/// barely touches them. Chosen from its name, so it is stable and varied.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShareWork {
+    Nothing,
+    Busy,
+    Light,
+}
+
+impl ShareWork {
+    pub fn of(seed: u64, namespace: &str, name: &str) -> ShareWork {
+        // FNV-1a: stable across runs and builds (std's hasher is not).
+        let h = format!("{namespace}/{name}")
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325_u64 ^ seed, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3));
+        match h % 3 {
+            0 => ShareWork::Nothing,
+            1 => ShareWork::Busy,
+            _ => ShareWork::Light,
+        }
+    }
 }
 
 const MODEL: &str = "NVIDIA H100 80GB HBM3";
@@ -17,7 +47,7 @@ const MEMORY_MIB: u64 = 81559;
 
 impl FakeGpus {
     pub fn new(node: &str, gpus: u32, seed: u64) -> FakeGpus {
-        FakeGpus { node: node.to_string(), gpus: gpus.max(1), seed, started_ms: None }
+        FakeGpus { node: node.to_string(), gpus: gpus.max(1), seed, started_ms: None, sharers: HashMap::new() }
     }
 
     fn uuid(&self, prefix: &str, i: u64) -> String {
@@ -44,6 +74,27 @@ impl Gpus for FakeGpus {
         "fake"
     }
 
+    fn allocated(&mut self, rows: &[Assignment]) {
+        self.sharers.clear();
+        for r in rows {
+            let gpu = physical_id(&r.device_id);
+            if gpu == r.device_id {
+                continue; // a whole GPU: the fake's own processes stand for its pod
+            }
+            let p = PodRef {
+                uid: String::new(),
+                namespace: Some(r.namespace.clone()),
+                name: Some(r.pod.clone()),
+                container_id: None,
+                container: Some(r.container.clone()),
+            };
+            let on = self.sharers.entry(gpu.to_string()).or_default();
+            if !on.iter().any(|q| q.namespace == p.namespace && q.name == p.name) {
+                on.push(p);
+            }
+        }
+    }
+
     fn sample(&mut self, now_ms: u64) -> Result<NodeSample, BackendError> {
         let started = *self.started_ms.get_or_insert(now_ms);
         let tick = now_ms / 1000;
@@ -54,8 +105,11 @@ impl Gpus for FakeGpus {
             let mig = i == 1;
             let idle = i == 2;
             let free = i + 1 == self.gpus && self.gpus > 3;
-            let util = if free || idle { rng.below(3) as u32 } else { 55 + rng.below(45) as u32 };
-            let mem_used = if free {
+            let uuid = self.uuid("GPU", i as u64);
+            let sharers =
+                (!mig).then(|| self.sharers.get(&uuid).or_else(|| self.sharers.get(&i.to_string()))).flatten();
+            let mut util = if free || idle { rng.below(3) as u32 } else { 55 + rng.below(45) as u32 };
+            let mut mem_used = if free {
                 0
             } else if idle {
                 20_000 + rng.below(500)
@@ -63,7 +117,32 @@ impl Gpus for FakeGpus {
                 40_000 + rng.below(30_000)
             };
             let mut processes = Vec::new();
-            if !free && !mig {
+            if let Some(sharers) = sharers {
+                // A shared GPU runs its holders' work, time-sliced: the GPU is as busy as
+                // their processes together.
+                let (mut sum, mut mem) = (0u32, 0u64);
+                for (k, p) in sharers.iter().enumerate() {
+                    let work =
+                        ShareWork::of(self.seed, p.namespace.as_deref().unwrap_or(""), p.name.as_deref().unwrap_or(""));
+                    let (sm, used) = match work {
+                        ShareWork::Nothing => continue,
+                        ShareWork::Busy => (25 + rng.below(45) as u32, 6_000 + rng.below(6_000)),
+                        ShareWork::Light => (rng.below(3) as u32, 1_500 + rng.below(200)),
+                    };
+                    sum += sm;
+                    mem += used;
+                    processes.push(GpuProcess {
+                        pid: 50_000 + i * 97 + k as u32,
+                        used_memory_mib: Some(used),
+                        gpu_instance_id: None,
+                        compute_instance_id: None,
+                        pod: Some(p.clone()),
+                        sm_util: Some(sm.min(100) as u8),
+                    });
+                }
+                util = if processes.is_empty() { rng.below(3) as u32 } else { sum.min(100) };
+                mem_used = mem.min(MEMORY_MIB);
+            } else if !free && !mig {
                 processes.push(GpuProcess {
                     pid: 40_000 + i * 17,
                     used_memory_mib: Some(mem_used.saturating_sub(500)),
@@ -116,7 +195,7 @@ impl Gpus for FakeGpus {
             let power = 70_000 + util * 6_300 + rng.below(5_000) as u32;
             gpus.push(GpuSample {
                 index: i,
-                uuid: self.uuid("GPU", i as u64),
+                uuid,
                 name: MODEL.to_string(),
                 pci_bus_id: Some(format!("00000000:{:02X}:00.0", 0x18 + i * 0x10)),
                 memory_total_mib: MEMORY_MIB,
@@ -194,5 +273,39 @@ mod tests {
         let mut f = FakeGpus::new("n1", 2, 1);
         assert!(f.sample(0).unwrap().gpus[0].last_xid.is_none());
         assert_eq!(f.sample(61_000).unwrap().gpus[0].last_xid, Some(XidEvent { code: 79, at_ms: 60_000 }));
+    }
+
+    #[test]
+    fn a_shared_gpu_runs_the_work_of_the_pods_given_its_replicas() {
+        let mut f = FakeGpus::new("n1", 8, 3);
+        let uuid = f.sample(0).unwrap().gpus[5].uuid.clone();
+        let row = |pod: &str, k: u32| Assignment {
+            namespace: "team".into(),
+            pod: pod.into(),
+            container: "main".into(),
+            resource: "nvidia.com/gpu".into(),
+            device_id: format!("{uuid}::{k}"),
+        };
+        // Names until each kind of work is there.
+        let names: Vec<String> = (0..30).map(|k| format!("p{k}")).collect();
+        let of = |n: &str| ShareWork::of(3, "team", n);
+        let pick = |w: ShareWork| names.iter().find(|n| of(n) == w).cloned().expect("a name of each kind");
+        let (nothing, busy, light) = (pick(ShareWork::Nothing), pick(ShareWork::Busy), pick(ShareWork::Light));
+        f.allocated(&[row(&nothing, 0), row(&busy, 1), row(&light, 2), row(&busy, 3)]);
+        let s = f.sample(5_000).unwrap();
+        let g = &s.gpus[5];
+        let procs: Vec<(&str, u8)> = g
+            .processes
+            .iter()
+            .map(|p| (p.pod.as_ref().and_then(|p| p.name.as_deref()).unwrap_or(""), p.sm_util.unwrap_or(99)))
+            .collect();
+        assert_eq!(procs.len(), 2, "one process per working holder, the idle one runs none: {procs:?}");
+        assert!(procs.iter().any(|(n, u)| *n == busy && *u >= 25));
+        assert!(procs.iter().any(|(n, u)| *n == light && *u < 3));
+        assert_eq!(g.util_gpu, Some(procs.iter().map(|(_, u)| u32::from(*u)).sum::<u32>().min(100)));
+        // Whole GPUs keep the fake's own pods; without replicas nothing changes.
+        assert_eq!(s.gpus[0], FakeGpus::new("n1", 8, 3).sample(5_000).unwrap().gpus[0]);
+        f.allocated(&[]);
+        assert_eq!(f.sample(5_000).unwrap(), FakeGpus::new("n1", 8, 3).sample(5_000).unwrap());
     }
 }

@@ -130,9 +130,13 @@ pub fn spawn_sampler(
     std::thread::Builder::new().name("fabrik-sampler".into()).spawn(move || {
         loop {
             let started = Instant::now();
+            let rows = allocations.as_ref().and_then(podres::latest);
+            if let Some(rows) = &rows {
+                backend.allocated(rows);
+            }
             let mut sample = backend.sample(now_ms()).map_err(|e| e.to_string());
-            if let (Ok(s), Some(rows)) = (&mut sample, allocations.as_ref().and_then(podres::latest)) {
-                podres::apply(s, &rows);
+            if let (Ok(s), Some(rows)) = (&mut sample, &rows) {
+                podres::apply(s, rows);
             }
             let mut json_line = match &sample {
                 Ok(s) => serde_json::to_vec(s).unwrap_or_default(),
