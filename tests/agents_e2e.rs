@@ -348,7 +348,8 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     // running nothing or barely touching the SMs. Which share is idle is worked out here from
     // the agent's own answer through the proxy (the kubelet's assignments, the processes and
     // their SM utilisation) and must equal the model's: per GPU, the holders and the idle
-    // ones, the gpus view's `shares_held` / `shares_idle`, the tenants view's `shares_idle`.
+    // ones, the gpus view's `shares_held` / `shares_idle`, the pods view's `idle`, the tenants
+    // view's `shares_idle`.
     let capacity = &shared_node["status"]["capacity"];
     let resource = ["nvidia.com/gpu.shared", "nvidia.com/gpu"]
         .into_iter()
@@ -427,6 +428,15 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         }
         if got != *want {
             return Err(format!("per GPU (holders, idle): cockpit {got:?}, agent {want:?}"));
+        }
+        // The pods view flags each sharer's own share.
+        for (ns, pod) in &sharers {
+            let pid = f.pod_by_name(ns, pod).ok_or(format!("no pod {ns}/{pod}"))?;
+            let row = fabrik::ui::views::pods::json(f, fabrik::ui::views::column::RowId::Pod(pid)).ok_or("row")?;
+            let idle = want.values().any(|(_, i)| i.contains(&format!("{ns}/{pod}")));
+            if row["idle"] != json!(idle) {
+                return Err(format!("pod {ns}/{pod}: idle {} where the agent says {idle}", row["idle"]));
+            }
         }
         for ns in ["share-a", "share-b"] {
             let tid = f.tenant_by_name(ns).ok_or(format!("no tenant {ns}"))?;
