@@ -273,7 +273,8 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "pods",
                 Exact,
                 "pods of its namespace not Succeeded/Failed with a spec.resourceClaims[].resourceClaimTemplateName \
-                 equal to its channel template: name, spec.nodeName, phase (Terminating once deletionTimestamp is set)",
+                 equal to its channel template: name, spec.nodeName, phase (Terminating once deletionTimestamp is set), \
+                 waiting (the pods view's waiting text, from the Events)",
             ),
             (
                 "workloads",
@@ -306,7 +307,8 @@ const COVERAGE: &[(&str, Keys)] = &[
             (
                 "waiting",
                 Exact,
-                "Pending pods: bound → starting; else the latest core/v1 Event FailedScheduling for the pod (after \
+                "Pending pods: bound → starting, or devices not prepared: <the driver's error> after a \
+                 FailedPrepareDynamicResources Event for the pod; else the latest core/v1 Event FailedScheduling for the pod (after \
                  no Scheduled) read into its reasons before `preemption:`, what it lacks first; none → not \
                  scheduled yet. null otherwise",
             ),
@@ -597,6 +599,11 @@ fn truth(api: &Api) -> Truth {
     let mut pods: Vec<PodFacts> = Vec::new();
     // Every pod, GPU or not: a tenant's pod count is of all its pods.
     let mut all_pods: Vec<PodFacts> = Vec::new();
+    let unpreparable: BTreeSet<String> = pending::waiting(&api.pods, &api.events)
+        .into_iter()
+        .filter(|(_, w)| w["why"] == "devices not prepared")
+        .map(|(k, _)| k)
+        .collect();
     for p in &api.pods {
         let ns = s(&p["metadata"]["namespace"]);
         let mut f = PodFacts {
@@ -646,7 +653,9 @@ fn truth(api: &Api) -> Truth {
             let (class, n, got) = claims.get(&format!("{ns}/{name}")).cloned().unwrap_or_default();
             f.dra.push((name, class, n, got));
         }
-        if f.phase == "Pending" && f.node.is_some() {
+        // Bound and not started, unless the kubelet said its devices cannot be prepared
+        // (it retries, but the sim's IMEX daemon that is NotReady stays so).
+        if f.phase == "Pending" && f.node.is_some() && !unpreparable.contains(&format!("{ns}/{}", f.name)) {
             t.starting += 1;
         }
         if f.finished() && f.gpu_pod() {
@@ -1173,7 +1182,7 @@ fn truth(api: &Api) -> Truth {
         tenants.insert(queue, r);
     }
     t.views.insert("tenants", tenants);
-    t.views.insert("domains", dra::domain_rows(&api.domains, &api.pods, &tenant_of_ns));
+    t.views.insert("domains", dra::domain_rows(&api.domains, &api.pods, &tenant_of_ns, &waiting));
     t.views.insert("clusters", cluster_row(&t.views, &pods, &t.label_mig));
     t
 }
@@ -1890,14 +1899,33 @@ fn every_number_fabrik_prints_equals_the_api() {
     assert!(extras.iter().any(|d| d["taints"].as_array().is_some_and(|t| t.iter().any(|t| t["rule"].is_string()))));
     let domains = &t0.views["domains"];
     assert!(domains.values().any(|d| d["status"] == "Ready") && domains.values().any(|d| d["status"] == "NotReady"));
-    // Their workers run: the real resourceclaim controller made their channel claims from the
-    // template and the real scheduler put each on a node of its domain.
+    // Their workers: the real resourceclaim controller made their channel claims from the
+    // template and the real scheduler put each on a node of its domain. A worker runs where
+    // the node's IMEX daemon is Ready; where it is not, the driver cannot prepare the channel
+    // and the pod waits in ContainerCreating, the kubelet saying why (FailedPrepareDynamicResources),
+    // and fabrik's domains view says so (`pods[].waiting`, compared with the Events above).
+    let mut unprepared = 0;
     for d in domains.values() {
         let pods = d["pods"].as_array().cloned().unwrap_or_default();
         assert_eq!(pods.len() as u64, d["num_nodes"].as_u64().unwrap_or(0), "a worker per node: {d:?}");
-        let nodes: Vec<&Value> = d["nodes"].as_array().into_iter().flatten().map(|n| &n["name"]).collect();
-        assert!(pods.iter().all(|p| p["phase"] == "Running" && nodes.contains(&&p["node"])), "{d:?}");
+        let ready = |node: &Value| {
+            d["nodes"].as_array().into_iter().flatten().find(|n| n["name"] == *node).map(|n| n["status"] == "Ready")
+        };
+        for p in &pods {
+            let key = format!("{}/{}", s(&d["namespace"]), s(&p["name"]));
+            let waiting = s(&p["waiting"]);
+            match ready(&p["node"]) {
+                Some(true) => assert_eq!(p["phase"], "Running", "{key} on a Ready node: {d:?}"),
+                Some(false) => {
+                    let said = waiting.starts_with("devices not prepared: ");
+                    assert!(p["phase"] == "Pending" && said, "{key}: {waiting:?} {d:?}");
+                    unprepared += 1;
+                }
+                None => panic!("{key} is not on a node of its domain: {d:?}"),
+            }
+        }
     }
+    assert!(unprepared > 0, "a worker on the NotReady node of a domain: {domains:?}");
     let res: BTreeSet<String> =
         t0.views["quotas"].keys().map(|k| k.rsplit('/').next().unwrap_or("").to_string()).collect();
     assert!(res.iter().any(|r| r.starts_with("mig-")), "a MIG quota: {res:?}");

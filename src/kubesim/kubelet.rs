@@ -298,6 +298,12 @@ impl Kubelet {
                     }
                     return;
                 }
+                if let Some(claim) = me.shared.unpreparable_claim(&pod, &node) {
+                    // The driver cannot prepare its devices: it stays ContainerCreating, as
+                    // the kubelet keeps it while it retries.
+                    me.devices_not_prepared(&api, &pod, &node, &claim).await;
+                    return;
+                }
                 let host = me.shared.node_index(&node).map(model::node_ip).unwrap_or_default();
                 // A test that runs the pod's server itself (an agent in a network namespace)
                 // says where it listens; the API server's pod proxy then reaches it there.
@@ -383,6 +389,56 @@ impl Kubelet {
             Ok(_) => {}
             Err(e) if is_status(&e, 404) || is_status(&e, 409) => {}
             Err(e) => eprintln!("fabrik sim: kubelet: deleting {ns}/{name}: {}", describe(&e)),
+        }
+    }
+
+    /// NodePrepareResources failed for `claim` (the ComputeDomain driver: this node's IMEX
+    /// daemon is not ready in the domain): the pod's containers wait in ContainerCreating and
+    /// the kubelet says why in a FailedPrepareDynamicResources Event on the pod.
+    async fn devices_not_prepared(&self, api: &Api<Pod>, pod: &Pod, node: &str, claim: &str) {
+        let Some((ns, name, uid, _)) = key(pod) else { return };
+        let waiting: Vec<Value> = pod
+            .spec
+            .iter()
+            .flat_map(|s| s.containers.iter())
+            .map(|c| {
+                json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                    "ready": false, "restartCount": 0, "started": false,
+                    "state": { "waiting": { "reason": "ContainerCreating" } } })
+            })
+            .collect();
+        let now = model::now_str();
+        let cond = |t: &str, s: &str| json!({ "type": t, "status": s, "lastTransitionTime": now });
+        let status = json!({ "status": { "phase": "Pending", "startTime": now,
+            "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
+                cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
+            "containerStatuses": waiting } });
+        let message = format!(
+            "Failed to prepare dynamic resources: NodePrepareResources failed for claim {ns}/{claim}: \
+             error preparing devices for claim {claim}: current node not ready in ComputeDomain"
+        );
+        let event: k8s_openapi::api::core::v1::Event = match serde_json::from_value(json!({
+            "metadata": { "name": format!("{name}.{:016x}", hash(&[&uid, "prepare"])), "namespace": ns },
+            "involvedObject": { "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid },
+            "reason": "FailedPrepareDynamicResources", "message": message, "type": "Warning",
+            "source": { "component": "kubelet", "host": node }, "count": 1,
+            "firstTimestamp": now, "lastTimestamp": now,
+            "reportingComponent": "kubelet", "reportingInstance": node,
+        })) {
+            Ok(e) => e,
+            Err(e) => return eprintln!("fabrik sim: kubelet: the event for {ns}/{name}: {e}"),
+        };
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.shared.client.clone(), &ns);
+        let Ok(_permit) = self.shared.sem.acquire().await else { return };
+        if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await
+            && !is_status(&e, 404)
+        {
+            eprintln!("fabrik sim: kubelet: {ns}/{name} waiting for its devices: {}", describe(&e));
+        }
+        match events.create(&Default::default(), &event).await {
+            Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: devices not prepared ({claim})"),
+            Err(e) if is_status(&e, 409) => {}
+            Err(e) => eprintln!("fabrik sim: kubelet: event for {ns}/{name}: {}", describe(&e)),
         }
     }
 

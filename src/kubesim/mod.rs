@@ -257,7 +257,17 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
     if args.dra_alpha && sim_nodes.iter().any(|n| n.dra) {
         // In the namespace of the workload's first DRA app (default without a workload).
         let ns = if args.workload { workload::plan(&sim_nodes, args.pods).dra_namespace() } else { None };
-        if let Err(e) = alpha_api::create(&client, &sim_nodes, ns.as_deref().unwrap_or("default")).await {
+        let ns = ns.as_deref().unwrap_or("default");
+        if let Ok(mut waits) = shared.imex_not_ready.lock() {
+            for d in alpha::domains(&sim_nodes) {
+                for (node, _, ready) in &d.members {
+                    if !ready {
+                        waits.push((ns.to_string(), d.template(), node.clone()));
+                    }
+                }
+            }
+        }
+        if let Err(e) = alpha_api::create(&client, &sim_nodes, ns).await {
             return Ok(fail(e));
         }
     }

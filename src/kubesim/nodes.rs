@@ -62,6 +62,10 @@ pub struct Shared {
     pub sem: Arc<Semaphore>,
     /// Lease renewals have their own budget, so a burst of pod starts cannot starve them.
     lease_sem: Arc<Semaphore>,
+    /// (namespace, channel ResourceClaimTemplate, node) of each ComputeDomain member whose
+    /// IMEX daemon is not ready: a pod there joining that domain cannot have its channel
+    /// prepared (`--dra-alpha`, set before the domains' workers are created).
+    pub imex_not_ready: Mutex<Vec<(String, String, String)>>,
 }
 
 impl Shared {
@@ -84,7 +88,29 @@ impl Shared {
             mig_delay_ms: std::sync::atomic::AtomicU64::new(0),
             sem: Arc::new(Semaphore::new(32)),
             lease_sem: Arc::new(Semaphore::new(16)),
+            imex_not_ready: Mutex::new(Vec::new()),
         })
+    }
+
+    /// The name of pod `pod`'s claim on `node` that the ComputeDomain driver cannot prepare
+    /// (its domain's IMEX daemon is not ready there), if any: as the resourceclaim controller
+    /// named it, else the pod's claim name.
+    pub fn unpreparable_claim(&self, pod: &k8s_openapi::api::core::v1::Pod, node: &str) -> Option<String> {
+        let ns = pod.metadata.namespace.as_deref()?;
+        let waits = self.imex_not_ready.lock().ok()?;
+        let spec = pod.spec.as_ref()?;
+        let claim = spec.resource_claims.iter().flatten().find(|c| {
+            c.resource_claim_template_name
+                .as_deref()
+                .is_some_and(|t| waits.iter().any(|(n, tpl, at)| n == ns && tpl == t && at == node))
+        })?;
+        let generated = pod
+            .status
+            .as_ref()
+            .and_then(|s| s.resource_claim_statuses.as_ref())
+            .and_then(|st| st.iter().find(|s| s.name == claim.name))
+            .and_then(|s| s.resource_claim_name.clone());
+        Some(generated.unwrap_or_else(|| claim.name.clone()))
     }
 
     pub fn node(&self, name: &str) -> Option<SimNode> {

@@ -20,6 +20,18 @@ pub enum Waiting {
     Queued,
     /// Bound to a node; its containers have not started.
     Starting,
+    /// Bound to a node whose kubelet could not prepare its DRA devices (the latest
+    /// FailedPrepareDynamicResources): the driver's innermost words, e.g. `current node not
+    /// ready in ComputeDomain`. The kubelet retries; the pod starts once the driver can.
+    Devices(String),
+}
+
+/// What `Waiting::Devices` keeps of a FailedPrepareDynamicResources message: the driver's
+/// error at the end of the kubelet's chain (`Failed to prepare dynamic resources: prepare
+/// dynamic resources: NodePrepareResources failed for ResourceClaim c: …: <cause>`).
+pub fn prepare_failure_cause(message: &str) -> String {
+    let m = message.trim();
+    m.rsplit_once(": ").map_or(m, |(_, cause)| cause).trim().to_string()
 }
 
 impl Waiting {
@@ -33,6 +45,7 @@ impl Waiting {
             Waiting::Scheduler(m) => m.chars().take(60).collect(),
             Waiting::Queued => "not scheduled yet".into(),
             Waiting::Starting => "starting".into(),
+            Waiting::Devices(_) => "devices not prepared".into(),
         }
     }
 
@@ -47,6 +60,7 @@ impl Waiting {
             Waiting::Scheduler(m) => m.clone(),
             Waiting::Queued => "not scheduled yet".into(),
             Waiting::Starting => "starting".into(),
+            Waiting::Devices(cause) => format!("devices not prepared: {cause}"),
         }
     }
 }

@@ -1518,6 +1518,25 @@ fn a_pending_pod_says_why_from_the_schedulers_last_word_and_its_tenant_rolls_it_
         message: "Successfully assigned a/big to n1".into(),
     }));
     assert_eq!(why(&f, "big").as_deref(), Some("not scheduled yet"));
+    // Bound, and its kubelet could not prepare its DRA devices: the driver's words, until
+    // it runs. An old FailedScheduling of a pod now bound is not why it waits.
+    let prepare = "Failed to prepare dynamic resources: prepare dynamic resources: NodePrepareResources failed for \
+                   ResourceClaim w-0-channel-x: error preparing devices for claim a/w-0-channel-x:u1: prepare devices \
+                   failed: current node not ready in ComputeDomain";
+    f.apply(Delta::Event(EventSpec {
+        ts: 30,
+        severity: Severity::Warning,
+        reason: "FailedPrepareDynamicResources".into(),
+        object: "pod/a/bound".into(),
+        message: prepare.into(),
+    }));
+    f.apply(failed("run", 30, gpus));
+    f.apply(Delta::PodUpsert(pod("a", "run", Some("n1"), Phase::Pending, 1, &[])));
+    assert_eq!(why(&f, "bound").as_deref(), Some("devices not prepared: current node not ready in ComputeDomain"));
+    assert_eq!(why(&f, "run").as_deref(), Some("starting"));
+    assert!(f.tenant_waiting(team).contains(&("devices not prepared".to_string(), 1)));
+    f.apply(Delta::PodUpsert(pod("a", "bound", Some("n1"), Phase::Running, 1, &[])));
+    assert_eq!(why(&f, "bound"), None);
     check_invariants(&f);
 }
 

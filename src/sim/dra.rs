@@ -6,7 +6,9 @@
 //! * a GPU shared by capacity (`allowMultipleAllocations`) by three claims of 20 GiB each;
 //! * a GPU its driver tainted after Xid 79 (`gpu.nvidia.com/xid=79:NoExecute`);
 //! * two ComputeDomains (IMEX over multi-node NVLink): `nvl-train` (4 nodes, Ready) and
-//!   `nvl-eval` (1 of 2 nodes ready, NotReady), their nodes labelled with their clique.
+//!   `nvl-eval` (1 of 2 nodes ready, NotReady), their nodes labelled with their clique; the
+//!   worker on nvl-eval's NotReady node is bound and waits for its channel (the kubelet's
+//!   FailedPrepareDynamicResources).
 //!
 //! The shapes sit on GPUs of nodes that are neither MIG-partitioned nor shared nor a
 //! scripted fault; the ordinary scheduler and mig-manager leave those GPUs alone. The
@@ -257,19 +259,22 @@ impl Sim {
         self.workload_of = self.workloads.iter().enumerate().map(|(i, a)| (a.name.clone(), i)).collect();
     }
 
-    /// Places a worker of domain `k` on the first of its nodes whose IMEX daemon is Ready
-    /// and that has no worker yet; none fits: it waits, Pending.
+    /// Places a worker of domain `k` on the first of its nodes that has no worker yet (those
+    /// whose IMEX daemon is Ready first); none fits: it waits, Pending. On a node whose IMEX
+    /// daemon is not Ready it is bound, but the driver cannot prepare its channel: it stays
+    /// Pending and the kubelet says so (FailedPrepareDynamicResources), as on a cluster.
     fn place_worker(&mut self, key: &str, k: usize, instant: bool) {
         let (Some(d), Some(members)) = (self.dra.domains.get(k), self.dra.domain_nodes.get(k)) else { return };
         let ready = |name: &str| d.nodes.iter().any(|m| m.name == name && m.status == "Ready");
-        let Some(&ni) = members.iter().find(|&&ni| {
+        let free = |ni: usize| {
             let n = &self.nodes[ni];
             !n.dead
                 && !n.spec.cordoned
-                && ready(&n.spec.name)
                 && n.gpus.len() >= WORKER_GPUS
                 && n.gpus[..WORKER_GPUS].iter().all(|g| g.owner.is_none())
-        }) else {
+        };
+        let pick = members.iter().copied().filter(|&ni| free(ni)).min_by_key(|&ni| !ready(&self.nodes[ni].spec.name));
+        let Some(ni) = pick else {
             // The scheduler finds no node of the domain's clique with a free channel.
             let n = self.nodes.len();
             let others = n - members.len();
@@ -281,6 +286,8 @@ impl Sim {
             self.failed_scheduling(key, message);
             return;
         };
+        let prepared = ready(&self.nodes[ni].spec.name);
+        let domain = d.name.clone();
         self.scheduled(key, ni);
         let node_name = self.nodes[ni].spec.name.clone();
         let mut bound = Vec::new();
@@ -291,7 +298,24 @@ impl Sim {
         let Some(pod) = self.pods.get_mut(key) else { return };
         pod.spec.node = Some(node_name);
         pod.spec.bound_gpus = bound;
-        self.start_bound(key, instant);
+        if prepared {
+            return self.start_bound(key, instant);
+        }
+        if !instant {
+            self.out.push(Delta::PodUpsert(pod.spec.clone()));
+        }
+        let claim = format!("{}-channel", pod.spec.name);
+        self.out.push(Delta::Event(EventSpec {
+            ts: self.now,
+            severity: Severity::Warning,
+            reason: "FailedPrepareDynamicResources".into(),
+            object: format!("pod/{key}"),
+            message: format!(
+                "Failed to prepare dynamic resources: NodePrepareResources failed for claim {}/{claim}: error \
+                 preparing devices for claim {claim} of ComputeDomain {domain}: current node not ready in ComputeDomain",
+                pod.spec.namespace
+            ),
+        }));
     }
 
     /// Binds a pending pod of an [`AlphaAsk`] workload, as the scheduler allocates its claim;

@@ -102,24 +102,32 @@ fn the_demo_sends_partitions_shares_taints_and_domains() {
         f.pod_ids().filter_map(|p| f.pod(p)).filter(|p| f.str_of(p.app) == app && p.phase == Phase::Running).count()
     };
     assert_eq!((running("asr-dynmig"), running("embed-capacity")), (1, 3));
-    // Each domain's workers: one per node whose IMEX daemon is Ready, on GPUs kept for them;
-    // nvl-eval's second worker waits for its node (Pending, unplaced).
+    // Each domain's workers: one per node, on GPUs kept for them; they run where the IMEX
+    // daemon is Ready. nvl-eval's second worker is bound to the NotReady node and waits for
+    // its channel, the kubelet's words on it.
     assert_eq!((running("nvl-train-worker"), running("nvl-eval-worker")), (4, 1));
+    let mut waiting = 0;
     for d in f.domains.values() {
         let pods = f.domain_pods(d);
         assert_eq!(pods.len(), d.num_nodes as usize, "{}", d.name);
         for p in &pods {
             assert!(p.created >= d.created, "{} is older than its domain", p.name);
-            let node = (p.node_name != Default::default()).then(|| f.str_of(p.node_name));
-            match node {
-                Some(n) => {
-                    assert!(d.nodes.iter().any(|m| m.name == n && m.status == "Ready"), "{} on {n}", p.name);
-                    assert_eq!((p.gpus, p.bound_gpus.len()), (2, 2));
+            let n = f.str_of(p.node_name);
+            let ready = d.nodes.iter().find(|m| m.name == n).map(|m| m.status == "Ready");
+            assert_eq!((p.gpus, p.bound_gpus.len()), (2, 2), "{} on {n}", p.name);
+            match ready {
+                Some(true) => assert_eq!(p.phase, Phase::Running, "{}", p.name),
+                Some(false) => {
+                    assert_eq!((d.name.as_str(), p.phase), ("nvl-eval", Phase::Pending));
+                    let why = f.waiting(p).map(|w| w.text()).unwrap_or_default();
+                    assert_eq!(why, "devices not prepared: current node not ready in ComputeDomain");
+                    waiting += 1;
                 }
-                None => assert_eq!((d.name.as_str(), p.phase), ("nvl-eval", Phase::Pending)),
+                None => panic!("{} is not on a node of {}: {n:?}", p.name, d.name),
             }
         }
     }
+    assert_eq!(waiting, 1);
 }
 
 #[test]

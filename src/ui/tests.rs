@@ -2112,12 +2112,13 @@ fn the_domains_view_shows_ready_and_not_ready_domains_with_their_nodes() {
         assert!(header.contains(col), "{col} at 140 columns: {header}");
     }
     let a = line_with(&s, "imex/train-a").unwrap_or_else(|| panic!("train-a: {s}"));
-    for want in ["team-imex", " Ready ", "2/2", "  2 train-a ", "c1.0", "train-a-channel", " 60s"] {
+    for want in ["team-imex", " Ready ", "2/2", " 2/2 train-a ", "c1.0", "train-a-channel", " 60s"] {
         assert!(a.contains(want), "train-a lacks {want:?}: {a}");
     }
     assert!(!a.contains(&names[0]), "a Ready domain names no node: {a}");
     let b = line_with(&s, "imex/train-b").unwrap_or_else(|| panic!("train-b: {s}"));
-    for want in ["team-imex", "NotReady", "2/4", "  2 train-b ", "c1.1,c1.2", names[3].as_str()] {
+    // One of its two workers runs: `running/pods`.
+    for want in ["team-imex", "NotReady", "2/4", " 1/2 train-b ", "c1.1,c1.2", names[3].as_str()] {
         assert!(b.contains(want), "train-b lacks {want:?}: {b}");
     }
     for ready in [&names[2], &names[4]] {
@@ -2134,9 +2135,9 @@ fn the_domains_view_shows_ready_and_not_ready_domains_with_their_nodes() {
     // Its workload: the pods of its channel template that have not finished.
     assert_eq!(
         (cell_of(&app, d, "imex/train-b", 4), cell_of(&app, d, "imex/train-b", 5)),
-        ("2".into(), "train-b".into())
+        ("1/2".into(), "train-b".into())
     );
-    assert_eq!((cell_of(&app, d, "lab/warmup", 4), cell_of(&app, d, "lab/warmup", 5)), ("0".into(), "-".into()));
+    assert_eq!((cell_of(&app, d, "lab/warmup", 4), cell_of(&app, d, "lab/warmup", 5)), ("0/0".into(), "-".into()));
     let id = |key: &str| crate::ui::views::domains::row_id(key);
     assert_eq!(tables::cell(&app.fleet, d, id("imex/train-a"), "STATUS").1, "status.ready");
     assert_eq!(tables::cell(&app.fleet, d, id("imex/train-b"), "STATUS").1, "status.notready");
@@ -2218,8 +2219,8 @@ fn a_domain_snapshot_row_is_typed() {
             ],
             "claim_template": "train-b-channel",
             "pods": [
-                { "name": "train-b-0", "node": names[2], "phase": "Running" },
-                { "name": "train-b-1", "node": names[3], "phase": "Pending" },
+                { "name": "train-b-0", "node": names[2], "phase": "Running", "waiting": null },
+                { "name": "train-b-1", "node": names[3], "phase": "Pending", "waiting": "starting" },
             ],
             "workloads": ["train-b"],
             "created_ms": created,
@@ -2850,10 +2851,32 @@ fn logs_open_from_an_event_about_a_pod_or_a_gpu_a_pod_holds() {
 
 #[test]
 fn logs_of_a_pod_no_node_has_taken_say_why_there_are_none() {
-    // The full demo: a ComputeDomain worker waits for a node.
+    // The full demo, and a pod asking for more GPUs than any node has.
+    use crate::model::{Owner, Phase, PodSpec};
     let (_, mut app) = crate::testing::full_demo_app(SEED, 20, dark());
     app.resize(W, H);
     app.on_logs(|_| panic!("nothing to stream"));
+    let now = app.fleet.now;
+    app.apply(vec![Delta::PodUpsert(PodSpec {
+        namespace: "research".into(),
+        name: "too-big-0".into(),
+        node: None,
+        phase: Phase::Pending,
+        created: now,
+        started: None,
+        owner: Owner::Job,
+        owner_name: String::new(),
+        app: "too-big".into(),
+        empty_dir: false,
+        gpus: 64,
+        gpus_renamed: false,
+        mig: vec![],
+        dra: vec![],
+        claim_templates: vec![],
+        bound_gpus: vec![],
+        bound_mig: vec![],
+        deletion: None,
+    })]);
     let f = &app.fleet;
     let pending = f.pod_ids().filter_map(|p| f.pod(p)).find(|p| p.node.is_none() && f.str_of(p.node_name).is_empty());
     let name = pending.map(|p| p.name.to_string()).expect("the demo has a pod waiting for a node");

@@ -231,6 +231,7 @@ pub fn domain_rows(
     domains: &[Value],
     pods: &[Value],
     tenant_of_ns: &BTreeMap<String, String>,
+    waiting: &BTreeMap<String, Value>,
 ) -> BTreeMap<String, BTreeMap<&'static str, Value>> {
     let mut rows = BTreeMap::new();
     for d in domains {
@@ -283,7 +284,8 @@ pub fn domain_rows(
                 .map_or_else(|| name.clone(), str::to_string);
             workloads.insert(app);
             let node = p["spec"]["nodeName"].as_str().filter(|n| !n.is_empty());
-            members.push((name.clone(), json!({ "name": name, "node": node, "phase": phase })));
+            let waiting = waiting.get(&format!("{ns}/{name}")).map_or(Value::Null, |w| w["text"].clone());
+            members.push((name.clone(), json!({ "name": name, "node": node, "phase": phase, "waiting": waiting })));
         }
         members.sort_by(|a, b| a.0.cmp(&b.0));
         r.insert("pods", json!(members.into_iter().map(|m| m.1).collect::<Vec<_>>()));

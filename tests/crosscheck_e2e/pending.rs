@@ -1,5 +1,7 @@
 //! The truth for why pods are pending, from the API's pods and core/v1 Events alone: a pod
-//! bound to a node is starting; else the scheduler's latest FailedScheduling event for it
+//! bound to a node is starting, unless the kubelet's latest FailedPrepareDynamicResources
+//! event for it says its devices were not prepared (the driver's error, the words after the
+//! last `: `); else the scheduler's latest FailedScheduling event for it
 //! (none: not scheduled yet), its reasons (the first sentence after `nodes are available:`) in the words the
 //! README promises. Written apart from fabrik's parser.
 
@@ -84,12 +86,22 @@ fn read(message: &str) -> (String, String) {
 pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
     // The latest FailedScheduling per pod; a later Scheduled ends it.
     let mut last: BTreeMap<String, (u64, &str, String)> = BTreeMap::new();
+    let mut prepare: BTreeMap<String, (u64, String)> = BTreeMap::new();
     for e in events {
         let o = &e["involvedObject"];
         if o["kind"] != "Pod" {
             continue;
         }
         let reason = e["reason"].as_str().unwrap_or("");
+        if reason == "FailedPrepareDynamicResources" {
+            let key = format!("{}/{}", s(&o["namespace"]), s(&o["name"]));
+            let m = s(&e["message"]);
+            let cause = m.rsplit(": ").next().unwrap_or("").trim().to_string();
+            if prepare.get(&key).is_none_or(|(t, _)| when(e) >= *t) {
+                prepare.insert(key, (when(e), cause));
+            }
+            continue;
+        }
         if reason != "FailedScheduling" && reason != "Scheduled" {
             continue;
         }
@@ -107,7 +119,10 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
         }
         let key = format!("{}/{}", s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]));
         let (why, text) = if p["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
-            ("starting".to_string(), "starting".to_string())
+            match prepare.get(&key) {
+                Some((_, cause)) => ("devices not prepared".to_string(), format!("devices not prepared: {cause}")),
+                None => ("starting".to_string(), "starting".to_string()),
+            }
         } else {
             match last.get(&key) {
                 Some((_, "FailedScheduling", m)) => read(m),

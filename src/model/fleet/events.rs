@@ -113,14 +113,15 @@ impl Fleet {
         out
     }
 
-    /// Keeps the scheduler's last word on a pod: FailedScheduling until it is Scheduled.
+    /// Keeps the scheduler's last word on a pod: FailedScheduling until it is Scheduled; then
+    /// the kubelet's, FailedPrepareDynamicResources (until the pod runs or is gone).
     fn note_scheduling(&mut self, reason: &str, object: &str, message: &str, ts: Ts) {
         if matches!(reason, "FailedCreate" | "SuccessfulCreate") {
             return self.note_creating(reason, object, message, ts);
         }
         let Some((ns, name)) = object.strip_prefix("pod/").and_then(|k| k.split_once('/')) else { return };
         match reason {
-            "FailedScheduling" => {
+            "FailedScheduling" | "FailedPrepareDynamicResources" => {
                 let known = self.interner.get(ns).and_then(|ns| self.sched_failed.get(&ns)?.get(name));
                 if known.is_some_and(|(at, _)| *at > ts) {
                     return;
@@ -137,7 +138,11 @@ impl Fleet {
                 }
                 // Namespaces are few: interning one costs nothing that lasts.
                 let ns = self.interner.intern(ns);
-                let w = read_failed_scheduling(message);
+                let w = if reason == "FailedScheduling" {
+                    read_failed_scheduling(message)
+                } else {
+                    Waiting::Devices(crate::model::pending::prepare_failure_cause(message))
+                };
                 self.sched_failed.entry(ns).or_default().insert(name.into(), (ts, w));
             }
             "Scheduled" => {
@@ -153,18 +158,24 @@ impl Fleet {
         self.sched_failed.values().map(|m| m.len()).sum()
     }
 
-    /// Why pod `p` is pending (`None` unless it is): starting on its node, the scheduler's
-    /// last FailedScheduling read into reasons, or not scheduled yet.
+    /// Why pod `p` is pending (`None` unless it is): on its node, starting or its devices not
+    /// prepared (the kubelet's last FailedPrepareDynamicResources); else the scheduler's last
+    /// FailedScheduling read into reasons, or not scheduled yet.
     pub fn waiting(&self, p: &Pod) -> Option<Waiting> {
         if p.phase != Phase::Pending {
             return None;
         }
+        let note = self.sched_failed.get(&p.namespace).and_then(|m| m.get(&p.name)).map(|(_, w)| w);
         if p.node_name != Sym::default() {
-            return Some(Waiting::Starting);
+            // Bound: only the kubelet's word counts (a FailedScheduling note is from before).
+            return Some(match note {
+                Some(w @ Waiting::Devices(_)) => w.clone(),
+                _ => Waiting::Starting,
+            });
         }
-        Some(match self.sched_failed.get(&p.namespace).and_then(|m| m.get(&p.name)) {
-            Some((_, w)) => w.clone(),
-            None => Waiting::Queued,
+        Some(match note {
+            Some(w @ (Waiting::NoNode { .. } | Waiting::Scheduler(_))) => w.clone(),
+            _ => Waiting::Queued,
         })
     }
 

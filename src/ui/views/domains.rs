@@ -103,8 +103,21 @@ pub const COLUMNS: &[Column] = &[
             })
         },
     ),
-    // The pods that joined it (a claim from its channel template) and have not finished.
-    Column::new("PODS", 4).right().priority(2).value(|f, r| on(f, r, |_, d| Value::Num(f.domain_pods(d).len() as i64))),
+    // The pods that joined it (a claim from its channel template) and have not finished;
+    // sorted by their number, drawn `running/pods` (a worker waiting for its channel stands
+    // out; Enter or the JSON says why it waits).
+    Column::new("PODS", 5)
+        .right()
+        .priority(2)
+        .value(|f, r| on(f, r, |_, d| Value::Num(f.domain_pods(d).len() as i64)))
+        .cell(|f, r| {
+            draw(f, r, |d| {
+                let pods = f.domain_pods(d);
+                let running = pods.iter().filter(|p| p.phase == crate::model::Phase::Running).count();
+                let tok = if running < pods.len() { "status.notready" } else { "ui.text" };
+                (format!("{running}/{}", pods.len()), tok)
+            })
+        }),
     Column::new("WORKLOADS", 17)
         .min(8)
         .grow(1)
@@ -148,7 +161,10 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         .iter()
         .map(|p| {
             let node = (p.node_name != Sym::default()).then(|| f.str_of(p.node_name));
-            json!({ "name": &*p.name, "node": node, "phase": p.phase.as_str() })
+            // Why it is pending (null unless it is): `devices not prepared: …` on a node
+            // whose IMEX daemon is not ready.
+            let waiting = f.waiting(p).map(|w| w.text());
+            json!({ "name": &*p.name, "node": node, "phase": p.phase.as_str(), "waiting": waiting })
         })
         .collect();
     Some(json!({
