@@ -216,6 +216,7 @@ pub fn view_kind(v: ViewArg) -> Option<ViewKind> {
         ViewArg::Domains => ViewKind::Domains,
         ViewArg::Workloads => ViewKind::Workloads,
         ViewArg::Capi => ViewKind::Capi,
+        ViewArg::Hosts => ViewKind::Hosts,
         ViewArg::Clusters => return None,
     })
 }

@@ -39,6 +39,8 @@ pub fn screenshots(out: &Path, seed: u64, theme: Option<&str>) -> color_eyre::Re
         ("host-reboot-preview", vec![Command::HostPower], Some("fleet a100-0007")),
         // ...and Cluster API from the management cluster: the tree, the remediating Machine.
         ("capi", vec![], Some("capi")),
+        // ...and the hosts in error: under the NotReady node, and a spare that never registered.
+        ("hosts", vec![], Some("hosts error")),
         // ...and many clusters in one cockpit, as `fabrik demo --clusters 3` runs them.
         ("clusters", vec![Command::ViewClusters], None),
     ];

@@ -69,6 +69,59 @@ fn chain_truth(kubeconfig: &Path) -> BTreeMap<String, Value> {
     out
 }
 
+/// Every BareMetalHost as kubectl reads it, by `namespace/name`, with the nodes and Machine
+/// whose providerID (`metal3://<namespace>/<host>/<machine>`) names it; the hardware as
+/// `[cpus, ram_mib, nics, disks]`.
+fn hosts_truth(kubeconfig: &Path) -> BTreeMap<String, Value> {
+    let get = |what: &str| -> Vec<Value> {
+        let v: Value = serde_json::from_str(&kubectl(kubeconfig, &["get", what, "-A", "-o", "json"])).expect("JSON");
+        v["items"].as_array().cloned().unwrap_or_default()
+    };
+    let machines = get("machines.cluster.x-k8s.io");
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let mut out = BTreeMap::new();
+    for h in get("baremetalhosts.metal3.io") {
+        let (ns, name) = (text(&h["metadata"]["namespace"]), text(&h["metadata"]["name"]));
+        let mut under: Vec<&Value> = machines
+            .iter()
+            .filter(|m| {
+                let pid = m["spec"]["providerID"].as_str().unwrap_or_default();
+                let parts: Vec<&str> = pid.trim_start_matches("metal3://").split('/').collect();
+                parts.len() == 3 && parts[0] == ns && parts[1] == name
+            })
+            .collect();
+        under.sort_by_key(|m| text(&m["metadata"]["name"]));
+        let mut nodes: Vec<String> =
+            under.iter().filter_map(|m| m["status"]["nodeRef"]["name"].as_str()).map(String::from).collect();
+        nodes.sort();
+        let annotations = h["metadata"]["annotations"].as_object();
+        let has = |k: &str| annotations.is_some_and(|a| a.keys().any(|a| a == k || a.starts_with(&format!("{k}/"))));
+        let c = &h["spec"]["consumerRef"];
+        let hw = &h["status"]["hardware"];
+        let count = |v: &Value| v.as_array().map_or(0, Vec::len);
+        out.insert(
+            format!("{ns}/{name}"),
+            serde_json::json!({
+                "state": text(&h["status"]["provisioning"]["state"]),
+                "operational": text(&h["status"]["operationalStatus"]),
+                "error": [text(&h["status"]["errorType"]), text(&h["status"]["errorMessage"])],
+                "powered_on": h["status"]["poweredOn"].as_bool().unwrap_or(false),
+                "online": h["spec"]["online"].as_bool().unwrap_or(false),
+                "consumer": if c.is_object() { Value::from(format!("{} {}", text(&c["kind"]), text(&c["name"]))) } else { Value::Null },
+                "nodes": nodes,
+                "machine": under.first().map(|m| m["metadata"]["name"].clone()),
+                "reboot": has("reboot.metal3.io"),
+                "inspect": annotations.and_then(|a| a.get("inspect.metal3.io")).is_some_and(|v| v != "disabled"),
+                "hardware": if hw.is_object() {
+                    serde_json::json!([hw["cpu"]["count"].as_i64().unwrap_or(0), hw["ramMebibytes"].as_i64().unwrap_or(0),
+                        count(&hw["nics"]), count(&hw["storage"])])
+                } else { Value::Null },
+            }),
+        );
+    }
+    out
+}
+
 #[test]
 fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
     let dir = std::env::temp_dir().join(format!("fabrik-sim-factory-e2e-{}", std::process::id()));
@@ -132,6 +185,33 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
         }
         if have == want { Ok(()) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
     });
+
+    // The hosts view, row by row, against the BareMetalHosts and Machines kubectl reads: the
+    // hosts under the nodes and the two spares under none (one in a registration error).
+    let hosts = settle("the hosts view against kubectl", || {
+        let want = hosts_truth(&kubeconfig);
+        let have: BTreeMap<String, Value> = fabrik_view(&kubeconfig, "hosts")["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                let hw = &r["hardware"];
+                let v = serde_json::json!({"state": r["provisioning_state"], "operational": r["operational_status"],
+                    "error": [&r["error_type"], &r["error_message"]], "powered_on": r["powered_on"],
+                    "online": r["online"], "consumer": r["consumer"], "nodes": r["nodes"], "machine": r["machine"],
+                    "reboot": r["reboot_pending"], "inspect": r["inspect_pending"],
+                    "hardware": if hw.is_null() { Value::Null } else {
+                        serde_json::json!([&hw["cpus"], &hw["ram_mib"], &hw["nics"], &hw["disks"]]) }});
+                (r["host"].as_str().unwrap_or_default().to_string(), v)
+            })
+            .collect();
+        if want.len() != 10 {
+            return Err(format!("kubectl reads {} hosts: {want:#?}", want.len()));
+        }
+        if have == want { Ok(want) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
+    });
+    let spare = |state: &str| hosts.values().any(|h| h["nodes"] == serde_json::json!([]) && h["state"] == state);
+    assert!(spare("available") && spare("registering"), "{hosts:#?}");
 
     // A host powered off (spec.online: false, as fabrik's `power-off` writes it) takes its node
     // down: the simulated operator reports it off and the node's kubelet stops. kubectl and

@@ -424,6 +424,8 @@ pub enum ViewArg {
     /// Cluster API: Clusters, control planes, MachineDeployments, MachineSets, Machines,
     /// MachineHealthChecks, as a tree.
     Capi,
+    /// Metal3 BareMetalHosts: state, power, errors, hardware, the node each serves.
+    Hosts,
     /// One row per cluster: --context (repeatable) or --all-contexts.
     Clusters,
 }

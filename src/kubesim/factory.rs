@@ -184,8 +184,36 @@ pub fn objects(nodes: &[SimNode]) -> Vec<Obj> {
             st,
         ));
     }
+    // Two hosts under no node: an inspected spare the operator keeps off for the next
+    // Machine, and one it cannot register (its BMC refuses the credentials).
+    let hw = json!({"systemVendor": {"manufacturer": "Supermicro", "productName": "SYS-821GE-TNHR"},
+        "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+", "count": 224}, "ramMebibytes": 2_097_152,
+        "nics": (0..10).map(|i| json!({"name": format!("eth{i}"), "speedGbps": 400})).collect::<Vec<_>>()});
+    for (name, status) in [
+        (
+            SPARES[0],
+            json!({"provisioning": {"state": "available"}, "operationalStatus": "OK", "poweredOn": false, "hardware": hw}),
+        ),
+        (
+            SPARES[1],
+            json!({"provisioning": {"state": "registering"}, "operationalStatus": "error", "poweredOn": false,
+                "errorType": "registration error",
+                "errorMessage": "Failed to get power state for node: HTTP 401 Unauthorized from the BMC"}),
+        ),
+    ] {
+        out.push(obj(
+            6,
+            name,
+            json!({}),
+            json!({"online": false, "bmc": {"address": format!("redfish://10.0.0.9/redfish/v1/Systems/{name}"), "credentialsName": format!("{name}-bmc")}}),
+            status,
+        ));
+    }
     out
 }
+
+/// The BareMetalHosts `--factory` writes under no node.
+pub const SPARES: [&str; 2] = ["spare-0", "spare-1"];
 
 /// A node's MachineDeployment: one per GPU model (`gpu-sim-h100-80gb`).
 fn deployment(n: &SimNode) -> String {
@@ -246,7 +274,16 @@ mod tests {
         let nodes = super::super::model::build_nodes(7, 9, 0, 0);
         let objs = objects(&nodes);
         let of = |k: &str| objs.iter().filter(|o| o.gvk.2 == k).collect::<Vec<_>>();
-        assert_eq!((of("Machine").len(), of("BareMetalHost").len(), of("Cluster").len()), (9, 9, 1));
+        // A host per node, and the two spares under none.
+        assert_eq!((of("Machine").len(), of("BareMetalHost").len(), of("Cluster").len()), (9, 11, 1));
+        let spares: Vec<&Value> = of("BareMetalHost")
+            .into_iter()
+            .filter(|h| SPARES.contains(&h.body["metadata"]["name"].as_str().unwrap_or("")))
+            .map(|h| &h.status)
+            .collect();
+        assert_eq!(spares.len(), 2);
+        assert!(spares.iter().any(|s| s["provisioning"]["state"] == "available" && s["operationalStatus"] == "OK"));
+        assert!(spares.iter().any(|s| s["operationalStatus"] == "error" && s["errorType"] == "registration error"));
         // Every Machine's set and deployment exist, and their replicas add up to the nodes.
         let mds = of("MachineDeployment");
         assert!(!mds.is_empty() && mds.len() == of("MachineSet").len());
@@ -267,10 +304,10 @@ mod tests {
         );
         let mhc = &of("MachineHealthCheck")[0].status;
         assert_eq!((mhc["expectedMachines"].as_u64(), mhc["currentHealthy"].as_u64()), (Some(9), Some(8)));
-        // Hosts 0 and 7 are in error; the second Machine is being remediated.
+        // Hosts 0 and 7 are in error (and one spare); the second Machine is being remediated.
         let bad: Vec<&Value> = of("BareMetalHost")
             .iter()
-            .filter(|h| h.status["operationalStatus"] == "error")
+            .filter(|h| h.status["operationalStatus"] == "error" && !h.body["spec"]["consumerRef"].is_null())
             .map(|h| &h.body["metadata"]["name"])
             .collect();
         assert_eq!(bad.len(), 2);

@@ -435,9 +435,10 @@ pub(super) fn machines<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<Del
 
 /// The demo's Metal3 BareMetalHosts, one under each node (its Machine's providerID names
 /// it): provisioned and on; the NotReady node's host is in a power management error, so its
-/// screen answers "hardware" down the chain node → Machine → host.
+/// screen answers "hardware" down the chain node → Machine → host. And two under no node: an
+/// available spare, and one the operator cannot register.
 pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<BareMetalHost> {
-    nodes
+    let mut out: Vec<BareMetalHost> = nodes
         .enumerate()
         .map(|(i, n)| {
             let down = !n.ready;
@@ -470,5 +471,30 @@ pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<BareMe
                 deleting: false,
             }
         })
-        .collect()
+        .collect();
+    // Two hosts under no node: a spare the operator has inspected and keeps off, ready for a
+    // Machine, and one it cannot register because its BMC refuses the credentials.
+    let spare = |name: &str| BareMetalHost {
+        namespace: "capi-gpu-prod".into(),
+        name: name.into(),
+        uid: format!("0b0e7a11-0000-4000-9000-{:012}", name.len()),
+        online: false,
+        ..BareMetalHost::default()
+    };
+    out.push(BareMetalHost {
+        state: "available".into(),
+        operational: "OK".into(),
+        hardware: out.first().and_then(|h| h.hardware.clone()),
+        ..spare("spare-h100-01")
+    });
+    out.push(BareMetalHost {
+        state: "registering".into(),
+        operational: "error".into(),
+        error_type: "registration error".into(),
+        error_message: "Failed to get power state for node: HTTP 401 Unauthorized from the BMC: check the \
+                        credentials Secret spare-h100-02-bmc"
+            .into(),
+        ..spare("spare-h100-02")
+    });
+    out
 }

@@ -228,6 +228,10 @@ fn row_in(f: &Fleet, s: &In, v: ViewKind, r: super::views::column::RowId) -> boo
     };
     let gpu_node = |g: GpuId| f.gpu(g).map(|g| g.node);
     match (v, r) {
+        (_, RowId::Host(_)) => crate::ui::views::hosts::host_of(f, r).is_some_and(|h| match s {
+            In::Node { name, .. } => f.nodes_of_host(h).contains(name),
+            _ => false,
+        }),
         (_, RowId::Capi(_)) => crate::ui::views::capi::capi_of(f, r).is_some_and(|row| match (row, s) {
             (crate::model::CapiRow::Machine(m), In::Node { name, .. }) => m.node.as_deref() == Some(name.as_str()),
             _ => false,

@@ -173,6 +173,8 @@ commands! {
             aliases: &["workloads", "workload", "wl", "kueue"], arg: VIEW;
         ViewCapi => "view_capi", "Open the Cluster API view: Clusters, MachineDeployments, Machines, health checks",
             aliases: &["capi", "machines", "md", "mhc"], arg: VIEW;
+        ViewHosts => "view_hosts", "Open the hosts view: Metal3 BareMetalHosts, their state, power, errors and nodes",
+            aliases: &["hosts", "bmhs", "baremetalhosts"], arg: VIEW;
         ViewClusters => "view_clusters", "Open the clusters view: one row per cluster watched; Enter opens one",
             aliases: &["clusters", "cluster", "cl"];
         Cordon => "cordon", "Cordon the selected node", op: Some(OpKind::Cordon);
@@ -245,10 +247,11 @@ pub enum ViewKind {
     Domains,
     Workloads,
     Capi,
+    Hosts,
 }
 
 impl ViewKind {
-    pub const ALL: [ViewKind; 10] = [
+    pub const ALL: [ViewKind; 11] = [
         ViewKind::Fleet,
         ViewKind::Gpus,
         ViewKind::Tenants,
@@ -259,6 +262,7 @@ impl ViewKind {
         ViewKind::Domains,
         ViewKind::Workloads,
         ViewKind::Capi,
+        ViewKind::Hosts,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -272,6 +276,7 @@ impl ViewKind {
             ViewKind::Domains => "domains",
             ViewKind::Workloads => "workloads",
             ViewKind::Capi => "capi",
+            ViewKind::Hosts => "hosts",
         }
     }
     pub fn title(self) -> &'static str {
@@ -286,6 +291,7 @@ impl ViewKind {
             ViewKind::Domains => "Domains",
             ViewKind::Workloads => "Workloads",
             ViewKind::Capi => "Cluster API",
+            ViewKind::Hosts => "Hosts",
         }
     }
     /// The key its tab shows (the default keymap's).
@@ -301,6 +307,7 @@ impl ViewKind {
             ViewKind::Domains => "8",
             ViewKind::Workloads => "9",
             ViewKind::Capi => "M",
+            ViewKind::Hosts => "O",
         }
     }
     /// Its `:` names, from the command table.
@@ -323,6 +330,7 @@ impl ViewKind {
             ViewKind::Domains => Command::ViewDomains,
             ViewKind::Workloads => Command::ViewWorkloads,
             ViewKind::Capi => Command::ViewCapi,
+            ViewKind::Hosts => Command::ViewHosts,
         }
     }
 }
@@ -430,9 +438,10 @@ mod tests {
         assert_eq!(lines[7], "  :domains :domain :computedomains :cd Domains");
         assert_eq!(lines[8], "  :workloads :workload :wl :kueue Workloads");
         assert_eq!(lines[9], "  :capi :machines :md :mhc Cluster API");
-        assert_eq!(lines[10], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
-        assert_eq!(lines[11], "  :q  :quit                      quit (asks first while operations run)");
-        assert_eq!(lines[12], "  :q!                            quit at once (running operations: interrupted)");
-        assert_eq!(lines.len(), 13);
+        assert_eq!(lines[10], "  :hosts :bmhs :baremetalhosts Hosts");
+        assert_eq!(lines[11], "  :node NAME / :gpu NODE/INDEX   open a node or a GPU by name");
+        assert_eq!(lines[12], "  :q  :quit                      quit (asks first while operations run)");
+        assert_eq!(lines[13], "  :q!                            quit at once (running operations: interrupted)");
+        assert_eq!(lines.len(), 14);
     }
 }

@@ -10,7 +10,9 @@ use serde_json::{Value, json};
 use crate::model::*;
 use crate::quantity::Quantity;
 use crate::ui::command::ViewKind;
-use crate::ui::views::{RowId, capi, domains, events, fleet, gpus, ops, pods, quotas, tables, tenants, workloads};
+use crate::ui::views::{
+    RowId, capi, domains, events, fleet, gpus, hosts, ops, pods, quotas, tables, tenants, workloads,
+};
 
 /// The schema name and version; a change that removes or retypes a key bumps it.
 pub const SCHEMA: &str = "fabrik.snapshot/v1";
@@ -37,6 +39,7 @@ fn row(f: &Fleet, v: ViewKind, id: RowId) -> Option<Value> {
         ViewKind::Domains => domains::json(f, id),
         ViewKind::Workloads => workloads::json(f, id),
         ViewKind::Capi => capi::json(f, id),
+        ViewKind::Hosts => hosts::json(f, id),
     }
 }
 

@@ -560,6 +560,9 @@ fn tab_cycles_the_views_and_backtab_goes_back() {
     expect.push(ViewKind::Fleet);
     assert_eq!(seen, expect);
     send(&mut app, "<BackTab>");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Hosts));
+    assert!(screen(&mut app).contains(" Hosts ["));
+    send(&mut app, "<BackTab>");
     assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Capi));
     assert!(screen(&mut app).contains(" Cluster API ["));
     send(&mut app, "<BackTab>");
@@ -3060,4 +3063,57 @@ fn the_capi_view_draws_the_tree_and_enter_on_a_machine_opens_its_node() {
     assert!(s.contains("Cluster API [1/57]"), "{s}");
     send(&mut app, "<Enter>");
     assert!(message(&app).starts_with("MachineHealthCheck gpu-prod-workers: 1 unhealthy"), "{}", message(&app));
+}
+
+#[test]
+fn the_hosts_view_lists_every_host_and_enter_opens_its_node_or_says_why_there_is_none() {
+    let mut app = app_at(5);
+    send(&mut app, "O");
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Hosts));
+    let s = screen(&mut app);
+    // One per node, and the two spares under none.
+    let hosts = app.fleet.hosts.len();
+    assert!(s.contains(&format!(" Hosts [{hosts}/{hosts}]")), "{s}");
+    let header = line_with(&s, "HOST↑").unwrap_or_else(|| panic!("a header sorted by HOST: {s}"));
+    for col in ["STATE", "POWER", "STATUS", "NODE", "ERROR"] {
+        assert!(header.contains(col), "{col} at 140 columns: {header}");
+    }
+    // The NotReady node's host: provisioned, off (asked on), in error, and why.
+    let line = line_with(&s, "a100-0007-host").unwrap_or_else(|| panic!("{s}"));
+    for want in ["provisioned", "off (asked on)", "error", "a100-0007 ", "power management error"] {
+        assert!(line.contains(want), "{want:?}: {line}");
+    }
+    send(&mut app, "/spare<Enter>");
+    let s = screen(&mut app);
+    assert!(s.contains(" Hosts [2/"), "{s}");
+    let spare = line_with(&s, "spare-h100-01").unwrap_or_else(|| panic!("{s}"));
+    assert!(spare.contains("available") && spare.contains(" off ") && spare.contains(" OK "), "{spare}");
+    let bad = line_with(&s, "spare-h100-02").unwrap_or_else(|| panic!("{s}"));
+    assert!(bad.contains("registering") && bad.contains("registration error: "), "{bad}");
+    // Enter on a spare: no node runs on it; on a node's host: that node.
+    send(&mut app, "<Enter>");
+    assert!(message(&app).contains("spare-h100-01: available") && message(&app).contains("no node runs on it"));
+    assert_eq!(app.ui.screen(), Screen::Table(ViewKind::Hosts));
+    send(&mut app, "<Esc>/a100-0007-host<Enter><Enter>");
+    let n = app.fleet.node_by_name("a100-0007").expect("the node");
+    assert_eq!(app.ui.screen(), Screen::Node(n));
+    // The JSON row: the fleet's host object and the row's own keys.
+    let doc = crate::ui::json::snapshot(&app.fleet, ViewKind::Hosts, "spare-h100-02");
+    let rows = doc["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1);
+    let r = &rows[0];
+    assert_eq!(r["host"], "capi-gpu-prod/spare-h100-02");
+    assert_eq!(
+        (r["provisioning_state"].as_str(), r["operational_status"].as_str()),
+        (Some("registering"), Some("error"))
+    );
+    assert_eq!(
+        (r["powered_on"].as_bool(), r["online"].as_bool(), r["power"].as_str()),
+        (Some(false), Some(false), Some("off"))
+    );
+    assert_eq!(
+        (r["nodes"].clone(), r["machine"].clone(), r["consumer"].clone()),
+        (serde_json::json!([]), serde_json::Value::Null, serde_json::Value::Null)
+    );
+    assert!(r["hardware"].is_null() && r["error_type"] == "registration error", "{r}");
 }

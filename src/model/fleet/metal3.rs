@@ -20,8 +20,23 @@ impl Fleet {
         self.host_by_provider_id(&self.machine_of_node(name)?.provider_id)
     }
 
-    /// The nodes whose Machine names host `h` (normally one), by its key or its uid.
-    fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
+    /// The ids of the hosts' rows (see [`Fleet::host_by_id`]), in no order.
+    pub fn host_ids(&self) -> impl Iterator<Item = u32> + '_ {
+        self.host_refs.keys().copied()
+    }
+
+    /// The host of row id `id`.
+    pub fn host_by_id(&self, id: u32) -> Option<&BareMetalHost> {
+        self.hosts.get(self.host_refs.get(&id)?)
+    }
+
+    /// The row id of host `namespace/name`.
+    pub fn host_id(&self, key: &str) -> Option<u32> {
+        self.host_ids.get(key).copied()
+    }
+
+    /// The nodes whose Machine names host `h` (normally one), by its key or its uid, sorted.
+    pub fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
         let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
         [Some(HostRef::Key(h.key())), by_uid]
             .into_iter()
@@ -29,7 +44,21 @@ impl Fleet {
             .filter_map(|r| self.host_machines.get(&r))
             .flatten()
             .filter_map(|k| self.machines.get(k)?.node.clone())
+            .collect::<std::collections::BTreeSet<String>>()
+            .into_iter()
             .collect()
+    }
+
+    /// The Machine whose providerID names host `h` (the first by key when several do).
+    pub fn machine_of_host(&self, h: &BareMetalHost) -> Option<&super::super::capi::Machine> {
+        let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
+        [Some(HostRef::Key(h.key())), by_uid]
+            .into_iter()
+            .flatten()
+            .filter_map(|r| self.host_machines.get(&r))
+            .flatten()
+            .filter_map(|k| self.machines.get(k))
+            .min_by(|a, b| a.key().cmp(&b.key()))
     }
 
     pub(super) fn upsert_host(&mut self, h: BareMetalHost) -> bool {
@@ -46,6 +75,11 @@ impl Fleet {
             self.host_uid.insert(h.uid.clone(), key.clone());
         }
         let nodes = self.nodes_of_host(&h);
+        if !self.host_ids.contains_key(&key) {
+            self.next_host += 1;
+            self.host_ids.insert(key.clone(), self.next_host);
+            self.host_refs.insert(self.next_host, key.clone());
+        }
         self.hosts.insert(key, h);
         for n in nodes {
             self.refresh_host_alert(&n);
@@ -55,6 +89,9 @@ impl Fleet {
 
     pub(super) fn remove_host(&mut self, key: &str) -> bool {
         let Some(h) = self.hosts.remove(key) else { return false };
+        if let Some(id) = self.host_ids.remove(key) {
+            self.host_refs.remove(&id);
+        }
         if self.host_uid.get(&h.uid).map(String::as_str) == Some(key) {
             self.host_uid.remove(&h.uid);
         }

@@ -81,6 +81,10 @@ pub struct Fleet {
     pub hosts: BTreeMap<String, super::metal3::BareMetalHost>,
     /// ...and their `namespace/name` by uid (the legacy Metal3 providerID names a uid).
     pub host_uid: BTreeMap<String, String>,
+    /// A stable row id per host (`namespace/name`), for the hosts view, and back.
+    pub(super) host_ids: BTreeMap<String, u32>,
+    pub(super) host_refs: BTreeMap<u32, String>,
+    pub(super) next_host: u32,
     /// Machines by the host their providerID names (the host → node join, without a scan
     /// of every Machine per host: at 65,000 nodes that scan made the listing quadratic).
     pub host_machines: BTreeMap<super::metal3::HostRef, BTreeSet<String>>,
@@ -181,6 +185,9 @@ impl Fleet {
             node_machine: BTreeMap::new(),
             hosts: BTreeMap::new(),
             host_uid: BTreeMap::new(),
+            host_ids: BTreeMap::new(),
+            host_refs: BTreeMap::new(),
+            next_host: 0,
             host_machines: BTreeMap::new(),
             cotenancy: Default::default(),
             alerts: BTreeMap::new(),

@@ -78,6 +78,8 @@ impl App {
                     };
                     InspectTarget::new(capi::kind(row), Some(ns), capi::name(row))
                 }),
+                (_, Some(r @ RowId::Host(_))) => crate::ui::views::hosts::host_of(f, r)
+                    .map(|h| InspectTarget::new("BareMetalHost", Some(&h.namespace), &h.name)),
                 (_, Some(r @ RowId::Workload(_))) => {
                     tables::workload_of(f, r).map(|(_, w)| InspectTarget::new("Workload", Some(&w.namespace), &w.name))
                 }
@@ -200,6 +202,7 @@ impl App {
                 Some(r @ RowId::Domain(_)) => tables::domain_of(f, r).map(|(_, d)| d.name.clone()),
                 Some(r @ RowId::Workload(_)) => tables::workload_of(f, r).map(|(_, w)| w.name.clone()),
                 Some(r @ RowId::Capi(_)) => capi::capi_of(f, r).map(|row| capi::name(row).to_string()),
+                Some(r @ RowId::Host(_)) => crate::ui::views::hosts::host_of(f, r).map(|h| h.name.clone()),
             },
         };
         let Some(mut text) = text.filter(|t| !t.is_empty()) else {

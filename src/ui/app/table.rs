@@ -123,6 +123,7 @@ impl App {
             Command::ViewDomains => self.open_view(ViewKind::Domains),
             Command::ViewWorkloads => self.open_view(ViewKind::Workloads),
             Command::ViewCapi => self.open_view(ViewKind::Capi),
+            Command::ViewHosts => self.open_view(ViewKind::Hosts),
             Command::ViewClusters => self.open_clusters(),
             Command::Cordon | Command::Uncordon | Command::Drain | Command::Reslice | Command::EditQuota => {
                 self.start_op(c)
@@ -327,6 +328,7 @@ impl App {
                     ViewKind::Domains => self.open_domain_node(id),
                     ViewKind::Workloads => self.open_workload(id),
                     ViewKind::Capi => self.open_capi(id),
+                    ViewKind::Hosts => self.open_host(id),
                     ViewKind::Ops => {
                         if let Some(o) = id.op().and_then(|o| tables::op_at(&self.fleet, o)) {
                             let tail: Vec<&str> = o.log.iter().rev().take(3).map(String::as_str).collect();
@@ -389,6 +391,23 @@ impl App {
         }
         if let Some(n) = node {
             msg.push_str(&format!(" (node {n} is not a node of this cockpit)"));
+        }
+        self.ui.info(msg);
+    }
+
+    /// Enter on a host: the node it serves; a host under no node says its state, power and
+    /// error.
+    fn open_host(&mut self, id: crate::ui::views::RowId) {
+        use crate::ui::views::hosts;
+        let Some(h) = hosts::host_of(&self.fleet, id) else { return };
+        let nodes = self.fleet.nodes_of_host(h);
+        if let Some(n) = nodes.first().and_then(|n| self.fleet.node_by_name(n)) {
+            return self.push(Screen::Node(n));
+        }
+        let mut msg = format!("BareMetalHost {}: {}", h.key(), h.state_text());
+        match nodes.first() {
+            Some(n) => msg.push_str(&format!(" (node {n} is not a node of this cockpit)")),
+            None => msg.push_str(" — no node runs on it"),
         }
         self.ui.info(msg);
     }

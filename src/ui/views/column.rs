@@ -31,6 +31,8 @@ pub enum RowId {
     Workload(u32),
     /// A Cluster API object or Machine, by the id the fleet gives it (see `Fleet::capi_by_id`).
     Capi(u32),
+    /// A Metal3 BareMetalHost, by the id the fleet gives it (see `Fleet::host_by_id`).
+    Host(u32),
 }
 
 impl RowId {
@@ -67,6 +69,9 @@ impl RowId {
     }
     pub fn capi(self) -> Option<u32> {
         if let RowId::Capi(c) = self { Some(c) } else { None }
+    }
+    pub fn host(self) -> Option<u32> {
+        if let RowId::Host(h) = self { Some(h) } else { None }
     }
     /// A row listed under another (a MIG instance under its GPU): it follows its parent
     /// rather than being sorted itself.

@@ -17,6 +17,7 @@ pub mod domains;
 pub mod events;
 pub mod fleet;
 pub mod gpus;
+pub mod hosts;
 pub mod inspect;
 pub mod logs;
 pub mod ops;

@@ -3,7 +3,7 @@
 //! visible rows; the snapshot formats all of them with the same cells.
 
 use super::column::{Column, RowId, SortKey, Value, find};
-use super::{capi, domains, events, fleet, gpus, ops, pods, quotas, tenants, workloads};
+use super::{capi, domains, events, fleet, gpus, hosts, ops, pods, quotas, tenants, workloads};
 use crate::model::*;
 use crate::ui::command::ViewKind;
 
@@ -25,6 +25,7 @@ pub fn columns(v: ViewKind) -> &'static [Column] {
         ViewKind::Domains => domains::COLUMNS,
         ViewKind::Workloads => workloads::COLUMNS,
         ViewKind::Capi => capi::COLUMNS,
+        ViewKind::Hosts => hosts::COLUMNS,
     }
 }
 
@@ -75,6 +76,7 @@ pub fn ids(f: &Fleet, v: ViewKind) -> Vec<RowId> {
         ViewKind::Domains => domains::ids(f),
         ViewKind::Workloads => workloads::ids(f),
         ViewKind::Capi => capi::ids(f),
+        ViewKind::Hosts => hosts::ids(f),
     }
 }
 
