@@ -60,9 +60,30 @@ impl HostPlan {
     }
 }
 
-pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpRequest) -> Result<Plan, PlanError> {
-    let id = fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
-    let n = fleet.node(id).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+/// The host `host` names (`namespace/name`), with the node its Machine became (empty for a
+/// spare): for a host picked in the hosts view.
+fn by_key<'f>(fleet: &'f Fleet, node: &str, host: &str) -> Result<(&'f BareMetalHost, String), PlanError> {
+    let h = fleet.hosts.get(host).ok_or_else(|| {
+        PlanError::Invalid(format!(
+            "no BareMetalHost {host} in view: give it as namespace/name, as the hosts view (O) lists it"
+        ))
+    })?;
+    let nodes = fleet.nodes_of_host(h);
+    let node = if node.is_empty() { nodes.first().cloned().unwrap_or_default() } else { node.to_string() };
+    Ok((h, node))
+}
+
+pub(super) fn plan(
+    fleet: &Fleet,
+    node: &str,
+    host: Option<&str>,
+    action: HostAction,
+    request: OpRequest,
+) -> Result<Plan, PlanError> {
+    if let Some(key) = host {
+        let (h, node) = by_key(fleet, node, key)?;
+        return plan_for(fleet, &node, h, action, request);
+    }
     let h: &BareMetalHost = fleet.host_of_node(node).ok_or_else(|| {
         let via = match fleet.machine_of_node(node) {
             None => "it has no Cluster API Machine in view (none names it in status.nodeRef)".to_string(),
@@ -78,17 +99,31 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
              against the management cluster that holds its Machine and host"
         ))
     })?;
+    fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
+    plan_for(fleet, node, h, action, request)
+}
+
+/// The plan for host `h`, which serves `node` (empty: no node of this cockpit).
+fn plan_for(
+    fleet: &Fleet,
+    node: &str,
+    h: &BareMetalHost,
+    action: HostAction,
+    request: OpRequest,
+) -> Result<Plan, PlanError> {
+    let pods = fleet.node_by_name(node).and_then(|id| fleet.node(id)).map_or(0, |n| n.pods);
+    let of_node = if node.is_empty() { String::new() } else { format!(" of node {node}") };
     let key = h.key();
     let mut effects = Vec::new();
     let mut warnings = Vec::new();
     let mut blockers = Vec::new();
     let state = if h.state.is_empty() { "no state yet" } else { h.state.as_str() };
     let stops_work = |warnings: &mut Vec<String>| {
-        if n.pods > 0 {
-            let verb = if n.pods == 1 { "stops" } else { "stop" };
+        if pods > 0 {
+            let verb = if pods == 1 { "stops" } else { "stop" };
             warnings.push(format!(
                 "{} on {node} {verb} with the host; drain {node} first (D) to move them",
-                count(n.pods as usize, "GPU pod")
+                count(pods as usize, "GPU pod")
             ));
         }
     };
@@ -114,7 +149,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                 ));
             }
             stops_work(&mut warnings);
-            format!("Reboot host {key} of node {node}")
+            format!("Reboot host {key}{of_node}")
         }
         HostAction::PowerOff | HostAction::PowerOn => {
             let on = action == HostAction::PowerOn;
@@ -136,7 +171,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
             if !on {
                 stops_work(&mut warnings);
             }
-            format!("Power {} host {key} of node {node}", if on { "on" } else { "off" })
+            format!("Power {} host {key}{of_node}", if on { "on" } else { "off" })
         }
         HostAction::Inspect => {
             effects.push(format!(
@@ -150,7 +185,7 @@ pub(super) fn plan(fleet: &Fleet, node: &str, action: HostAction, request: OpReq
                      the inspection image); {key} is {state}: release it from its Machine first"
                 ));
             }
-            format!("Inspect host {key} of node {node} again")
+            format!("Inspect host {key}{of_node} again")
         }
     };
     if h.in_error() {

@@ -93,10 +93,12 @@ pub enum OpRequest {
         workload: String,
         active: bool,
     },
-    /// Reboots, powers off or on, or inspects again the Metal3 BareMetalHost under a node
-    /// ([`host`]).
+    /// Reboots, powers off or on, or inspects again a Metal3 BareMetalHost ([`host`]): the
+    /// one under `node`, or, with `host` (`namespace/name`), that one (a spare under no node
+    /// has `node` empty).
     Host {
         node: String,
+        host: Option<String>,
         action: HostAction,
     },
 }
@@ -306,14 +308,16 @@ fn plan_only(fleet: &Fleet, req: &OpRequest) -> Result<Plan, PlanError> {
         }),
         OpRequest::QueueStop { queue, policy } => queue::plan(fleet, queue, *policy, req.clone()),
         OpRequest::WorkloadActive { workload, active } => kueue::plan(fleet, workload, *active, req.clone()),
-        OpRequest::Host { node, action } => host::plan(fleet, node, *action, req.clone()).map(|mut p| {
-            let t = exec::ExecOptions::default().drain_timeout;
-            p.effects.push(format!(
-                "deadline: {} for the operator's answer; past it fabrik stops and says what the host reports",
-                minutes(t)
-            ));
-            p
-        }),
+        OpRequest::Host { node, host, action } => {
+            host::plan(fleet, node, host.as_deref(), *action, req.clone()).map(|mut p| {
+                let t = exec::ExecOptions::default().drain_timeout;
+                p.effects.push(format!(
+                    "deadline: {} for the operator's answer; past it fabrik stops and says what the host reports",
+                    minutes(t)
+                ));
+                p
+            })
+        }
     }
 }
 

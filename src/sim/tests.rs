@@ -657,7 +657,7 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     let (mut sim, mut f) = start(42, 48);
     let node = f.nodes.iter().map(|(_, n)| n).find(|n| n.ready).map(|n| f.str_of(n.name).to_string()).expect("a node");
     let key = f.host_of_node(&node).map(|h| h.key()).expect("the demo's node has a host");
-    let host = |node: &str| OpRequest::Host { node: node.into(), action: ops::HostAction::Reboot };
+    let host = |node: &str| OpRequest::Host { node: node.into(), host: None, action: ops::HostAction::Reboot };
     let plan = ops::plan(&f, &host(&node)).unwrap();
     assert!(plan.can_execute(), "{:?}", plan.blockers);
     assert_eq!(plan.title, format!("Reboot host {key} of node {node}"));
@@ -669,7 +669,7 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     assert!(h.powered_on && !h.reboot_pending, "{h:?}");
     // Power off, then on: each done when the operator reports it.
     for (id, action, on) in [(2, ops::HostAction::PowerOff, false), (3, ops::HostAction::PowerOn, true)] {
-        let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), action }).unwrap();
+        let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), host: None, action }).unwrap();
         let states = drive(&mut sim, &mut f, id, plan, 60);
         assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
         assert_eq!(f.host_of_node(&node).map(|h| h.powered_on), Some(on));
@@ -680,11 +680,13 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     let owner = crate::model::GitOpsOwner::detect(vec![("argocd.argoproj.io/instance", "bare-metal")], vec![]);
     assert!(owner.is_some());
     f.apply(Delta::Managed { object: crate::model::gitops::key("baremetalhost", Some(ns), name), owner });
-    let off = ops::plan(&f, &OpRequest::Host { node: node.clone(), action: ops::HostAction::PowerOff }).unwrap();
+    let off =
+        ops::plan(&f, &OpRequest::Host { node: node.clone(), host: None, action: ops::HostAction::PowerOff }).unwrap();
     assert!(off.warnings.iter().any(|w| w.contains("bare-metal") && w.contains("spec.online")), "{:?}", off.warnings);
     assert!(!ops::plan(&f, &host(&node)).unwrap().warnings.iter().any(|w| w.contains("bare-metal")));
     // A provisioned host is not inspected again: blocked, with the reason.
-    let plan = ops::plan(&f, &OpRequest::Host { node: node.clone(), action: ops::HostAction::Inspect }).unwrap();
+    let plan =
+        ops::plan(&f, &OpRequest::Host { node: node.clone(), host: None, action: ops::HostAction::Inspect }).unwrap();
     assert!(plan.blockers.iter().any(|b| b.contains("only an available host")), "{:?}", plan.blockers);
     // The NotReady node's host does not answer its BMC: the reboot fails and says so.
     let down = f.nodes.iter().map(|(_, n)| n).find(|n| !n.ready).map(|n| f.str_of(n.name).to_string()).expect("down");

@@ -3117,3 +3117,30 @@ fn the_hosts_view_lists_every_host_and_enter_opens_its_node_or_says_why_there_is
     );
     assert!(r["hardware"].is_null() && r["error_type"] == "registration error", "{r}");
 }
+
+#[test]
+fn a_spare_host_under_no_node_is_inspected_again_from_the_hosts_view() {
+    let mut rig = Rig::new(5);
+    send(&mut rig.app, ":hosts spare-h100-01<Enter>:host inspect<Enter>");
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "Inspect host capi-gpu-prod/spare-h100-01 again").is_some(), "{s}");
+    assert!(
+        line_with(&s, "annotate BareMetalHost capi-gpu-prod/spare-h100-01 with inspect.metal3.io").is_some(),
+        "{s}"
+    );
+    assert!(rig.executes().is_empty(), "nothing is sent before the confirmation");
+    send(&mut rig.app, "y");
+    let ex = rig.executes();
+    assert_eq!(ex.len(), 1);
+    rig.forward();
+    assert_eq!(rig.run_until_finished(ex[0].0), OpState::Succeeded);
+    let h = rig.app.fleet.hosts.get("capi-gpu-prod/spare-h100-01").expect("the spare");
+    assert!(!h.inspect_pending && h.state == "available", "{h:?}");
+    // A spare that never registered is not inspected: the preview says why and blocks it.
+    send(&mut rig.app, ":hosts spare-h100-02<Enter>B");
+    let s = screen(&mut rig.app);
+    assert!(line_with(&s, "Reboot host capi-gpu-prod/spare-h100-02").is_some(), "{s}");
+    assert!(s.contains("once it is provisioned") && s.contains("registering"), "{s}");
+    send(&mut rig.app, "y");
+    assert!(rig.executes().is_empty(), "a blocked plan is never sent");
+}

@@ -126,6 +126,19 @@ pub fn hosts_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
     for name in ["host-ok", "host-sick"] {
         apply(kubeconfig, dir, name, &host(name));
     }
+    // A spare: inspected, available, kept off, under no Machine.
+    let mut spare = host("host-spare");
+    spare["spec"] = json!({"online": false, "bmc": {"address": "redfish://10.0.0.9/redfish/v1/Systems/host-spare",
+        "credentialsName": "host-spare-bmc"}});
+    apply(kubeconfig, dir, "host-spare", &spare);
+    patch(
+        kubeconfig,
+        "baremetalhost",
+        "host-spare",
+        true,
+        &json!({"status": {"operationalStatus": "OK", "poweredOn": false, "errorMessage": "",
+            "provisioning": {"state": "available", "ID": "ironic-3"}}}),
+    );
     let hardware = json!({"systemVendor": {"manufacturer": "Supermicro", "productName": "SYS-821GE-TNHR"},
         "cpu": {"arch": "x86_64", "model": "Xeon 8480+", "count": 224}, "ramMebibytes": 2097152,
         "nics": [{"name": "eno1", "mac": "aa:bb:cc:dd:ee:01", "speedGbps": 25}, {"name": "ib0", "mac": "aa:bb:cc:dd:ee:02", "speedGbps": 400}],
@@ -202,4 +215,39 @@ pub fn hosts_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
     t.keys(&["7"]);
     t.wait_screen("the operation done, the power-off seen", |s| s.contains("rebooted"));
     settle("hosts after the reboot", || same(kubeconfig, nodes));
+
+    // The hosts view lists the spare under no node; `:host inspect` there previews its
+    // re-inspection, `y` runs it, and it is done once the operator took the request and the
+    // host is available again (kubectl reads the annotation gone).
+    t.keys(&["O", "/"]);
+    t.literal("host-spare");
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("the spare in the hosts view", |s| s.contains("Hosts [1/3]"));
+    let row = s.lines().find(|l| l.starts_with("│host-spare ")).unwrap_or_default();
+    assert!(row.contains("available") && row.contains(" off ") && row.contains(" OK "), "{s}");
+    t.keys(&[":"]);
+    t.literal("host inspect");
+    t.keys(&["Enter"]);
+    let s = t.wait_screen("the inspection's preview", |s| s.contains("Preview:") && s.contains("inspect.metal3.io"));
+    assert!(s.contains("Inspect host capi-gpu/host-spare again"), "{s}");
+    t.keys(&["y"]);
+    settle("the audit log says the inspection finished", || {
+        let recs = fabrik::ops::audit::read(&data.join(fabrik::ops::audit::FILE_NAME)).map_err(|e| e.to_string())?.0;
+        let done = recs.iter().any(|r| {
+            r.kind == "inspect-host"
+                && matches!(r.phase, fabrik::ops::audit::Phase::Succeeded)
+                && r.message.contains("inspected again")
+        });
+        if done {
+            Ok(())
+        } else {
+            Err(format!("{:#?}", recs.iter().filter(|r| r.kind == "inspect-host").collect::<Vec<_>>()))
+        }
+    });
+    let h = &get(kubeconfig, "baremetalhosts.metal3.io")["items"];
+    let spare =
+        h.as_array().into_iter().flatten().find(|h| h["metadata"]["name"] == "host-spare").cloned().unwrap_or_default();
+    assert_eq!(spare["status"]["provisioning"]["state"], "available", "{spare:#}");
+    assert!(spare["metadata"]["annotations"].get("inspect.metal3.io").is_none(), "the operator took it: {spare:#}");
+    t.keys(&["Escape"]);
 }

@@ -248,12 +248,20 @@ impl App {
             self.ui.error(denied.on_start(&format!("{} the host", action.as_str())));
             return;
         }
+        // A host picked in the hosts view (a spare under no node included).
+        if let Screen::Table(ViewKind::Hosts) = self.ui.screen() {
+            let picked =
+                self.ui.selected_id(ViewKind::Hosts).and_then(|r| crate::ui::views::hosts::host_of(&self.fleet, r));
+            let Some(h) = picked else { return self.ui.warn("select a host first") };
+            let host = Some(h.key());
+            return self.preview(OpRequest::Host { node: String::new(), host, action });
+        }
         let Some(node) = self.target().0.and_then(|n| self.fleet.node(n)) else {
-            self.ui.warn("select a node first (fleet view, or a node's screen) to act on its host");
+            self.ui.warn("select a node (fleet view, a node's screen) or a host (hosts view, O) to act on a host");
             return;
         };
         let node = self.fleet.str_of(node.name).to_string();
-        self.preview(OpRequest::Host { node, action });
+        self.preview(OpRequest::Host { node, host: None, action });
     }
 
     /// `R` / `:reclaim [NAMESPACE/POD]`: frees the GPUs of the selected pod (or of the pod on

@@ -375,7 +375,7 @@ pub fn plan_node(plan: &Plan) -> Option<&str> {
         PlanDetail::Reslice(r) => Some(&r.node),
         PlanDetail::Quota(_) => None,
         PlanDetail::Taint(t) => Some(&t.node),
-        PlanDetail::Host(h) => Some(&h.node),
+        PlanDetail::Host(h) => Some(h.node.as_str()).filter(|n| !n.is_empty()),
         PlanDetail::Reclaim(_) | PlanDetail::Queue(_) | PlanDetail::Workload(_) => None,
     }
 }
