@@ -84,6 +84,7 @@ pub(super) fn plan(
         let (h, node) = by_key(fleet, node, key)?;
         return plan_for(fleet, &node, h, action, request);
     }
+    fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
     let h: &BareMetalHost = fleet.host_of_node(node).ok_or_else(|| {
         let via = match fleet.machine_of_node(node) {
             None => "it has no Cluster API Machine in view (none names it in status.nodeRef)".to_string(),
@@ -99,7 +100,6 @@ pub(super) fn plan(
              against the management cluster that holds its Machine and host"
         ))
     })?;
-    fleet.node_by_name(node).ok_or_else(|| PlanError::NodeNotFound(node.to_string()))?;
     plan_for(fleet, node, h, action, request)
 }
 
