@@ -697,4 +697,8 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     assert!(why.contains("in error") && why.contains("power management error"), "{why}");
     let e = ops::plan(&f, &host("no-such-node")).unwrap_err();
     assert!(e.to_string().contains("not in the fleet"), "{e}");
+    // A host named by its key that is not there: said, with the form.
+    let by_key = OpRequest::Host { node: String::new(), host: Some("nope/x".into()), action: ops::HostAction::Inspect };
+    let e = ops::plan(&f, &by_key).unwrap_err();
+    assert!(e.to_string().contains("no BareMetalHost nope/x in view: give it as namespace/name"), "{e}");
 }
