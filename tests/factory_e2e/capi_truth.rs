@@ -77,7 +77,9 @@ pub(crate) fn truth(kubeconfig: &Path, ns: &str) -> BTreeMap<String, Value> {
         r["parent"] = Value::Null;
         r["control_plane"] = cp.clone();
         r["workers"] = w.clone();
-        r["ready"] = sum("ready").into();
+        // Unknown while a group the Cluster reports does not count its ready replicas.
+        let counted = |g: &Value| g.is_null() || g["ready"].is_u64();
+        r["ready"] = if counted(&cp) && counted(&w) { sum("ready").into() } else { Value::Null };
         r["desired"] = sum("desired").into();
         r["version"] = text(&o["spec"]["topology"]["version"]);
         r["why"] = false_condition(st, "Available");

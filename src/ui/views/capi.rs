@@ -125,15 +125,16 @@ pub fn kind(row: CapiRow) -> &'static str {
 
 /// (ready, desired) of a row: an owner's replicas, a Cluster's control plane and workers
 /// together, a MachineHealthCheck's healthy of expected; `None` for a Machine or where the
-/// object says nothing yet.
-pub fn ready_of(row: CapiRow) -> Option<(u32, u32)> {
+/// object says nothing yet. Ready is unknown (`None`) while the status does not give
+/// `readyReplicas` (v1beta2 omits it until the controller counted; it is no 0).
+pub fn ready_of(row: CapiRow) -> Option<(Option<u32>, u32)> {
     let CapiRow::Object(o) = row else { return None };
     if let Some(h) = &o.health {
-        return Some((h.healthy?, h.expected?));
+        return Some((Some(h.healthy?), h.expected?));
     }
-    let pair = |r: &Replicas| Some((r.ready.unwrap_or(0), r.desired.or(r.current)?));
+    let pair = |r: &Replicas| Some((r.ready, r.desired.or(r.current)?));
     match (o.replicas.as_ref().and_then(pair), o.workers.as_ref().and_then(pair)) {
-        (Some(a), Some(b)) => Some((a.0 + b.0, a.1 + b.1)),
+        (Some(a), Some(b)) => Some((a.0.zip(b.0).map(|(x, y)| x + y), a.1 + b.1)),
         (a, b) => a.or(b),
     }
 }
@@ -214,11 +215,20 @@ pub const COLUMNS: &[Column] = &[
     // Sorted by the replicas ready; drawn `ready/desired` (a MachineHealthCheck: healthy/expected).
     Column::new("READY", 7)
         .right()
-        .value(|f, r| on(f, r, |row| ready_of(row).map_or(Value::Absent, |(ok, _)| Value::Num(i64::from(ok)))))
+        .value(|f, r| {
+            on(f, r, |row| match ready_of(row) {
+                None => Value::Absent,
+                Some((None, _)) => Value::Unknown,
+                Some((Some(ok), _)) => Value::Num(i64::from(ok)),
+            })
+        })
         .cell(|f, r| {
             draw(f, r, |row| match ready_of(row) {
                 None => muted("-"),
-                Some((ok, want)) => (format!("{ok}/{want}"), if ok < want { "status.notready" } else { "ui.text" }),
+                Some((None, want)) => (format!("?/{want}"), "ui.text.muted"),
+                Some((Some(ok), want)) => {
+                    (format!("{ok}/{want}"), if ok < want { "status.notready" } else { "ui.text" })
+                }
             })
         }),
     Column::new("UP-TO-DATE", 10)
@@ -386,5 +396,36 @@ mod tests {
         let j = json(&f, rows[5]).expect("a row");
         assert_eq!(j["parent"], json!({"kind": "MachineSet", "name": "md-x"}));
         assert_eq!(j["kind"], "Machine");
+    }
+
+    #[test]
+    fn ready_replicas_the_status_does_not_give_are_unknown_not_zero() {
+        let mut f = Fleet::default();
+        let md = |name: &str, ready: Option<u32>| CapiObject {
+            kind: CapiKind::MachineDeployment,
+            namespace: "capi".into(),
+            name: name.into(),
+            cluster: "prod".into(),
+            replicas: Some(Replicas { desired: Some(3), current: Some(3), ready, ..Default::default() }),
+            ..Default::default()
+        };
+        f.apply(Delta::CapiUpsert(md("counted", Some(0))));
+        f.apply(Delta::CapiUpsert(md("uncounted", None)));
+        let rows = crate::ui::views::tables::rows(&f, crate::ui::command::ViewKind::Capi, "", None, false);
+        let of = |name: &str| {
+            let r = rows.iter().copied().find(|r| capi_of(&f, *r).is_some_and(|row| super::name(row) == name));
+            let r = r.expect("a row");
+            (
+                crate::ui::views::tables::cell(&f, crate::ui::command::ViewKind::Capi, r, "READY").0,
+                json(&f, r).expect("json"),
+            )
+        };
+        let (cell, j) = of("counted");
+        assert_eq!((cell.as_str(), j["ready"].clone(), j["desired"].clone()), ("0/3", json!(0), json!(3)));
+        let (cell, j) = of("uncounted");
+        assert_eq!(
+            (cell.as_str(), j["ready"].clone(), j["desired"].clone()),
+            ("?/3", serde_json::Value::Null, json!(3))
+        );
     }
 }
