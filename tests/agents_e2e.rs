@@ -78,6 +78,23 @@ async fn nss_create(c: &kube::Client, ns: &Namespace) {
     }
 }
 
+/// Creates pod `ns/name` bound to `node`, asking for one `resource` (the namespace's default
+/// ServiceAccount comes from the controller manager: retried until it is there).
+async fn gpu_pod(c: &kube::Client, ns: &str, name: &str, node: &str, resource: &str) {
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name},
+        "spec": {"nodeName": node, "containers": [{"name": "main", "image": "none",
+                 "resources": {"limits": {resource: "1"}}}]}
+    }))
+    .expect("pod json");
+    let api: Api<Pod> = Api::namespaced(c.clone(), ns);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while let Err(e) = api.create(&PostParams::default(), &pod).await {
+        assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
     let dir = std::env::temp_dir().join(format!("fabrik-agents-e2e-{}", std::process::id()));
@@ -302,19 +319,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => panic!("create namespace {ns}: {e}"),
         }
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"nodeName": b, "containers": [{"name": "main", "image": "none",
-                     "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}
-        }))
-        .expect("pod json");
-        // The namespace's default ServiceAccount comes from the controller manager.
-        let api: Api<Pod> = Api::namespaced(c.clone(), ns);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while let Err(e) = api.create(&PostParams::default(), &pod).await {
-            assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        gpu_pod(&c, ns, name, &b, "nvidia.com/gpu").await;
     }
     let (busy_pod, idle_pod) = (pod_on(0), pod_on(2));
     m.until("device-plugin pods bound by the agent, the idle one flagged", Duration::from_secs(60), |f| {
@@ -362,18 +367,7 @@ async fn agents_stream_through_the_pod_proxy_for_the_nodes_in_view() {
         nss_create(&c, &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("ns json")).await;
     }
     for (ns, name) in &sharers {
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": {"name": name},
-            "spec": {"nodeName": shared, "containers": [{"name": "main", "image": "none",
-                     "resources": {"limits": {resource: "1"}}}]}
-        }))
-        .expect("pod json");
-        let api: Api<Pod> = Api::namespaced(c.clone(), ns);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while let Err(e) = api.create(&PostParams::default(), &pod).await {
-            assert!(Instant::now() < deadline, "create pod {ns}/{name}: {e}");
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+        gpu_pod(&c, ns, name, &shared, resource).await;
     }
     view.send(BTreeSet::from([b.clone(), shared.clone()])).expect("the feed listens");
     let shared_path = format!("/api/v1/namespaces/{NS}/pods/fabrik-agent-{shared}:9400/proxy/v1/snapshot");

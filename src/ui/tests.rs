@@ -2394,29 +2394,10 @@ fn share_hours_are_cut_to_tenths_not_rounded_up() {
 
 #[test]
 fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
-    use crate::model::{EventSpec, Owner, Phase, PodSpec, Severity};
+    use crate::model::{EventSpec, Severity};
     let (mut app, _) = domains_app();
     let now = app.fleet.now;
-    let stuck = PodSpec {
-        namespace: "imex".into(),
-        name: "train-c-0".into(),
-        node: None,
-        phase: Phase::Pending,
-        created: now,
-        started: None,
-        owner: Owner::Job,
-        owner_name: String::new(),
-        app: "train-c".into(),
-        empty_dir: false,
-        gpus: 8,
-        gpus_renamed: false,
-        mig: vec![],
-        dra: vec![],
-        claim_templates: vec![],
-        bound_gpus: vec![],
-        bound_mig: vec![],
-        deletion: None,
-    };
+    let stuck = unscheduled_job_pod("imex", "train-c-0", "train-c", 8, now);
     app.apply(vec![
         Delta::PodUpsert(stuck),
         Delta::Event(EventSpec {
@@ -2855,31 +2836,11 @@ fn logs_open_from_an_event_about_a_pod_or_a_gpu_a_pod_holds() {
 #[test]
 fn logs_of_a_pod_no_node_has_taken_say_why_there_are_none() {
     // The full demo, and a pod asking for more GPUs than any node has.
-    use crate::model::{Owner, Phase, PodSpec};
     let (_, mut app) = crate::testing::full_demo_app(SEED, 20, dark());
     app.resize(W, H);
     app.on_logs(|_| panic!("nothing to stream"));
     let now = app.fleet.now;
-    app.apply(vec![Delta::PodUpsert(PodSpec {
-        namespace: "research".into(),
-        name: "too-big-0".into(),
-        node: None,
-        phase: Phase::Pending,
-        created: now,
-        started: None,
-        owner: Owner::Job,
-        owner_name: String::new(),
-        app: "too-big".into(),
-        empty_dir: false,
-        gpus: 64,
-        gpus_renamed: false,
-        mig: vec![],
-        dra: vec![],
-        claim_templates: vec![],
-        bound_gpus: vec![],
-        bound_mig: vec![],
-        deletion: None,
-    })]);
+    app.apply(vec![Delta::PodUpsert(unscheduled_job_pod("research", "too-big-0", "too-big", 64, now))]);
     let f = &app.fleet;
     let pending = f.pod_ids().filter_map(|p| f.pod(p)).find(|p| p.node.is_none() && f.str_of(p.node_name).is_empty());
     let name = pending.map(|p| p.name.to_string()).expect("the demo has a pod waiting for a node");
@@ -3143,4 +3104,28 @@ fn a_spare_host_under_no_node_is_inspected_again_from_the_hosts_view() {
     assert!(s.contains("once it is provisioned") && s.contains("registering"), "{s}");
     send(&mut rig.app, "y");
     assert!(rig.executes().is_empty(), "a blocked plan is never sent");
+}
+
+/// A Job's pod asking for `gpus` whole GPUs that no node has taken yet.
+fn unscheduled_job_pod(ns: &str, name: &str, app: &str, gpus: u16, now: crate::model::Ts) -> crate::model::PodSpec {
+    crate::model::PodSpec {
+        namespace: ns.into(),
+        name: name.into(),
+        node: None,
+        phase: crate::model::Phase::Pending,
+        created: now,
+        started: None,
+        owner: crate::model::Owner::Job,
+        owner_name: String::new(),
+        app: app.into(),
+        empty_dir: false,
+        gpus,
+        gpus_renamed: false,
+        mig: vec![],
+        dra: vec![],
+        claim_templates: vec![],
+        bound_gpus: vec![],
+        bound_mig: vec![],
+        deletion: None,
+    }
 }

@@ -35,22 +35,8 @@ impl Fleet {
         self.host_ids.get(key).copied()
     }
 
-    /// The nodes whose Machine names host `h` (normally one), by its key or its uid, sorted.
-    pub fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
-        let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
-        [Some(HostRef::Key(h.key())), by_uid]
-            .into_iter()
-            .flatten()
-            .filter_map(|r| self.host_machines.get(&r))
-            .flatten()
-            .filter_map(|k| self.machines.get(k)?.node.clone())
-            .collect::<std::collections::BTreeSet<String>>()
-            .into_iter()
-            .collect()
-    }
-
-    /// The Machine whose providerID names host `h` (the first by key when several do).
-    pub fn machine_of_host(&self, h: &BareMetalHost) -> Option<&super::super::capi::Machine> {
+    /// The Machines whose providerID names host `h` (normally one), by its key or its uid.
+    fn machines_of_host<'a>(&'a self, h: &BareMetalHost) -> impl Iterator<Item = &'a super::super::capi::Machine> {
         let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
         [Some(HostRef::Key(h.key())), by_uid]
             .into_iter()
@@ -58,7 +44,18 @@ impl Fleet {
             .filter_map(|r| self.host_machines.get(&r))
             .flatten()
             .filter_map(|k| self.machines.get(k))
-            .min_by(|a, b| a.key().cmp(&b.key()))
+    }
+
+    /// The nodes whose Machine names host `h` (normally one), sorted.
+    pub fn nodes_of_host(&self, h: &BareMetalHost) -> Vec<String> {
+        let nodes: std::collections::BTreeSet<String> =
+            self.machines_of_host(h).filter_map(|m| m.node.clone()).collect();
+        nodes.into_iter().collect()
+    }
+
+    /// The Machine whose providerID names host `h` (the first by key when several do).
+    pub fn machine_of_host(&self, h: &BareMetalHost) -> Option<&super::super::capi::Machine> {
+        self.machines_of_host(h).min_by_key(|m| m.key())
     }
 
     pub(super) fn upsert_host(&mut self, h: BareMetalHost) -> bool {
