@@ -202,20 +202,47 @@ fn terminated_status(
             container_status(c, &uid, false, state)
         })
         .collect();
+    json!({ "status": {
+        "phase": phase,
+        "conditions": not_running_conditions(now, not_ready_reason),
+        "containerStatuses": containers,
+    }})
+}
+
+/// The conditions of a scheduled pod whose containers do not run (not started yet, or
+/// terminated): `not_ready_reason` on those that are False.
+fn not_running_conditions(now: &str, not_ready_reason: Option<&str>) -> Value {
     let cond = |t: &str, s: &str| {
-        let why = not_ready_reason.filter(|_| s == "False").map_or(Value::Null, Value::from);
         let mut c = json!({ "type": t, "status": s, "lastProbeTime": null, "lastTransitionTime": now });
-        if !why.is_null() {
-            c["reason"] = why;
+        if let Some(why) = not_ready_reason.filter(|_| s == "False") {
+            c["reason"] = why.into();
         }
         c
     };
-    json!({ "status": {
-        "phase": phase,
-        "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
-            cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
-        "containerStatuses": containers,
-    }})
+    json!([
+        cond("PodReadyToStartContainers", "False"),
+        cond("Initialized", "True"),
+        cond("Ready", "False"),
+        cond("ContainersReady", "False"),
+        cond("PodScheduled", "True")
+    ])
+}
+
+/// The status of a pod whose containers are being created (its devices not prepared yet):
+/// Pending, each container waiting in ContainerCreating, no container id yet.
+pub fn creating_status(pod: &Pod, now: &str) -> Value {
+    let waiting: Vec<Value> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .map(|c| {
+            json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+                "ready": false, "restartCount": 0, "started": false,
+                "state": { "waiting": { "reason": "ContainerCreating" } } })
+        })
+        .collect();
+    json!({ "status": { "phase": "Pending", "startTime": now,
+        "conditions": not_running_conditions(now, None), "containerStatuses": waiting } })
 }
 
 struct Kubelet {
@@ -298,10 +325,10 @@ impl Kubelet {
                     }
                     return;
                 }
-                if let Some(claim) = me.shared.unpreparable_claim(&pod, &node) {
+                if let Some(message) = me.shared.prepare_failure(&pod, &node) {
                     // The driver cannot prepare its devices: it stays ContainerCreating, as
                     // the kubelet keeps it while it retries.
-                    me.devices_not_prepared(&api, &pod, &node, &claim).await;
+                    me.devices_not_prepared(&api, &pod, &node, &message).await;
                     return;
                 }
                 let host = me.shared.node_index(&node).map(model::node_ip).unwrap_or_default();
@@ -392,31 +419,13 @@ impl Kubelet {
         }
     }
 
-    /// NodePrepareResources failed for `claim` (the ComputeDomain driver: this node's IMEX
-    /// daemon is not ready in the domain): the pod's containers wait in ContainerCreating and
-    /// the kubelet says why in a FailedPrepareDynamicResources Event on the pod.
-    async fn devices_not_prepared(&self, api: &Api<Pod>, pod: &Pod, node: &str, claim: &str) {
+    /// NodePrepareResources failed (`message`, the driver's error: this node's IMEX daemon
+    /// is not ready in the domain): the pod's containers wait in ContainerCreating and the
+    /// kubelet says why in a FailedPrepareDynamicResources Event on the pod.
+    async fn devices_not_prepared(&self, api: &Api<Pod>, pod: &Pod, node: &str, message: &str) {
         let Some((ns, name, uid, _)) = key(pod) else { return };
-        let waiting: Vec<Value> = pod
-            .spec
-            .iter()
-            .flat_map(|s| s.containers.iter())
-            .map(|c| {
-                json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                    "ready": false, "restartCount": 0, "started": false,
-                    "state": { "waiting": { "reason": "ContainerCreating" } } })
-            })
-            .collect();
         let now = model::now_str();
-        let cond = |t: &str, s: &str| json!({ "type": t, "status": s, "lastTransitionTime": now });
-        let status = json!({ "status": { "phase": "Pending", "startTime": now,
-            "conditions": [cond("PodReadyToStartContainers", "False"), cond("Initialized", "True"),
-                cond("Ready", "False"), cond("ContainersReady", "False"), cond("PodScheduled", "True")],
-            "containerStatuses": waiting } });
-        let message = format!(
-            "Failed to prepare dynamic resources: NodePrepareResources failed for claim {ns}/{claim}: \
-             error preparing devices for claim {claim}: current node not ready in ComputeDomain"
-        );
+        let status = creating_status(pod, &now);
         let event: k8s_openapi::api::core::v1::Event = match serde_json::from_value(json!({
             "metadata": { "name": format!("{name}.{:016x}", hash(&[&uid, "prepare"])), "namespace": ns },
             "involvedObject": { "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid },
@@ -436,7 +445,7 @@ impl Kubelet {
             eprintln!("fabrik sim: kubelet: {ns}/{name} waiting for its devices: {}", describe(&e));
         }
         match events.create(&Default::default(), &event).await {
-            Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: devices not prepared ({claim})"),
+            Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: devices not prepared"),
             Err(e) if is_status(&e, 409) => {}
             Err(e) => eprintln!("fabrik sim: kubelet: event for {ns}/{name}: {}", describe(&e)),
         }

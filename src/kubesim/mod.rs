@@ -262,7 +262,12 @@ pub async fn run(args: Options, kubeconfig: Option<PathBuf>, context: Option<Str
             for d in alpha::domains(&sim_nodes) {
                 for (node, _, ready) in &d.members {
                     if !ready {
-                        waits.push((ns.to_string(), d.template(), node.clone()));
+                        waits.push(nodes::ImexWait {
+                            namespace: ns.to_string(),
+                            domain: d.name.to_string(),
+                            template: d.template(),
+                            node: node.clone(),
+                        });
                     }
                 }
             }

@@ -62,10 +62,19 @@ pub struct Shared {
     pub sem: Arc<Semaphore>,
     /// Lease renewals have their own budget, so a burst of pod starts cannot starve them.
     lease_sem: Arc<Semaphore>,
-    /// (namespace, channel ResourceClaimTemplate, node) of each ComputeDomain member whose
-    /// IMEX daemon is not ready: a pod there joining that domain cannot have its channel
-    /// prepared (`--dra-alpha`, set before the domains' workers are created).
-    pub imex_not_ready: Mutex<Vec<(String, String, String)>>,
+    /// Each ComputeDomain member whose IMEX daemon is not ready: a pod there joining that
+    /// domain cannot have its channel prepared (`--dra-alpha`, set before the domains'
+    /// workers are created).
+    pub imex_not_ready: Mutex<Vec<ImexWait>>,
+}
+
+/// A ComputeDomain member whose IMEX daemon is not ready.
+pub struct ImexWait {
+    pub namespace: String,
+    pub domain: String,
+    /// The domain's channel ResourceClaimTemplate, which its workloads claim from.
+    pub template: String,
+    pub node: String,
 }
 
 impl Shared {
@@ -92,17 +101,23 @@ impl Shared {
         })
     }
 
-    /// The name of pod `pod`'s claim on `node` that the ComputeDomain driver cannot prepare
-    /// (its domain's IMEX daemon is not ready there), if any: as the resourceclaim controller
-    /// named it, else the pod's claim name.
-    pub fn unpreparable_claim(&self, pod: &k8s_openapi::api::core::v1::Pod, node: &str) -> Option<String> {
+    /// What the ComputeDomain driver says of pod `pod` on `node` when it cannot prepare its
+    /// channel claim (its domain's IMEX daemon is not ready there), if it cannot: the claim
+    /// named as the resourceclaim controller named it (else the pod's claim name).
+    pub fn prepare_failure(&self, pod: &k8s_openapi::api::core::v1::Pod, node: &str) -> Option<String> {
         let ns = pod.metadata.namespace.as_deref()?;
         let waits = self.imex_not_ready.lock().ok()?;
         let spec = pod.spec.as_ref()?;
+        let mut domain = "";
         let claim = spec.resource_claims.iter().flatten().find(|c| {
-            c.resource_claim_template_name
+            let wait = c
+                .resource_claim_template_name
                 .as_deref()
-                .is_some_and(|t| waits.iter().any(|(n, tpl, at)| n == ns && tpl == t && at == node))
+                .and_then(|t| waits.iter().find(|w| w.namespace == ns && w.template == t && w.node == node));
+            if let Some(w) = wait {
+                domain = &w.domain;
+            }
+            wait.is_some()
         })?;
         let generated = pod
             .status
@@ -110,7 +125,8 @@ impl Shared {
             .and_then(|s| s.resource_claim_statuses.as_ref())
             .and_then(|st| st.iter().find(|s| s.name == claim.name))
             .and_then(|s| s.resource_claim_name.clone());
-        Some(generated.unwrap_or_else(|| claim.name.clone()))
+        let claim = generated.unwrap_or_else(|| claim.name.clone());
+        Some(crate::sim::imex_not_ready(ns, &claim, domain))
     }
 
     pub fn node(&self, name: &str) -> Option<SimNode> {

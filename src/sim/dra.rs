@@ -304,17 +304,13 @@ impl Sim {
         if !instant {
             self.out.push(Delta::PodUpsert(pod.spec.clone()));
         }
-        let claim = format!("{}-channel", pod.spec.name);
+        let message = imex_not_ready(&pod.spec.namespace, &format!("{}-channel", pod.spec.name), &domain);
         self.out.push(Delta::Event(EventSpec {
             ts: self.now,
             severity: Severity::Warning,
             reason: "FailedPrepareDynamicResources".into(),
             object: format!("pod/{key}"),
-            message: format!(
-                "Failed to prepare dynamic resources: NodePrepareResources failed for claim {}/{claim}: error \
-                 preparing devices for claim {claim} of ComputeDomain {domain}: current node not ready in ComputeDomain",
-                pod.spec.namespace
-            ),
+            message,
         }));
     }
 
@@ -465,3 +461,14 @@ impl Sim {
 #[cfg(test)]
 #[path = "dra_tests.rs"]
 mod tests;
+
+/// The message of the kubelet's FailedPrepareDynamicResources for channel claim
+/// `namespace/claim` of ComputeDomain `domain` on a node whose IMEX daemon is not ready: the
+/// NVIDIA driver's words (`AssertComputeDomainReady`) at the end of the kubelet's chain. The
+/// demo and `fabrik sim`'s kubelet say the same.
+pub fn imex_not_ready(namespace: &str, claim: &str, domain: &str) -> String {
+    format!(
+        "Failed to prepare dynamic resources: NodePrepareResources failed for claim {namespace}/{claim}: error \
+         preparing devices for claim {claim} of ComputeDomain {domain}: current node not ready in ComputeDomain"
+    )
+}

@@ -21,7 +21,7 @@ mod tick;
 mod world;
 
 pub use dra::{
-    NVLINK_CLUSTER, SHARE_BYTES, XID_TAINT_KEY, counter_memory_mib, partition_device, partition_fits,
+    NVLINK_CLUSTER, SHARE_BYTES, XID_TAINT_KEY, counter_memory_mib, imex_not_ready, partition_device, partition_fits,
     partition_placements,
 };
 pub use exec::SimRequest;

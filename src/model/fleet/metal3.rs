@@ -30,11 +30,6 @@ impl Fleet {
         self.hosts.get(self.host_refs.get(&id)?)
     }
 
-    /// The row id of host `namespace/name`.
-    pub fn host_id(&self, key: &str) -> Option<u32> {
-        self.host_ids.get(key).copied()
-    }
-
     /// The Machines whose providerID names host `h` (normally one), by its key or its uid.
     fn machines_of_host<'a>(&'a self, h: &BareMetalHost) -> impl Iterator<Item = &'a super::super::capi::Machine> {
         let by_uid = (!h.uid.is_empty()).then(|| HostRef::Uid(h.uid.clone()));
