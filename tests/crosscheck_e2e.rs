@@ -26,6 +26,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::{Value, json};
 
+#[path = "crosscheck_e2e/allocated.rs"]
+mod allocated;
 #[path = "crosscheck_e2e/bundle.rs"]
 mod bundle;
 mod common;
@@ -83,7 +85,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             (
                 "alloc_gpus",
                 Exact,
-                "used: GPUs held by running pods (nvidia.com/gpu, DRA devices); on a label-announced MIG node \
+                "used: GPUs held by pods bound and not finished (nvidia.com/gpu, DRA devices); on a label-announced MIG node \
                  (instance unknown) at least one GPU when any instance is held, at most one per held instance; on a \
                  shared node the fewest GPUs that hold the replicas (held / replicas, rounded up); total: gpus",
             ),
@@ -92,7 +94,11 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "true exactly on the nodes whose pods hold MIG instances or shared replicas the API does not place",
             ),
-            ("mig_alloc", Exact, "MIG instances held by running pods / the node's MIG capacity (or slice devices)"),
+            (
+                "mig_alloc",
+                Exact,
+                "MIG instances held by pods bound and not finished / the node's MIG capacity (or slice devices)",
+            ),
             ("mig_held_instance_unknown", Exact, "held instances the API does not place (label-announced MIG nodes)"),
             ("util_pct", Unknown, "no node agent"),
             ("util_measured_gpus", Unknown, "no node agent: 0"),
@@ -105,7 +111,7 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "time-slicing / MPS: gpu.replicas > 1 and gpu.sharing-strategy labels, the device-plugin.config \
                  label, renamed when nvidia.com/gpu.shared is advertised; gpus: gpu.count; shares: the advertised \
-                 capacity; shares_held: replicas held by running pods; all of them unplaced (no agent); null when \
+                 capacity; shares_held: replicas held by pods bound and not finished; all of them unplaced (no agent); null when \
                  not shared",
             ),
             ("idle_allocated", Unknown, "idle needs utilisation: unknown without an agent"),
@@ -186,8 +192,16 @@ const COVERAGE: &[(&str, Keys)] = &[
             ("pending_pods", Exact, "pods of its namespaces in phase Pending"),
             ("gpu_quota_hard", Exact, "sum of the tenant's requests.nvidia.com/gpu and GPU device-class quotas"),
             ("requested_gpus", Exact, "whole GPUs + DRA devices asked by unfinished pods"),
-            ("allocated_gpus", Exact, "whole GPUs + DRA devices held by running pods, not replicas of shared GPUs"),
-            ("allocated_shares", Exact, "replicas of shared GPUs (nodes with gpu.replicas > 1) held by running pods"),
+            (
+                "allocated_gpus",
+                Exact,
+                "whole GPUs + DRA devices held by pods bound and not finished, not replicas of shared GPUs",
+            ),
+            (
+                "allocated_shares",
+                Exact,
+                "replicas of shared GPUs (nodes with gpu.replicas > 1) held by pods bound and not finished",
+            ),
             ("allocated_share_gpus", Exact, "those replicas in GPUs: per pod, replicas × 1000 / gpu.replicas, / 1000"),
             ("shares_idle", Unknown, "no node agent samples the processes on a shared GPU"),
             (
@@ -195,7 +209,7 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "per pod holding replicas on a shared node: replicas × (generated_at_ms - status.startTime) ms, summed, / 1000",
             ),
-            ("allocated_mig", Exact, "MIG instances held by running pods (bound or not)"),
+            ("allocated_mig", Exact, "MIG instances held by pods bound and not finished (bound or not)"),
             ("busy", Unknown, "no node agent"),
             ("busy_measured", Unknown, "no node agent: 0"),
             ("busy_pct", Unknown, "no node agent"),
@@ -224,7 +238,7 @@ const COVERAGE: &[(&str, Keys)] = &[
                 "from the NetworkPolicies as Kubernetes documents them (policyTypes, else Ingress and Egress with \
                  egress rules; default deny = an all-pods policy of that type and no all-pods rule open to everyone): \
                  netpol text, namespaces without default-deny ingress, namespaces with default-deny egress; nodes \
-                 where another tenant's running pods hold devices; GPUs (DRA allocations, MIG devices on their \
+                 where another tenant's pods bound and not finished hold devices; GPUs (DRA allocations, MIG devices on their \
                  parent) another tenant holds part of, index and uuid from the gpus rows",
             ),
         ],
@@ -248,7 +262,7 @@ const COVERAGE: &[(&str, Keys)] = &[
             (
                 "physical_gpus_held",
                 Exact,
-                "nvidia.com/gpu(.shared) quotas: what the namespace's running pods hold of that resource in physical \
+                "nvidia.com/gpu(.shared) quotas: what the namespace's pods bound and not finished hold of that resource in physical \
                  GPUs (a replica of a GPU shared ×R is 1/R, R from gpu.replicas); null otherwise",
             ),
             ("version", Exact, "resourceVersion"),
@@ -307,8 +321,9 @@ const COVERAGE: &[(&str, Keys)] = &[
             (
                 "waiting",
                 Exact,
-                "Pending pods: bound → starting, or devices not prepared: <the driver's error> after a \
-                 FailedPrepareDynamicResources Event for the pod; else the latest core/v1 Event FailedScheduling for the pod (after \
+                "Pending pods: bound → the reason (and `reason: message`) of the first container waiting for \
+                 another reason than being created (ImagePullBackOff), else devices not prepared: <the driver's \
+                 error> after a FailedPrepareDynamicResources Event for the pod, else starting; else the latest core/v1 Event FailedScheduling for the pod (after \
                  no Scheduled) read into its reasons before `preemption:`, what it lacks first; none → not \
                  scheduled yet. null otherwise",
             ),
@@ -493,9 +508,10 @@ impl PodFacts {
     fn finished(&self) -> bool {
         self.phase == "Succeeded" || self.phase == "Failed"
     }
-    /// Holds its devices: running (or being deleted) on a node.
+    /// Holds its devices: bound to a node and not finished, as `kubectl describe node`
+    /// counts a node's allocated resources (a pod stuck Pending there holds them too).
     fn holds(&self) -> bool {
-        self.node.is_some() && matches!(self.phase.as_str(), "Running" | "Terminating" | "Unknown")
+        self.node.is_some() && !self.finished()
     }
     fn gpu_pod(&self) -> bool {
         self.gpus > 0 || !self.mig.is_empty() || !self.dra.is_empty()
@@ -599,9 +615,10 @@ fn truth(api: &Api) -> Truth {
     let mut pods: Vec<PodFacts> = Vec::new();
     // Every pod, GPU or not: a tenant's pod count is of all its pods.
     let mut all_pods: Vec<PodFacts> = Vec::new();
-    let unpreparable: BTreeSet<String> = pending::waiting(&api.pods, &api.events)
+    // Bound pods the kubelet cannot start: their devices not prepared, an image it cannot pull.
+    let stuck: BTreeSet<String> = pending::waiting(&api.pods, &api.events)
         .into_iter()
-        .filter(|(_, w)| w["why"] == "devices not prepared")
+        .filter(|(_, w)| w["why"] != "starting" && w["why"] != "not scheduled yet")
         .map(|(k, _)| k)
         .collect();
     for p in &api.pods {
@@ -653,9 +670,10 @@ fn truth(api: &Api) -> Truth {
             let (class, n, got) = claims.get(&format!("{ns}/{name}")).cloned().unwrap_or_default();
             f.dra.push((name, class, n, got));
         }
-        // Bound and not started, unless the kubelet said its devices cannot be prepared
-        // (it retries, but the sim's IMEX daemon that is NotReady stays so).
-        if f.phase == "Pending" && f.node.is_some() && !unpreparable.contains(&format!("{ns}/{}", f.name)) {
+        // Bound and not started, unless the kubelet said it cannot start it (it retries, but
+        // the sim's IMEX daemon that is NotReady stays so, and a registry that does not
+        // resolve never will).
+        if f.phase == "Pending" && f.node.is_some() && !stuck.contains(&format!("{ns}/{}", f.name)) {
             t.starting += 1;
         }
         if f.finished() && f.gpu_pod() {
@@ -1804,6 +1822,11 @@ fn every_number_fabrik_prints_equals_the_api() {
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "nowhere", "namespace": "oncall", "labels": {"app": "probe"}},
          "spec": {"nodeSelector": {"fabrik.io/pool": "nowhere"}, "containers": [{"name": "probe",
              "image": "nvcr.io/nvidia/pytorch:25.01-py3", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+        // And one a node takes whose image cannot be pulled (its registry never resolves):
+        // it stays Pending in ImagePullBackOff, holding the GPU the kubelet gave it.
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pull-fails", "namespace": "oncall"},
+         "spec": {"containers": [{"name": "train", "image": "registry.invalid/oncall/train:1",
+             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
     ]});
     kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &oncall.to_string());
     // A Deployment asking three GPUs of a quota of one: the ReplicaSet's other two pods are
@@ -1853,11 +1876,12 @@ fn every_number_fabrik_prints_equals_the_api() {
     loop {
         let t = truth(&read_api(&kubeconfig));
         let why = |pod: &str| s(&t.views["pods"].get(pod).map_or(Value::Null, |r| r["waiting"]["why"].clone()));
-        let (big, nowhere) = (why("oncall/too-big"), why("oncall/nowhere"));
+        let (big, nowhere, pull) = (why("oncall/too-big"), why("oncall/nowhere"), why("oncall/pull-fails"));
         let refused = t.views["tenants"].get("oncall").map_or(Value::Null, |r| r["refused_by_quota"].clone());
         let web_pods = t.views["pods"].keys().filter(|k| k.starts_with("oncall-q/web-")).count();
         if big == "not enough free nvidia.com/gpu"
             && nowhere == "not matching its node selector/affinity"
+            && pull == "ImagePullBackOff"
             && refused.as_array().is_some_and(|r| r.len() == 1)
             && web_pods == 1
             && t.starting == 0
@@ -1866,7 +1890,8 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(
             start.elapsed() < Duration::from_secs(90),
-            "no FailedScheduling or quota refusal read: {big:?}, {nowhere:?}, {refused}, {web_pods} web pods"
+            "no FailedScheduling, pull failure or quota refusal read: {big:?}, {nowhere:?}, {pull:?}, {refused}, \
+             {web_pods} web pods"
         );
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -2059,6 +2084,20 @@ fn every_number_fabrik_prints_equals_the_api() {
             Some(d) => failures.extend(d),
             None => failures.push(format!("describe {kind} {name}: the object changed on every one of 5 reads")),
         }
+    }
+    // Each node's allocated devices against `kubectl describe nodes`, the pod stuck pulling
+    // its image among them (it holds its GPU: kubectl counts every non-terminated pod).
+    let stuck_node = t0.views["pods"]["oncall/pull-fails"]["node"].as_str().map(str::to_string);
+    let stuck_node = stuck_node.expect("pull-fails is bound to a node");
+    let dra_nodes: BTreeSet<String> = read_api(&kubeconfig)
+        .slices
+        .iter()
+        .filter(|sl| sl["spec"]["driver"] == "gpu.nvidia.com")
+        .map(|sl| s(&sl["spec"]["nodeName"]))
+        .collect();
+    match (0..5).find_map(|_| allocated::compare(&kubeconfig, &dra_nodes, (&stuck_node, "oncall/pull-fails"))) {
+        Some(d) => failures.extend(d),
+        None => failures.push("describe nodes: the allocations changed on every one of 5 reads".into()),
     }
     // `fabrik logs` (the `L` pane's stream) against `kubectl logs`, through the sim's kubelets.
     failures.extend(logs::compare(&kubeconfig));

@@ -231,18 +231,62 @@ fn not_running_conditions(now: &str, not_ready_reason: Option<&str>) -> Value {
 /// The status of a pod whose containers are being created (its devices not prepared yet):
 /// Pending, each container waiting in ContainerCreating, no container id yet.
 pub fn creating_status(pod: &Pod, now: &str) -> Value {
+    waiting_status(pod, now, |_| json!({ "reason": "ContainerCreating" }))
+}
+
+/// Pending, each container waiting as `state` says (the `state.waiting` of a container).
+fn waiting_status(pod: &Pod, now: &str, state: impl Fn(&k8s_openapi::api::core::v1::Container) -> Value) -> Value {
     let waiting: Vec<Value> = pod
         .spec
         .iter()
         .flat_map(|s| s.containers.iter())
         .map(|c| {
             json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                "ready": false, "restartCount": 0, "started": false,
-                "state": { "waiting": { "reason": "ContainerCreating" } } })
+                "ready": false, "restartCount": 0, "started": false, "state": { "waiting": state(c) } })
         })
         .collect();
     json!({ "status": { "phase": "Pending", "startTime": now,
         "conditions": not_running_conditions(now, None), "containerStatuses": waiting } })
+}
+
+/// The registry an image is pulled from: its first path part when that names a host (has a
+/// `.` or `:`, or is `localhost`), else Docker Hub.
+fn registry_of(image: &str) -> &str {
+    match image.split_once('/') {
+        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
+        _ => "docker.io",
+    }
+}
+
+/// Why the kubelet cannot pull `image`, or `None` when it can: here, an image of a registry
+/// under `.invalid` (RFC 2606: such a name never resolves), whose lookup fails as it would
+/// on a real node. The error is containerd's, as the kubelet passes it on.
+pub fn pull_error(image: &str) -> Option<String> {
+    let host = registry_of(image).split(':').next().unwrap_or("");
+    (host == "invalid" || host.ends_with(".invalid")).then(|| {
+        format!("failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": dial tcp: lookup {host}: no such host")
+    })
+}
+
+/// A pod's first container whose image cannot be pulled, with the error.
+pub fn unpullable(pod: &Pod) -> Option<(String, String)> {
+    let spec = pod.spec.as_ref()?;
+    let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
+    all.filter_map(|c| c.image.clone()).find_map(|i| pull_error(&i).map(|e| (i, e)))
+}
+
+/// The status of a pod whose image the kubelet cannot pull: Pending, that container in
+/// ImagePullBackOff (`Back-off pulling image "…": ErrImagePull: <error>`, as the kubelet
+/// of 1.30 and later says it), the others being created.
+pub fn pull_backoff_status(pod: &Pod, now: &str) -> Value {
+    waiting_status(pod, now, |c| {
+        let image = c.image.clone().unwrap_or_default();
+        match pull_error(&image) {
+            Some(e) => json!({ "reason": "ImagePullBackOff",
+                "message": format!("Back-off pulling image \"{image}\": ErrImagePull: {e}") }),
+            None => json!({ "reason": "ContainerCreating" }),
+        }
+    })
 }
 
 struct Kubelet {
@@ -328,7 +372,16 @@ impl Kubelet {
                 if let Some(message) = me.shared.prepare_failure(&pod, &node) {
                     // The driver cannot prepare its devices: it stays ContainerCreating, as
                     // the kubelet keeps it while it retries.
-                    me.devices_not_prepared(&api, &pod, &node, &message).await;
+                    let status = creating_status(&pod, &model::now_str());
+                    me.stuck(&api, &pod, &node, status, ("FailedPrepareDynamicResources", &message)).await;
+                    return;
+                }
+                if let Some((image, error)) = unpullable(&pod) {
+                    // Its image cannot be pulled: it stays Pending, backing off, holding the
+                    // devices the kubelet allocated it when it admitted it.
+                    let status = pull_backoff_status(&pod, &model::now_str());
+                    let message = format!("Failed to pull image \"{image}\": {error}");
+                    me.stuck(&api, &pod, &node, status, ("Failed", &message)).await;
                     return;
                 }
                 let host = me.shared.node_index(&node).map(model::node_ip).unwrap_or_default();
@@ -422,14 +475,15 @@ impl Kubelet {
     /// NodePrepareResources failed (`message`, the driver's error: this node's IMEX daemon
     /// is not ready in the domain): the pod's containers wait in ContainerCreating and the
     /// kubelet says why in a FailedPrepareDynamicResources Event on the pod.
-    async fn devices_not_prepared(&self, api: &Api<Pod>, pod: &Pod, node: &str, message: &str) {
+    /// Keeps a pod the kubelet cannot start Pending with `status`, and posts its Warning
+    /// `(reason, message)` on it.
+    async fn stuck(&self, api: &Api<Pod>, pod: &Pod, node: &str, status: Value, (reason, message): (&str, &str)) {
         let Some((ns, name, uid, _)) = key(pod) else { return };
         let now = model::now_str();
-        let status = creating_status(pod, &now);
         let event: k8s_openapi::api::core::v1::Event = match serde_json::from_value(json!({
-            "metadata": { "name": format!("{name}.{:016x}", hash(&[&uid, "prepare"])), "namespace": ns },
+            "metadata": { "name": format!("{name}.{:016x}", hash(&[&uid, reason])), "namespace": ns },
             "involvedObject": { "apiVersion": "v1", "kind": "Pod", "namespace": ns, "name": name, "uid": uid },
-            "reason": "FailedPrepareDynamicResources", "message": message, "type": "Warning",
+            "reason": reason, "message": message, "type": "Warning",
             "source": { "component": "kubelet", "host": node }, "count": 1,
             "firstTimestamp": now, "lastTimestamp": now,
             "reportingComponent": "kubelet", "reportingInstance": node,
@@ -442,10 +496,10 @@ impl Kubelet {
         if let Err(e) = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await
             && !is_status(&e, 404)
         {
-            eprintln!("fabrik sim: kubelet: {ns}/{name} waiting for its devices: {}", describe(&e));
+            eprintln!("fabrik sim: kubelet: {ns}/{name} stuck ({reason}): {}", describe(&e));
         }
         match events.create(&Default::default(), &event).await {
-            Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: devices not prepared"),
+            Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: {reason}"),
             Err(e) if is_status(&e, 409) => {}
             Err(e) => eprintln!("fabrik sim: kubelet: event for {ns}/{name}: {}", describe(&e)),
         }
@@ -513,6 +567,36 @@ mod tests {
             "spec": { "nodeName": "h100-0000", "containers": [{ "name": "main", "image": "nvcr.io/x/y:1" }] },
         }))
         .expect("pod")
+    }
+
+    #[test]
+    fn an_image_of_a_registry_that_never_resolves_cannot_be_pulled() {
+        assert_eq!(registry_of("nvcr.io/nvidia/pytorch:25.01-py3"), "nvcr.io");
+        assert_eq!(registry_of("busybox:1.36"), "docker.io");
+        assert_eq!(registry_of("library/busybox"), "docker.io");
+        assert_eq!(registry_of("localhost:5000/x"), "localhost:5000");
+        assert!(pull_error("nvcr.io/nvidia/pytorch:25.01-py3").is_none());
+        assert!(pull_error("busybox.invalid").is_none(), "a Docker Hub name, not a registry");
+        let e = pull_error("registry.invalid:5000/team/train:1").expect("never resolves");
+        assert!(e.ends_with("lookup registry.invalid: no such host"), "{e}");
+        let mut p = pod();
+        assert!(unpullable(&p).is_none());
+        if let Some(c) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
+            c.image = Some("registry.invalid/team/train:1".into());
+        }
+        let (image, _) = unpullable(&p).expect("its image");
+        assert_eq!(image, "registry.invalid/team/train:1");
+        let st = &pull_backoff_status(&p, "2026-01-01T00:00:00Z")["status"];
+        assert_eq!(st["phase"], "Pending");
+        let w = &st["containerStatuses"][0]["state"]["waiting"];
+        assert_eq!(w["reason"], "ImagePullBackOff");
+        assert!(
+            s(&w["message"]).starts_with("Back-off pulling image \"registry.invalid/team/train:1\": ErrImagePull: ")
+        );
+    }
+
+    fn s(v: &Value) -> String {
+        v.as_str().unwrap_or_default().to_string()
     }
 
     #[test]

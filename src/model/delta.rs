@@ -82,6 +82,10 @@ pub struct PodSpec {
     pub bound_mig: Vec<String>,
     /// Set once the pod's deletion was asked for (`metadata.deletionTimestamp`).
     pub deletion: Option<Deletion>,
+    /// A container the kubelet cannot start, as `kubectl get pods` says it: the first
+    /// (init containers first) waiting for another reason than being created, `(reason,
+    /// message)`, e.g. `ImagePullBackOff`, `CreateContainerConfigError`, `CrashLoopBackOff`.
+    pub container_waiting: Option<(String, String)>,
 }
 
 /// A pod whose deletion is under way, and what still keeps it: the kubelet stops its

@@ -24,6 +24,10 @@ pub enum Waiting {
     /// FailedPrepareDynamicResources): the driver's innermost words, e.g. `current node not
     /// ready in ComputeDomain`. The kubelet retries; the pod starts once the driver can.
     Devices(String),
+    /// Bound to a node whose kubelet cannot start a container: its waiting reason and
+    /// message as the pod's status says them (`ImagePullBackOff`, `Back-off pulling image
+    /// "…"`), as `kubectl get pods` shows the reason.
+    Container { reason: String, message: String },
 }
 
 /// What `Waiting::Devices` keeps of a FailedPrepareDynamicResources message: the driver's
@@ -46,6 +50,7 @@ impl Waiting {
             Waiting::Queued => "not scheduled yet".into(),
             Waiting::Starting => "starting".into(),
             Waiting::Devices(_) => "devices not prepared".into(),
+            Waiting::Container { reason, .. } => reason.clone(),
         }
     }
 
@@ -61,6 +66,8 @@ impl Waiting {
             Waiting::Queued => "not scheduled yet".into(),
             Waiting::Starting => "starting".into(),
             Waiting::Devices(cause) => format!("devices not prepared: {cause}"),
+            Waiting::Container { reason, message } if message.is_empty() => reason.clone(),
+            Waiting::Container { reason, message } => format!("{reason}: {message}"),
         }
     }
 }

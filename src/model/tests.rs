@@ -55,6 +55,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
         deletion: None,
+        container_waiting: None,
     }
 }
 
@@ -336,6 +337,35 @@ fn unknown_namespaces_become_their_own_tenant() {
     f.apply(Delta::PodUpsert(pod("stray", "p", Some("n1"), Phase::Running, 1, &["GPU-0"])));
     let t = f.tenant_by_name("stray").expect("tenant from namespace");
     assert_eq!(f.str_of(f.tenant(t).unwrap().source), "namespace");
+    check_invariants(&f);
+}
+
+#[test]
+fn a_pod_bound_to_its_node_holds_its_gpus_until_it_finishes_even_before_it_runs() {
+    // As `kubectl describe node` counts it (every non-terminated pod on the node): the
+    // kubelet allocated its devices when it admitted the pod, before any container started.
+    let mut f = small_fleet();
+    let mut stuck = pod("a", "stuck", Some("n1"), Phase::Pending, 1, &["GPU-0"]);
+    stuck.container_waiting = Some(("ImagePullBackOff".into(), "Back-off pulling image \"x\"".into()));
+    f.apply(Delta::PodUpsert(stuck.clone()));
+    f.apply(Delta::PodUpsert(pod("a", "queued", None, Phase::Pending, 2, &[])));
+    let n = f.node(f.node_by_name("n1").unwrap()).unwrap();
+    assert_eq!(n.gpus_allocated, 1, "the stuck pod holds its GPU; the unscheduled one holds nothing");
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!((t.usage.requested_gpus, t.usage.allocated_gpus, t.usage.pending_pods), (3, 1, 2));
+    let p = f.pod(f.pod_by_name("a", "stuck").unwrap()).unwrap();
+    let w = f.waiting(p).expect("pending");
+    assert_eq!(w.text(), "ImagePullBackOff: Back-off pulling image \"x\"");
+    assert_eq!(w.category(), "ImagePullBackOff");
+    // Its GPU runs nothing: idle but allocated, once the window has passed.
+    f.apply(sample("GPU-0", 1_000, 0));
+    f.apply(sample("GPU-0", 61_000, 0));
+    assert_eq!(f.totals.idle_allocated, 1);
+    check_invariants(&f);
+    // Failed (the kubelet gave up): it holds nothing any more.
+    f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Failed, container_waiting: None, ..stuck }));
+    assert_eq!(f.node(f.node_by_name("n1").unwrap()).unwrap().gpus_allocated, 0);
+    assert_eq!(f.totals.idle_allocated, 0);
     check_invariants(&f);
 }
 

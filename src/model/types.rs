@@ -208,9 +208,14 @@ impl Phase {
             Self::Unknown => "Unknown",
         }
     }
-    /// Whether the pod still holds (or waits for) its devices.
+    /// Whether a pod bound to a node holds its devices there: until it has finished, as
+    /// the cluster counts it. The kubelet's device manager allocates a pod's GPUs when it
+    /// admits the pod, before any container starts, and DRA allocates claims when the pod
+    /// is scheduled; `kubectl describe node` ("Allocated resources") and the scheduler count
+    /// every non-terminated pod on the node. So a pod stuck Pending on its node (pulling an
+    /// image, its devices not prepared) holds its GPUs, idle.
     pub fn holds_devices(self) -> bool {
-        matches!(self, Self::Running | Self::Terminating | Self::Unknown)
+        !self.finished()
     }
     pub fn finished(self) -> bool {
         matches!(self, Self::Succeeded | Self::Failed)
@@ -295,6 +300,8 @@ pub struct Pod {
     pub mig_unbound: Vec<(Sym, u16)>,
     /// Set while its deletion is under way (boxed: few pods are being deleted at once).
     pub deletion: Option<Box<super::delta::Deletion>>,
+    /// A container the kubelet cannot start: `(reason, message)` (see `PodSpec`).
+    pub container_waiting: Option<Box<(Box<str>, Box<str>)>>,
 }
 
 impl Pod {

@@ -257,6 +257,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         bound_gpus: vec![],
         bound_mig: vec![],
         deletion: None,
+        container_waiting: None,
     }
 }
 

@@ -102,6 +102,7 @@ impl Sim {
             bound_gpus: Vec::new(),
             bound_mig: Vec::new(),
             deletion: None,
+            container_waiting: None,
         };
         self.pods.insert(
             key.clone(),

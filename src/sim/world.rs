@@ -365,6 +365,7 @@ impl Sim {
                 bound_gpus: vec![],
                 bound_mig: vec![],
                 deletion: None,
+                container_waiting: None,
             }));
         }
         for p in self.pods.values() {

@@ -1677,6 +1677,7 @@ fn agentless_app() -> App {
         bound_gpus: bound.iter().map(|s| s.to_string()).collect(),
         bound_mig: vec![],
         deletion: None,
+        container_waiting: None,
     };
     f.apply(Delta::PodUpsert(pod("asr-0", "m1", 0, &[("1g.10gb", 1)], &[])));
     f.apply(Delta::PodUpsert(pod("asr-1", "m1", 0, &[("1g.10gb", 2)], &[])));
@@ -2095,6 +2096,7 @@ fn domains_app() -> (App, Vec<String>) {
             bound_gpus: vec![],
             bound_mig: vec![],
             deletion: None,
+            container_waiting: None,
         }));
     }
     let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
@@ -2330,6 +2332,7 @@ fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
             bound_gpus: vec!["GPU-ts".into()],
             bound_mig: vec![],
             deletion: None,
+            container_waiting: None,
         }));
     }
     let proc = |pid: u32, pod: &str, sm: Option<u8>| ProcSample {
@@ -3127,5 +3130,6 @@ fn unscheduled_job_pod(ns: &str, name: &str, app: &str, gpus: u16, now: crate::m
         bound_gpus: vec![],
         bound_mig: vec![],
         deletion: None,
+        container_waiting: None,
     }
 }

@@ -1,7 +1,8 @@
 //! The truth for why pods are pending, from the API's pods and core/v1 Events alone: a pod
-//! bound to a node is starting, unless the kubelet's latest FailedPrepareDynamicResources
-//! event for it says its devices were not prepared (the driver's error, the words after the
-//! last `: `); else the scheduler's latest FailedScheduling event for it
+//! bound to a node waits for the container its status says waits for another reason than
+//! being created (`reason: message`, init containers first), else for its devices when the
+//! kubelet's latest FailedPrepareDynamicResources event for it says they were not prepared
+//! (the driver's error, the words after the last `: `), else it is starting; else the scheduler's latest FailedScheduling event for it
 //! (none: not scheduled yet), its reasons (the first sentence after `nodes are available:`) in the words the
 //! README promises. Written apart from fabrik's parser.
 
@@ -118,10 +119,23 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
             continue;
         }
         let key = format!("{}/{}", s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]));
+        // A container waiting for another reason than being created (init containers first).
+        let statuses = ["initContainerStatuses", "containerStatuses"].map(|k| p["status"][k].as_array().cloned());
+        let container = statuses.into_iter().flatten().flatten().find_map(|c| {
+            let w = &c["state"]["waiting"];
+            let reason = w["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty() && *r != "ContainerCreating" && *r != "PodInitializing")?;
+            Some((reason.to_string(), s(&w["message"])))
+        });
         let (why, text) = if p["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
-            match prepare.get(&key) {
-                Some((_, cause)) => ("devices not prepared".to_string(), format!("devices not prepared: {cause}")),
-                None => ("starting".to_string(), "starting".to_string()),
+            match (container, prepare.get(&key)) {
+                (Some((reason, m)), _) if m.is_empty() => (reason.clone(), reason),
+                (Some((reason, m)), _) => (reason.clone(), format!("{reason}: {m}")),
+                (None, Some((_, cause))) => {
+                    ("devices not prepared".to_string(), format!("devices not prepared: {cause}"))
+                }
+                (None, None) => ("starting".to_string(), "starting".to_string()),
             }
         } else {
             match last.get(&key) {

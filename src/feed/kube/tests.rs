@@ -460,6 +460,28 @@ fn a_pod_being_deleted_keeps_what_holds_it() {
 }
 
 #[test]
+fn a_container_the_kubelet_cannot_start_says_why_as_kubectl_does() {
+    let mut p = pod("ml", "pull", Some("gpu-1"), "Pending", 1);
+    let waiting = |reason: &str, message: Option<&str>| {
+        json!({"name": "main", "ready": false, "restartCount": 0,
+        "image": "x", "imageID": "", "state": {"waiting": {"reason": reason, "message": message}}})
+    };
+    // Being created is not a reason to report: the pod is starting.
+    p.status = Some(obj(json!({"phase": "Pending", "containerStatuses": [waiting("ContainerCreating", None)]})));
+    assert_eq!(translate::pod_spec(&p).and_then(|s| s.container_waiting), None);
+    // An image it cannot pull; an init container's reason comes first, as it runs first.
+    p.status = Some(obj(json!({"phase": "Pending",
+        "containerStatuses": [waiting("ImagePullBackOff", Some("Back-off pulling image \"x\""))]})));
+    let got = translate::pod_spec(&p).and_then(|s| s.container_waiting);
+    assert_eq!(got, Some(("ImagePullBackOff".into(), "Back-off pulling image \"x\"".into())));
+    p.status = Some(obj(json!({"phase": "Pending",
+        "initContainerStatuses": [waiting("CreateContainerConfigError", Some("secret \"s\" not found"))],
+        "containerStatuses": [waiting("PodInitializing", None)]})));
+    let got = translate::pod_spec(&p).and_then(|s| s.container_waiting);
+    assert_eq!(got, Some(("CreateContainerConfigError".into(), "secret \"s\" not found".into())));
+}
+
+#[test]
 fn a_relist_does_not_add_the_same_events_again() {
     let mut t = Translator::new(KubeFeedConfig::default());
     let ev = |rv: &str, count: i32| -> KEvent {

@@ -388,8 +388,21 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         bound_gpus: Vec::new(),
         bound_mig: Vec::new(),
         deletion: crate::cluster::pod_deletion(p),
+        container_waiting: container_waiting(p),
         namespace,
         name,
+    })
+}
+
+/// The first container (init containers first, as they run first) waiting for another
+/// reason than being created: `(reason, message)`, as `kubectl get pods` shows its reason.
+fn container_waiting(p: &Pod) -> Option<(String, String)> {
+    let st = p.status.as_ref()?;
+    let all = st.init_container_statuses.iter().flatten().chain(st.container_statuses.iter().flatten());
+    all.filter_map(|c| c.state.as_ref()?.waiting.as_ref()).find_map(|w| {
+        let reason = w.reason.as_deref().filter(|r| !r.is_empty())?;
+        let being_created = matches!(reason, "ContainerCreating" | "PodInitializing");
+        (!being_created).then(|| (reason.to_string(), w.message.clone().unwrap_or_default()))
     })
 }
 

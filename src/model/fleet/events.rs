@@ -158,8 +158,9 @@ impl Fleet {
         self.sched_failed.values().map(|m| m.len()).sum()
     }
 
-    /// Why pod `p` is pending (`None` unless it is): on its node, starting or its devices not
-    /// prepared (the kubelet's last FailedPrepareDynamicResources); else the scheduler's last
+    /// Why pod `p` is pending (`None` unless it is): on its node, a container the kubelet
+    /// cannot start (its waiting reason), its devices not prepared (the kubelet's last
+    /// FailedPrepareDynamicResources) or starting; else the scheduler's last
     /// FailedScheduling read into reasons, or not scheduled yet.
     pub fn waiting(&self, p: &Pod) -> Option<Waiting> {
         if p.phase != Phase::Pending {
@@ -168,6 +169,9 @@ impl Fleet {
         let note = self.sched_failed.get(&p.namespace).and_then(|m| m.get(&p.name)).map(|(_, w)| w);
         if p.node_name != Sym::default() {
             // Bound: only the kubelet's word counts (a FailedScheduling note is from before).
+            if let Some((reason, message)) = p.container_waiting.as_deref() {
+                return Some(Waiting::Container { reason: reason.to_string(), message: message.to_string() });
+            }
             return Some(match note {
                 Some(w @ Waiting::Devices(_)) => w.clone(),
                 _ => Waiting::Starting,

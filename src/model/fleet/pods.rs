@@ -103,6 +103,7 @@ impl Fleet {
             mig_uuids,
             mig_unbound: Vec::new(),
             deletion: spec.deletion.map(Box::new),
+            container_waiting: spec.container_waiting.map(|(r, m)| Box::new((r.into(), m.into()))),
         }
     }
 

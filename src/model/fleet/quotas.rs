@@ -183,6 +183,7 @@ mod quota_scope_tests {
             bound_gpus: vec![],
             bound_mig: vec![],
             deletion: None,
+            container_waiting: None,
         }
     }
 

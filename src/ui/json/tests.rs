@@ -193,6 +193,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
         bound_gpus: vec![],
         bound_mig: vec![],
         deletion: None,
+        container_waiting: None,
     }
 }
 

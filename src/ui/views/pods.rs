@@ -66,6 +66,8 @@ pub const COLUMNS: &[Column] = &[
             draw(f, r, |p| match f.waiting(p) {
                 None => muted("-"),
                 Some(w @ (Waiting::Starting | Waiting::Queued)) => muted(w.text()),
+                // The kubelet cannot start it (an image it cannot pull): as kubectl, in red.
+                Some(w @ Waiting::Container { .. }) => (w.text(), "status.failed"),
                 Some(w) => (w.text(), "status.pending"),
             })
         }),
