@@ -1452,7 +1452,7 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
                 }
                 // Device plugin: the API does not say which device; it must not be shown as
                 // none when the pod holds one, and a MIG pod's must say unknown (item 1).
-                let holds = r["node"].is_string() && matches!(r["phase"].as_str(), Some("Running" | "Terminating"));
+                let holds = r["node"].is_string() && !matches!(r["phase"].as_str(), Some("Succeeded" | "Failed"));
                 let mig = r["request"]["mig"].as_object().is_some_and(|m| !m.is_empty());
                 let d = &r["devices"];
                 let says_unknown = d.as_str().is_some_and(|x| x.contains("unknown"));

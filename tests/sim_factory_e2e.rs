@@ -112,6 +112,7 @@ fn hosts_truth(kubeconfig: &Path) -> BTreeMap<String, Value> {
                 "machine": under.first().map(|m| m["metadata"]["name"].clone()),
                 "reboot": has("reboot.metal3.io"),
                 "inspect": annotations.and_then(|a| a.get("inspect.metal3.io")).is_some_and(|v| v != "disabled"),
+                "inspection": [&h["status"]["operationHistory"]["inspect"]["start"], &h["status"]["operationHistory"]["inspect"]["end"]],
                 "hardware": if hw.is_object() {
                     serde_json::json!([hw["cpu"]["count"].as_i64().unwrap_or(0), hw["ramMebibytes"].as_i64().unwrap_or(0),
                         count(&hw["nics"]), count(&hw["storage"])])
@@ -200,6 +201,7 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
                     "error": [&r["error_type"], &r["error_message"]], "powered_on": r["powered_on"],
                     "online": r["online"], "consumer": r["consumer"], "nodes": r["nodes"], "machine": r["machine"],
                     "reboot": r["reboot_pending"], "inspect": r["inspect_pending"],
+                    "inspection": [&r["inspection"]["started"], &r["inspection"]["ended"]],
                     "hardware": if hw.is_null() { Value::Null } else {
                         serde_json::json!([&hw["cpus"], &hw["ram_mib"], &hw["nics"], &hw["disks"]]) }});
                 (r["host"].as_str().unwrap_or_default().to_string(), v)
@@ -212,6 +214,7 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
     });
     let spare = |state: &str| hosts.values().any(|h| h["nodes"] == serde_json::json!([]) && h["state"] == state);
     assert!(spare("available") && spare("registering"), "{hosts:#?}");
+    assert!(hosts.values().any(|h| h["inspection"][1].is_string()), "a host with an inspection recorded: {hosts:#?}");
 
     // A host powered off (spec.online: false, as fabrik's `power-off` writes it) takes its node
     // down: the simulated operator reports it off and the node's kubelet stops. kubectl and

@@ -64,6 +64,8 @@ pub fn host(o: &Value) -> Option<BareMetalHost> {
             .join(" "),
         reboot_pending: has(&|k, _| k == REBOOT_ANNOTATION || k.starts_with(&format!("{REBOOT_ANNOTATION}/"))),
         inspect_pending: has(&|k, v| k == INSPECT_ANNOTATION && v.as_str() != Some("disabled")),
+        inspect_start: text(&status["operationHistory"]["inspect"]["start"]),
+        inspect_end: text(&status["operationHistory"]["inspect"]["end"]),
         hardware: hardware(&status["hardware"]),
         deleting: meta["deletionTimestamp"].is_string(),
     })

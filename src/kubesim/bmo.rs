@@ -7,8 +7,11 @@
 //! follows `spec.online` — except on a host in error (its BMC does not answer). Power is
 //! managed only where the operator manages it (provisioned, externally provisioned,
 //! available, ready); a reboot request counts only on a provisioned host (on an available one
-//! the operator wants `force`, which fabrik never writes). An available host with `inspect.metal3.io` goes to `inspecting` (the
-//! annotation taken), and back to `available` the round after. A host labelled with its node
+//! the operator wants `force`, which fabrik never writes). An available host with
+//! `inspect.metal3.io` goes to `inspecting` (`status.operationHistory.inspect` reset to this
+//! start), the annotation is taken the round after (as the operator takes it once the
+//! inspection started), and the round after that it is `available` again, the inspection's
+//! end recorded. A host labelled with its node
 //! (`fabrik.io/sim-node`, as `--factory` writes them) takes that node down while it is
 //! powered off: its kubelet stops (Ready=False, no lease renewals) until the host is on
 //! again. Without the CRD it waits quietly and looks again.
@@ -21,19 +24,23 @@ use serde_json::{Value, json};
 use crate::cluster::labels;
 use crate::cluster::metal3::{INSPECT_ANNOTATION, REBOOT_ANNOTATION};
 
-/// What one round does to one host: a metadata patch, a status patch, or nothing.
-pub(crate) fn reconcile(o: &Value) -> (Option<Value>, Option<Value>) {
+/// What one round at `now` (RFC 3339) does to one host: a metadata patch, a status patch,
+/// or nothing.
+pub(crate) fn reconcile(o: &Value, now: &str) -> (Option<Value>, Option<Value>) {
     let Some(h) = crate::cluster::metal3::host(o) else { return (None, None) };
     let annotations = o["metadata"]["annotations"].as_object();
     let has = |k: &str| annotations.is_some_and(|a| a.contains_key(k));
     if h.state == "inspecting" {
-        return (None, Some(json!({"status": {"provisioning": {"state": "available"}}})));
+        if has(INSPECT_ANNOTATION) {
+            return (Some(json!({"metadata": {"annotations": {INSPECT_ANNOTATION: null}}})), None);
+        }
+        let done = json!({"provisioning": {"state": "available"}, "operationHistory": {"inspect": {"end": now}}});
+        return (None, Some(json!({ "status": done })));
     }
     if h.inspect_pending && h.takes_inspect() {
-        return (
-            Some(json!({"metadata": {"annotations": {INSPECT_ANNOTATION: null}}})),
-            Some(json!({"status": {"provisioning": {"state": "inspecting"}}})),
-        );
+        let start = json!({"provisioning": {"state": "inspecting"},
+            "operationHistory": {"inspect": {"start": now, "end": null}}});
+        return (None, Some(json!({ "status": start })));
     }
     if !h.manages_power() {
         return (None, None);
@@ -86,7 +93,7 @@ pub(crate) async fn run(
             let (Some(ns), Some(name)) = (o.metadata.namespace.clone(), o.metadata.name.clone()) else { continue };
             let Ok(v) = serde_json::to_value(&o) else { continue };
             let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-            let (meta, status) = reconcile(&v);
+            let (meta, status) = reconcile(&v, &super::model::now_str());
             // The node on a host the operator powered off stops; back on, it comes back.
             if let (Some(node), Some(down)) =
                 (o.metadata.labels.as_ref().and_then(|l| l.get(NODE_LABEL)), node_down(&v, status.as_ref()))
@@ -112,6 +119,8 @@ pub(crate) async fn run(
 mod tests {
     use super::*;
 
+    const NOW: &str = "2026-12-07T09:00:00Z";
+
     fn host(annotations: Value, online: bool, on: bool, state: &str, op: &str) -> Value {
         json!({"metadata": {"name": "h", "namespace": "m", "annotations": annotations},
             "spec": {"online": online},
@@ -121,23 +130,41 @@ mod tests {
     #[test]
     fn a_reboot_goes_off_then_the_request_is_taken_then_on_and_suffixed_ones_hold_it_off() {
         let asked = host(json!({"reboot.metal3.io": ""}), true, true, "provisioned", "OK");
-        assert_eq!(reconcile(&asked), (None, Some(json!({"status": {"poweredOn": false}}))));
+        assert_eq!(reconcile(&asked, NOW), (None, Some(json!({"status": {"poweredOn": false}}))));
         let off = host(json!({"reboot.metal3.io": ""}), true, false, "provisioned", "OK");
-        assert_eq!(reconcile(&off), (Some(json!({"metadata": {"annotations": {"reboot.metal3.io": null}}})), None));
+        assert_eq!(
+            reconcile(&off, NOW),
+            (Some(json!({"metadata": {"annotations": {"reboot.metal3.io": null}}})), None)
+        );
         let taken = host(json!({}), true, false, "provisioned", "OK");
-        assert_eq!(reconcile(&taken), (None, Some(json!({"status": {"poweredOn": true}}))));
+        assert_eq!(reconcile(&taken, NOW), (None, Some(json!({"status": {"poweredOn": true}}))));
         let held = host(json!({"reboot.metal3.io/remediation": ""}), true, false, "provisioned", "OK");
-        assert_eq!(reconcile(&held), (None, None), "stays off until its owner removes it");
+        assert_eq!(reconcile(&held, NOW), (None, None), "stays off until its owner removes it");
         let broken = host(json!({}), true, false, "provisioned", "error");
-        assert_eq!(reconcile(&broken), (None, None), "a host in error is not powered on");
+        assert_eq!(reconcile(&broken, NOW), (None, None), "a host in error is not powered on");
         let provisioning = host(json!({"reboot.metal3.io": ""}), true, true, "provisioning", "OK");
-        assert_eq!(reconcile(&provisioning), (None, None));
+        assert_eq!(reconcile(&provisioning, NOW), (None, None));
         // Its node: down while the host is off (this round's status first), not for an error.
-        assert_eq!(node_down(&asked, reconcile(&asked).1.as_ref()), Some(true));
-        assert_eq!(node_down(&taken, reconcile(&taken).1.as_ref()), Some(false));
+        assert_eq!(node_down(&asked, reconcile(&asked, NOW).1.as_ref()), Some(true));
+        assert_eq!(node_down(&taken, reconcile(&taken, NOW).1.as_ref()), Some(false));
         assert_eq!(node_down(&held, None), Some(true));
         assert_eq!(node_down(&broken, None), Some(false), "a BMC in error says nothing of the machine");
+    }
+
+    #[test]
+    fn an_inspection_starts_then_takes_the_request_then_ends_recording_both() {
         let inspect = host(json!({"inspect.metal3.io": ""}), true, true, "available", "OK");
-        assert_eq!(reconcile(&inspect).1, Some(json!({"status": {"provisioning": {"state": "inspecting"}}})));
+        let start = json!({"status": {"provisioning": {"state": "inspecting"},
+            "operationHistory": {"inspect": {"start": NOW, "end": null}}}});
+        assert_eq!(reconcile(&inspect, NOW), (None, Some(start)));
+        let started = host(json!({"inspect.metal3.io": ""}), true, true, "inspecting", "OK");
+        let take = json!({"metadata": {"annotations": {"inspect.metal3.io": null}}});
+        assert_eq!(reconcile(&started, NOW), (Some(take), None));
+        let taken = host(json!({}), true, true, "inspecting", "OK");
+        let end =
+            json!({"status": {"provisioning": {"state": "available"}, "operationHistory": {"inspect": {"end": NOW}}}});
+        assert_eq!(reconcile(&taken, NOW), (None, Some(end)));
+        let provisioned = host(json!({"inspect.metal3.io": ""}), true, true, "provisioned", "OK");
+        assert_eq!(reconcile(&provisioned, NOW), (None, None), "only an available host is inspected");
     }
 }

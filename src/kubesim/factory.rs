@@ -192,7 +192,8 @@ pub fn objects(nodes: &[SimNode]) -> Vec<Obj> {
     for (name, status) in [
         (
             SPARES[0],
-            json!({"provisioning": {"state": "available"}, "operationalStatus": "OK", "poweredOn": false, "hardware": hw}),
+            json!({"provisioning": {"state": "available"}, "operationalStatus": "OK", "poweredOn": false, "hardware": hw,
+                "operationHistory": {"inspect": {"start": "2026-11-30T08:12:40Z", "end": "2026-11-30T08:16:05Z"}}}),
         ),
         (
             SPARES[1],

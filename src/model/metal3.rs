@@ -72,6 +72,12 @@ pub struct BareMetalHost {
     pub reboot_pending: bool,
     /// An `inspect.metal3.io` annotation other than `disabled`: re-inspection asked for.
     pub inspect_pending: bool,
+    /// `status.operationHistory.inspect`: when the operator's last inspection started and
+    /// ended, as it writes them (empty when unset; `end` is empty while it inspects). The
+    /// operator resets both when an inspection starts and sets `end` when it is done: how an
+    /// inspection is known to have happened (the annotation alone can be removed by hand).
+    pub inspect_start: String,
+    pub inspect_end: String,
     pub hardware: Option<Hardware>,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,

@@ -28,6 +28,7 @@ impl Sim {
     /// One reconcile of every host.
     pub(super) fn advance_hosts(&mut self) {
         let mut changed = Vec::new();
+        let now = self.now;
         for h in self.hosts.values_mut() {
             let before = h.clone();
             if h.reboot_pending && h.takes_reboot() {
@@ -39,11 +40,15 @@ impl Sim {
             } else if !h.reboot_pending && h.manages_power() && h.powered_on != h.online && !h.in_error() {
                 h.powered_on = h.online;
             }
+            // As the operator records it: an inspection's start, then its end.
             if h.state == "inspecting" {
                 h.state = "available".into();
+                h.inspect_end = crate::ops::audit::rfc3339(now);
             } else if h.inspect_pending && h.takes_inspect() {
                 h.inspect_pending = false;
                 h.state = "inspecting".into();
+                h.inspect_start = crate::ops::audit::rfc3339(now);
+                h.inspect_end.clear();
             }
             if *h != before {
                 changed.push(h.clone());

@@ -459,6 +459,8 @@ pub(super) fn hosts<'a>(nodes: impl Iterator<Item = &'a NodeSpec>) -> Vec<BareMe
                 consumer: format!("Metal3Machine {}-m3m", n.name),
                 reboot_pending: false,
                 inspect_pending: false,
+                inspect_start: String::new(),
+                inspect_end: String::new(),
                 hardware: Some(Hardware {
                     system: "Supermicro 821GE".into(),
                     cpu_model: "Xeon 8480+".into(),

@@ -688,6 +688,15 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     let plan =
         ops::plan(&f, &OpRequest::Host { node: node.clone(), host: None, action: ops::HostAction::Inspect }).unwrap();
     assert!(plan.blockers.iter().any(|b| b.contains("only an available host")), "{:?}", plan.blockers);
+    // An available spare is: done once the operator recorded an inspection since the request.
+    let spare = f.host_ids().filter_map(|i| f.host_by_id(i)).find(|h| h.takes_inspect()).map(|h| h.key());
+    let spare = spare.expect("the demo has an available spare");
+    let inspect = OpRequest::Host { node: String::new(), host: Some(spare.clone()), action: ops::HostAction::Inspect };
+    let plan = ops::plan(&f, &inspect).unwrap();
+    let states = drive(&mut sim, &mut f, 5, plan, 60);
+    assert_eq!(states.last(), Some(&OpState::Succeeded), "{states:?}");
+    let h = f.host_ids().filter_map(|i| f.host_by_id(i)).find(|h| h.key() == spare).expect("the spare");
+    assert!(h.state == "available" && !h.inspect_end.is_empty() && !h.inspect_start.is_empty(), "{h:?}");
     // The NotReady node's host does not answer its BMC: the reboot fails and says so.
     let down = f.nodes.iter().map(|(_, n)| n).find(|n| !n.ready).map(|n| f.str_of(n.name).to_string()).expect("down");
     let plan = ops::plan(&f, &host(&down)).unwrap();

@@ -154,6 +154,8 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         o.insert("host".into(), col("HOST"));
         o.insert("power".into(), col("POWER"));
         o.insert("inspect_pending".into(), h.inspect_pending.into());
+        let at = |t: &str| opt((!t.is_empty()).then_some(t));
+        o.insert("inspection".into(), json!({ "started": at(&h.inspect_start), "ended": at(&h.inspect_end) }));
         o.insert("consumer".into(), opt((!h.consumer.is_empty()).then_some(h.consumer.as_str())));
         o.insert("nodes".into(), json!(f.nodes_of_host(h)));
         o.insert("machine".into(), col("MACHINE"));
