@@ -134,23 +134,37 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
     Ok(opened)
 }
 
-/// The tasks of clusters started while the cockpit runs, to stop (and wait for) at its end.
+/// The tasks of every cluster, by its row name, to stop one whose Cluster went away, and all
+/// of them (waiting for the operations servers) at the cockpit's end.
 #[derive(Clone, Default)]
-struct Later(std::sync::Arc<std::sync::Mutex<(Tasks, Tasks)>>);
+struct Later(std::sync::Arc<std::sync::Mutex<(Vec<(String, tokio::task::JoinHandle<()>)>, Tasks)>>);
 
 type Tasks = Vec<tokio::task::JoinHandle<()>>;
 
 impl Later {
-    fn keep(&self, s: &mut Started) {
+    fn keep(&self, name: &str, s: &mut Started) {
         if let Ok(mut l) = self.0.lock() {
-            l.0.append(&mut s.tasks);
+            l.0.extend(s.tasks.drain(..).map(|t| (name.to_string(), t)));
             l.1.extend(s.ops_task.take());
+        }
+    }
+
+    /// Stops cluster `name`'s feed and readers (its operations server ends with its executor).
+    fn stop(&self, name: &str) {
+        if let Ok(mut l) = self.0.lock() {
+            l.0.retain(|(n, t)| {
+                if n == name {
+                    t.abort();
+                }
+                n != name
+            });
         }
     }
 
     /// Every task kept so far, and the operations servers among them.
     fn take(&self) -> (Tasks, Tasks) {
-        self.0.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default()
+        let (tasks, ops) = self.0.lock().map(|mut l| std::mem::take(&mut *l)).unwrap_or_default();
+        (tasks.into_iter().map(|(_, t)| t).collect(), ops)
     }
 }
 
@@ -182,16 +196,26 @@ fn follow_workloads(
         .collect();
     let later = later.clone();
     tasks.push(tokio::spawn(async move {
-        while let Some((row, result)) = frx.recv().await {
-            let found = result.map(|conn| {
-                let (sh, later, name) = (shared.clone(), later.clone(), row.clone());
-                Box::new(move |i: usize| {
-                    let mut s = start_cluster(i, name, conn, false, &sh);
-                    later.keep(&mut s);
-                    s.parts
-                }) as crate::ui::Starter
-            });
-            if utx.send((row, found)).await.is_err() {
+        while let Some(f) = frx.recv().await {
+            let told = match f {
+                cluster::workloads::Found::Open(row, result) => {
+                    let found = result.map(|conn| {
+                        let (sh, later, name) = (shared.clone(), later.clone(), row.clone());
+                        Box::new(move |i: usize| {
+                            let keep = name.clone();
+                            let mut s = start_cluster(i, name, conn, false, &sh);
+                            later.keep(&keep, &mut s);
+                            s.parts
+                        }) as crate::ui::Starter
+                    });
+                    crate::ui::FoundCluster::Found(row, found)
+                }
+                cluster::workloads::Found::Gone(row, why) => {
+                    later.stop(&row);
+                    crate::ui::FoundCluster::Gone(row, why)
+                }
+            };
+            if utx.send(told).await.is_err() {
                 return;
             }
         }
@@ -371,8 +395,8 @@ pub async fn run_cockpit(
         let mut ops_tasks = Vec::new();
         let mut parts = Vec::new();
         for s in &mut started {
-            tasks.append(&mut s.tasks);
-            ops_tasks.extend(s.ops_task.take());
+            let name = s.parts.name.clone();
+            later.keep(&name, s);
         }
         let contexts = started.first().map(|s| s.contexts.clone()).unwrap_or_default();
         for s in started {

@@ -68,9 +68,13 @@ fn row_name(mgmt: &str, w: &Workload) -> String {
     format!("{mgmt}:{}", w.key())
 }
 
-/// What [`follow`] found: a workload cluster's row name (`MGMT:NAMESPACE/NAME`) and its
-/// connection, or why it cannot be opened (yet).
-pub type Found = (String, Result<Connection, String>);
+/// What [`follow`] found, by the workload cluster's row name (`MGMT:NAMESPACE/NAME`).
+pub enum Found {
+    /// A Cluster listed: its connection, or why it cannot be opened (yet).
+    Open(String, Result<Connection, String>),
+    /// A Cluster listed before is no longer on its management cluster: why its row ends.
+    Gone(String, String),
+}
 
 /// How often a management cluster's Clusters are listed again while the cockpit runs.
 pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -79,8 +83,8 @@ pub const FOLLOW_EVERY: std::time::Duration = std::time::Duration::from_secs(10)
 /// Cluster created later, or whose kubeconfig Secret appears later (Cluster API writes it once
 /// the control plane is up), opens without a restart. `opened`: the rows already open; each
 /// one found since is sent once opened, and a row that cannot be opened is sent again only
-/// when its reason changes. A Cluster deleted later is not taken away: its feed says the
-/// server went away.
+/// when its reason changes. A Cluster no longer listed (deleted) is sent as gone, once: its row
+/// stops claiming figures and its feed is stopped; listed again later, it opens again.
 pub async fn follow(
     client: kube::Client,
     mgmt: String,
@@ -96,6 +100,17 @@ pub async fn follow(
         }
         // Listing failed (the management cluster away): its own feed says so; try again.
         let Ok(found) = discover(&client).await else { continue };
+        let listed: std::collections::BTreeSet<String> = found.iter().map(|w| row_name(&mgmt, w)).collect();
+        let known: Vec<String> = opened.iter().chain(told.keys()).filter(|r| !listed.contains(*r)).cloned().collect();
+        for row in known {
+            opened.remove(&row);
+            told.remove(&row);
+            let key = row.strip_prefix(&format!("{mgmt}:")).unwrap_or(&row).to_string();
+            let why = format!("Cluster {key} is no longer on {mgmt} (deleted)");
+            if tx.send(Found::Gone(row, why)).await.is_err() {
+                return;
+            }
+        }
         for w in found {
             if opened.contains(&row_name(&mgmt, &w)) {
                 continue;
@@ -110,7 +125,7 @@ pub async fn follow(
                     told.insert(row.clone(), why.clone());
                 }
             }
-            if tx.send((row, result)).await.is_err() {
+            if tx.send(Found::Open(row, result)).await.is_err() {
                 return;
             }
         }
@@ -143,7 +158,7 @@ impl KubeconfigDir {
 
     /// Opens `mgmt`'s workload cluster `w` through its Secret's kubeconfig: its row name, and
     /// the connection or why there is none (no Secret yet, unreadable, not a kubeconfig).
-    pub async fn open(&self, mgmt: &str, w: &Workload) -> Found {
+    pub async fn open(&self, mgmt: &str, w: &Workload) -> (String, Result<Connection, String>) {
         let row = row_name(mgmt, w);
         match &w.kubeconfig {
             Ok(yaml) => (row, self.connect(w, yaml).await.map_err(|e| e.to_string())),

@@ -16,6 +16,8 @@
 //!   `mgmt:fleet/wl-1` row equals kubectl on the workload control plane, `mgmt:fleet/wl-2`
 //!   says there is no Secret yet; in tmux Enter opens wl-1 and `:kubectl get nodes` there
 //!   lists the workload cluster's nodes (the hand-off uses the Secret's kubeconfig).
+//!   Clusters found while it runs open without a restart; a Cluster deleted while it runs
+//!   turns its row `gone: …`, with no figures.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -320,5 +322,13 @@ fn from_cluster_api(mgmt: &Path, workload: &Path, dir: &Path, want: &Value) {
     let wl3 = format!("{}:fleet/wl-3", ctx.trim());
     let want_nodes = format!("nodes {}/{} ready", want["nodes"]["ready"], want["nodes"]["total"]);
     t.wait_screen("wl-3 opened", |s| s.contains(&format!("ctx {wl3}")) && s.contains(&want_nodes));
+    // wl-2's Cluster is deleted (its server, shared with the others, still answers): at the
+    // next listing its row says it is gone and claims no figures, its feed stopped.
+    kubectl(mgmt, &["delete", "cluster.cluster.x-k8s.io", "wl-2", "-n", "fleet", "--wait=false"]);
+    t.keys(&["0"]);
+    let s = t.wait_screen_for("wl-2's row gone", Duration::from_secs(60), |s| row(s, "wl-2").contains("gone: Cluster"));
+    let r = row(&s, "wl-2");
+    assert!(!r.contains(&nodes) && r.contains('—'), "no figures on a gone row: {r:?}\n{s}");
+    assert!(row(&s, "wl-3").contains(" live "), "the others stay: {s}");
     t.keys(&["q"]);
 }

@@ -32,15 +32,23 @@ pub struct ClusterParts {
 /// (the row it gets), and hands over its parts.
 pub type Starter = Box<dyn FnOnce(usize) -> ClusterParts + Send>;
 
-/// A cluster found while the cockpit runs: its row name, and its starter or why it cannot be
-/// opened (yet).
-pub type FoundCluster = (String, Result<Starter, String>);
+/// What the management clusters say while the cockpit runs (`--workload-clusters`), by row
+/// name.
+pub enum FoundCluster {
+    /// A Cluster listed: its starter, or why it cannot be opened (yet).
+    Found(String, Result<Starter, String>),
+    /// A Cluster no longer listed (deleted): why its row ends. Its feed is stopped already.
+    Gone(String, String),
+}
 
 /// One cluster of the cockpit.
 pub(super) struct Slot {
     pub name: String,
-    /// It could not be opened (its kubeconfig entry): what to fix.
+    /// It could not be opened (its kubeconfig entry): what to fix; or, with `gone`, why it
+    /// ended.
     pub failed: Option<String>,
+    /// Its Cluster is no longer on its management cluster.
+    pub gone: bool,
     /// Its state while another cluster is on screen; `None` while it is the one on screen
     /// (or failed).
     pub parked: Option<Box<Parked>>,
@@ -83,7 +91,7 @@ impl App {
     /// The first cluster's slot: the one the app is made with (named after its source
     /// until [`App::name_cluster`]).
     pub(super) fn name_cluster_first(&mut self, name: String) {
-        self.clusters.push(Slot { name, failed: None, parked: None });
+        self.clusters.push(Slot { name, failed: None, gone: false, parked: None });
         self.refresh_cluster(0);
     }
 
@@ -99,7 +107,7 @@ impl App {
     /// [`App::apply_to`] with the index returned.
     pub fn add_cluster(&mut self, p: ClusterParts) -> usize {
         let name = p.name.clone();
-        self.clusters.push(Slot { name, failed: None, parked: Some(Box::new(Parked::of(p))) });
+        self.clusters.push(Slot { name, failed: None, gone: false, parked: Some(Box::new(Parked::of(p))) });
         let i = self.clusters.len() - 1;
         self.refresh_cluster(i);
         i
@@ -107,20 +115,26 @@ impl App {
 
     /// A cluster found while the cockpit runs (`--workload-clusters`): a new row, or a row
     /// that could not be opened and now opens (or has a new reason). A row already open is
-    /// left as it is: its starter is dropped, nothing is started.
-    pub fn found_cluster(&mut self, (name, found): FoundCluster) {
+    /// left as it is: its starter is dropped, nothing is started. A cluster gone: see
+    /// [`App::cluster_gone`].
+    pub fn found_cluster(&mut self, found: FoundCluster) {
+        let (name, found) = match found {
+            FoundCluster::Found(name, found) => (name, found),
+            FoundCluster::Gone(name, why) => return self.cluster_gone(&name, why),
+        };
         let at = self.cluster_named(&name);
         if at.is_some_and(|i| self.clusters[i].failed.is_none()) {
             return;
         }
         let i = at.unwrap_or_else(|| {
-            self.clusters.push(Slot { name: name.clone(), failed: Some(String::new()), parked: None });
+            self.clusters.push(Slot { name: name.clone(), failed: Some(String::new()), gone: false, parked: None });
             self.clusters.len() - 1
         });
         match found {
             Ok(start) => {
                 let parts = start(i);
                 self.clusters[i].failed = None;
+                self.clusters[i].gone = false;
                 self.clusters[i].parked = Some(Box::new(Parked::of(parts)));
                 self.ui.info(format!("cluster {name} found: `0` lists it"));
             }
@@ -129,9 +143,26 @@ impl App {
         self.refresh_cluster(i);
     }
 
+    /// A workload cluster whose Cluster was deleted: its row says so and claims no figures,
+    /// and what it kept off screen (fleet, executor) is dropped. On screen, its views stay as
+    /// last seen, and the message says they are no longer fed.
+    fn cluster_gone(&mut self, name: &str, why: String) {
+        let Some(i) = self.cluster_named(name) else { return };
+        let slot = &mut self.clusters[i];
+        slot.parked = None;
+        slot.gone = true;
+        slot.failed = Some(why.clone());
+        if i == self.ui.cluster {
+            self.ui.error(format!("{name}: {why}; what is on screen is its last state, no longer fed"));
+        } else {
+            self.ui.info(format!("{name}: {why}"));
+        }
+        self.refresh_cluster(i);
+    }
+
     /// Adds a cluster that could not be opened: its row says why.
     pub fn add_failed_cluster(&mut self, name: &str, why: &str) -> usize {
-        self.clusters.push(Slot { name: name.to_string(), failed: Some(why.to_string()), parked: None });
+        self.clusters.push(Slot { name: name.to_string(), failed: Some(why.to_string()), gone: false, parked: None });
         let i = self.clusters.len() - 1;
         self.refresh_cluster(i);
         i
@@ -166,6 +197,7 @@ impl App {
     fn refresh_cluster(&mut self, i: usize) {
         let Some(s) = self.clusters.get(i) else { return };
         let row = match (&s.failed, &s.parked) {
+            (Some(why), _) if s.gone => ClusterRow::gone(&s.name, why),
             (Some(why), _) => ClusterRow::failed(&s.name, why),
             (None, Some(p)) => ClusterRow::of(&s.name, &p.fleet),
             (None, None) => ClusterRow::of(&s.name, &self.fleet),
@@ -405,14 +437,14 @@ mod tests {
         app.add_failed_cluster("m:fleet/wl-2", "no Secret fleet/wl-2-kubeconfig yet");
         let given: Arc<Mutex<Vec<usize>>> = Arc::default();
         // A new reason for the failed row: said, nothing started.
-        app.found_cluster(("m:fleet/wl-2".into(), Err("cannot read Secret: forbidden".into())));
+        app.found_cluster(FoundCluster::Found("m:fleet/wl-2".into(), Err("cannot read Secret: forbidden".into())));
         assert_eq!(app.ui.clusters[2].state, "failed: cannot read Secret: forbidden");
         // Its Secret appeared: the row opens in place (index 2), with its own fleet.
-        app.found_cluster(("m:fleet/wl-2".into(), Ok(starter("m:fleet/wl-2", 5, given.clone()))));
+        app.found_cluster(FoundCluster::Found("m:fleet/wl-2".into(), Ok(starter("m:fleet/wl-2", 5, given.clone()))));
         // A Cluster created later: a new row at the end.
-        app.found_cluster(("m:fleet/wl-3".into(), Ok(starter("m:fleet/wl-3", 9, given.clone()))));
+        app.found_cluster(FoundCluster::Found("m:fleet/wl-3".into(), Ok(starter("m:fleet/wl-3", 9, given.clone()))));
         // Found again while open: left as it is, its starter never called.
-        app.found_cluster(("b".into(), Ok(starter("b", 1, given.clone()))));
+        app.found_cluster(FoundCluster::Found("b".into(), Ok(starter("b", 1, given.clone()))));
         assert_eq!(*given.lock().expect("log"), [2, 3]);
         let rows: Vec<(&str, u32, bool)> =
             app.ui.clusters.iter().map(|r| (r.name.as_str(), r.nodes, r.failed)).collect();
@@ -422,5 +454,22 @@ mod tests {
         assert_eq!(app.ui.clusters[3].nodes, 12, "its 9 nodes listed again and 3 more");
         press(&mut app, "0G\n");
         assert_eq!((app.ui.cluster, app.fleet.totals.nodes), (3, 12));
+        // wl-2's Cluster deleted: its row says so and claims no figures; opening it says why.
+        let why = "Cluster fleet/wl-2 is no longer on m (deleted)";
+        app.found_cluster(FoundCluster::Gone("m:fleet/wl-2".into(), why.into()));
+        let r = &app.ui.clusters[2];
+        assert_eq!(
+            (r.state.as_str(), r.failed, r.nodes),
+            ("gone: Cluster fleet/wl-2 is no longer on m (deleted)", true, 0)
+        );
+        assert!(r.cells().iter().skip(2).all(|c| c == "—"), "{:?}", r.cells());
+        press(&mut app, "0gjj\n");
+        assert_eq!(app.ui.cluster, 3, "not opened");
+        // The one on screen (wl-3) gone: its views stay as last seen, and the message says so.
+        app.found_cluster(FoundCluster::Gone("m:fleet/wl-3".into(), "deleted".into()));
+        assert!(app.ui.clusters[3].state.starts_with("gone: ") && app.fleet.totals.nodes == 12);
+        // Created again: it opens in its row again.
+        app.found_cluster(FoundCluster::Found("m:fleet/wl-2".into(), Ok(starter("m:fleet/wl-2", 4, given.clone()))));
+        assert_eq!((app.ui.clusters[2].state.as_str(), app.ui.clusters[2].nodes), ("live", 4));
     }
 }

@@ -78,6 +78,11 @@ impl ClusterRow {
         }
     }
 
+    /// A workload cluster whose Cluster was deleted: `gone: <why>`, no figures.
+    pub fn gone(name: &str, why: &str) -> Self {
+        Self { state: format!("gone: {why}"), ..Self::failed(name, why) }
+    }
+
     /// The row's cells, as the table and `--format table|markdown` show them.
     pub fn cells(&self) -> Vec<String> {
         // Failed, or nothing listed yet: no figure is known (0/0 nodes would be a claim).
