@@ -181,7 +181,7 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, format: Format) -> String {
 /// `fabrik snapshot --view clusters`: one row per cluster (`current`: the first asked for);
 /// `filter` keeps the rows whose cells contain it (a leading `!` inverts).
 pub fn clusters(rows: &[ClusterRow], current: usize, now: crate::model::Ts, filter: &str, format: Format) -> String {
-    let kept: Vec<ClusterRow> = clusters::shown(rows, filter).into_iter().map(|i| rows[i].clone()).collect();
+    let kept: Vec<ClusterRow> = clusters::shown(rows, filter, None).into_iter().map(|i| rows[i].clone()).collect();
     let current = rows.get(current).and_then(|c| kept.iter().position(|r| r.name == c.name)).unwrap_or(usize::MAX);
     let cells = || -> Vec<Vec<String>> {
         kept.iter().map(|r| r.cells().iter().map(|c| crate::text::printable(c).into_owned()).collect()).collect()

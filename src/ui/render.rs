@@ -98,7 +98,13 @@ pub fn render(f: &Fleet, ui: &Ui, theme: &Theme, keymap: &Keymap, frame: &mut Fr
         Screen::Logs => super::views::logs::render(frame, a.body, f, &ui.nav, theme),
         Screen::Clusters => {
             let (rows, filter) = (&ui.clusters, &ui.clusters_filter);
-            let view = super::views::clusters::View { rows, filter, current: ui.cluster, selected: ui.clusters_sel };
+            let view = super::views::clusters::View {
+                rows,
+                filter,
+                sort: ui.clusters_sort,
+                current: ui.cluster,
+                selected: ui.clusters_sel,
+            };
             super::views::clusters::render(frame, a.body, &view, theme)
         }
     }
@@ -352,7 +358,7 @@ fn hints(ui: &Ui) -> Vec<Command> {
         Screen::Gpu(_) => v.extend([Command::Reslice, Command::Back]),
         Screen::Inspect => v.extend([Command::Down, Command::Up, Command::Bottom, Command::Back]),
         Screen::Logs => v.extend([Command::LogFollow, Command::LogPrevious, Command::LogContainer, Command::Back]),
-        Screen::Clusters => v.extend([Command::Open, Command::Filter, Command::Back]),
+        Screen::Clusters => v.extend([Command::Open, Command::Filter, Command::SortNext, Command::Back]),
     }
     v.extend([Command::NextView, Command::Quit]);
     v

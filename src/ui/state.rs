@@ -182,6 +182,8 @@ pub struct Ui {
     pub clusters_sel: usize,
     /// The clusters view's `/` filter.
     pub clusters_filter: String,
+    /// The clusters view's order; `None`: as the clusters were opened.
+    pub clusters_sort: Option<crate::ui::views::clusters::Sort>,
 }
 
 impl Ui {
@@ -220,6 +222,7 @@ impl Ui {
             cluster: 0,
             clusters_sel: 0,
             clusters_filter: String::new(),
+            clusters_sort: None,
             exit: Exit::default(),
         }
     }

@@ -409,6 +409,21 @@ mod tests {
         assert_eq!(app.ui.cluster, 1);
     }
 
+    #[test]
+    fn s_and_r_sort_the_clusters_and_the_selection_follows_the_order_shown() {
+        let (mut app, _, _) = two();
+        // By NODES (the third column), most first: b (30) above a (12).
+        press(&mut app, "0sssr");
+        assert_eq!(app.ui.clusters_sort, Some(crate::ui::views::clusters::Sort { col: 2, descending: true }));
+        let said = app.ui.message.as_ref().map(|(_, m)| m.clone()).unwrap_or_default();
+        assert_eq!(said, "clusters sorted by NODES descending");
+        let order = crate::ui::views::clusters::shown(&app.ui.clusters, "", app.ui.clusters_sort);
+        assert_eq!(order, [1, 0]);
+        // The top row is b: Enter on it opens b.
+        press(&mut app, "g\n");
+        assert_eq!(app.ui.cluster, 1);
+    }
+
     /// A starter that records the index it was given and hands over a cluster of `nodes`.
     fn starter(name: &str, nodes: usize, given: Arc<Mutex<Vec<usize>>>) -> Starter {
         let name = name.to_string();

@@ -33,7 +33,7 @@ impl App {
                             self.ui.info(format!("filter /{} — {n} rows; Esc clears it", i.text));
                         }
                         Screen::Clusters => {
-                            let n = crate::ui::views::clusters::shown(&self.ui.clusters, &i.text).len();
+                            let n = crate::ui::views::clusters::shown(&self.ui.clusters, &i.text, None).len();
                             self.ui.info(format!("filter /{} — {n} clusters; Esc clears it", i.text));
                         }
                         Screen::Inspect | Screen::Logs => {

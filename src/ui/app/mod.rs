@@ -260,7 +260,11 @@ impl App {
             }
             Screen::Clusters => {
                 // A selection the filter hides moves to the first row it keeps.
-                let shown = crate::ui::views::clusters::shown(&self.ui.clusters, &self.ui.clusters_filter);
+                let shown = crate::ui::views::clusters::shown(
+                    &self.ui.clusters,
+                    &self.ui.clusters_filter,
+                    self.ui.clusters_sort,
+                );
                 if !shown.contains(&self.ui.clusters_sel)
                     && let Some(first) = shown.first()
                 {

@@ -81,6 +81,21 @@ impl App {
             Command::Bottom => self.move_sel(isize::MAX),
             Command::Open => self.open_selected(),
             Command::Collapse | Command::Expand => self.tree_toggle(c == Command::Expand),
+            Command::SortNext | Command::SortPrev | Command::SortReverse if self.ui.screen() == Screen::Clusters => {
+                use crate::ui::views::clusters::{HEADERS, Sort};
+                let now = self.ui.clusters_sort;
+                let sort = match c {
+                    Command::SortNext => Sort::step(now, 1),
+                    Command::SortPrev => Sort::step(now, -1),
+                    _ => Sort {
+                        descending: !now.is_some_and(|s| s.descending),
+                        ..now.unwrap_or(Sort { col: 0, descending: false })
+                    },
+                };
+                self.ui.clusters_sort = Some(sort);
+                let dir = if sort.descending { "descending" } else { "ascending" };
+                self.ui.info(format!("clusters sorted by {} {dir}", HEADERS[sort.col]));
+            }
             Command::SortNext | Command::SortPrev | Command::SortReverse => {
                 if let Screen::Table(v) = self.ui.screen() {
                     let cols = tables::columns(v);
@@ -192,7 +207,11 @@ impl App {
             }
             Screen::Clusters => {
                 // Through the rows the filter keeps; the selection is a cluster's index.
-                let shown = crate::ui::views::clusters::shown(&self.ui.clusters, &self.ui.clusters_filter);
+                let shown = crate::ui::views::clusters::shown(
+                    &self.ui.clusters,
+                    &self.ui.clusters_filter,
+                    self.ui.clusters_sort,
+                );
                 let n = shown.len();
                 let at = shown.iter().position(|i| *i == self.ui.clusters_sel).unwrap_or(0);
                 let to = match delta {

@@ -83,6 +83,26 @@ impl ClusterRow {
         Self { state: format!("gone: {why}"), ..Self::failed(name, why) }
     }
 
+    /// What a sort by column `col` compares: the name or state as text, the figures as
+    /// numbers; `None` where the row has no figure (failed, gone, not listed, not measured).
+    pub fn sort_key(&self, col: usize) -> Option<super::column::SortKey<'static>> {
+        use super::column::SortKey;
+        let no_figures = self.failed || (!self.synced && self.nodes == 0);
+        let num = |n: u32| (!no_figures).then_some(SortKey::Num(i64::from(n)));
+        match col {
+            0 => Some(SortKey::Text(self.name.to_lowercase().into())),
+            1 => Some(SortKey::Text(self.state.to_lowercase().into())),
+            2 => num(self.nodes),
+            3 => num(self.gpus),
+            4 => num(self.gpus_allocated),
+            5 => num(self.gpus_busy).filter(|_| self.gpus_measured > 0),
+            6 => num(self.idle_allocated).filter(|_| self.devices_measured > 0),
+            7 => num(self.mig_allocated),
+            8 => num(self.pods),
+            _ => num(self.alerts),
+        }
+    }
+
     /// The row's cells, as the table and `--format table|markdown` show them.
     pub fn cells(&self) -> Vec<String> {
         // Failed, or nothing listed yet: no figure is known (0/0 nodes would be a claim).
@@ -139,9 +159,38 @@ impl ClusterRow {
 
 /// The rows `filter` keeps, by index: those with a cell that contains it (case-insensitive;
 /// a leading `!` keeps the others), as the table views filter.
-pub fn shown(rows: &[ClusterRow], filter: &str) -> Vec<usize> {
+pub fn shown(rows: &[ClusterRow], filter: &str, sort: Option<Sort>) -> Vec<usize> {
     let filter = super::tables::Filter::new(filter);
-    (0..rows.len()).filter(|i| filter.keeps_cells(rows[*i].cells().into_iter())).collect()
+    let mut kept: Vec<usize> = (0..rows.len()).filter(|i| filter.keeps_cells(rows[*i].cells().into_iter())).collect();
+    if let Some(Sort { col, descending }) = sort {
+        // Stable: ties keep the order the clusters were opened in. A row without figures
+        // (failed, gone, not listed yet) goes last either way.
+        kept.sort_by(|a, b| {
+            let (ka, kb) = (rows[*a].sort_key(col), rows[*b].sort_key(col));
+            match (ka, kb) {
+                (Some(x), Some(y)) if descending => y.cmp(&x),
+                (Some(x), Some(y)) => x.cmp(&y),
+                (x, y) => y.is_some().cmp(&x.is_some()),
+            }
+        });
+    }
+    kept
+}
+
+/// The clusters view's order: by column `col` of [`HEADERS`] (`s`/`S` move it, `r` turns it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sort {
+    pub col: usize,
+    pub descending: bool,
+}
+
+impl Sort {
+    /// The next (`step` 1) or previous (`step` -1) column from `now` (none: from the first).
+    pub fn step(now: Option<Sort>, step: isize) -> Sort {
+        let n = HEADERS.len() as isize;
+        let col = now.map_or(if step > 0 { 0 } else { -1 }, |s| s.col as isize + step).rem_euclid(n) as usize;
+        Sort { col, descending: now.is_some_and(|s| s.descending) }
+    }
 }
 
 pub const HEADERS: [&str; 10] =
@@ -158,6 +207,7 @@ pub fn json_doc(rows: &[ClusterRow], current: usize, now: crate::model::Ts) -> V
 pub struct View<'a> {
     pub rows: &'a [ClusterRow],
     pub filter: &'a str,
+    pub sort: Option<Sort>,
     pub current: usize,
     pub selected: usize,
 }
@@ -165,20 +215,32 @@ pub struct View<'a> {
 /// The view: the cluster on screen is marked `●`, the selected row highlighted.
 pub fn render(frame: &mut Frame, area: Rect, v: &View, theme: &Theme) {
     let right = |i: usize| i >= 2;
-    let shown = shown(v.rows, v.filter);
+    let shown = shown(v.rows, v.filter, v.sort);
     let (current, selected) = (v.current, v.selected);
     let cells: Vec<Vec<String>> = shown.iter().map(|i| v.rows[*i].cells()).collect();
     let widths: Vec<Constraint> = HEADERS
         .iter()
         .enumerate()
         .map(|(k, h)| {
-            let w = cells.iter().map(|r| r[k].chars().count()).max().unwrap_or(0).max(h.chars().count());
+            let w = cells.iter().map(|r| r[k].chars().count()).max().unwrap_or(0).max(h.chars().count() + 1);
             Constraint::Length(w as u16 + if k == 0 { 2 } else { 0 })
         })
         .collect();
     let align = |k: usize| if right(k) { Alignment::Right } else { Alignment::Left };
-    let header = Row::new(HEADERS.iter().enumerate().map(|(k, h)| Line::from(*h).alignment(align(k))))
-        .style(theme.style("ui.header"));
+    // The sorted column is marked as in the table views.
+    let mark = |k: usize| match v.sort {
+        Some(s) if s.col == k => {
+            if s.descending {
+                "▼"
+            } else {
+                "▲"
+            }
+        }
+        _ => "",
+    };
+    let header =
+        Row::new(HEADERS.iter().enumerate().map(|(k, h)| Line::from(format!("{h}{}", mark(k))).alignment(align(k))))
+            .style(theme.style("ui.header"));
     let selection = theme.style("ui.selection");
     let body = shown.iter().map(|i| (*i, &v.rows[*i])).zip(cells).map(|((i, r), cells)| {
         let row = Row::new(cells.into_iter().enumerate().map(|(k, c)| {
@@ -248,6 +310,31 @@ mod tests {
         let failed = ClusterRow::failed("gone", "no such context");
         assert_eq!((failed.state.as_str(), failed.token), ("failed: no such context", "ui.error"));
         assert!(failed.cells()[2..].iter().all(|c| c == "—"));
+    }
+
+    #[test]
+    fn a_sort_orders_by_the_figures_and_rows_without_figures_go_last_either_way() {
+        let row = |name: &str, gpus: u32, alerts: u32| ClusterRow {
+            name: name.into(),
+            state: "live".into(),
+            synced: true,
+            nodes: 1,
+            gpus,
+            alerts,
+            ..ClusterRow::default()
+        };
+        let rows = vec![row("b", 8, 2), ClusterRow::failed("down", "refused"), row("a", 64, 0), row("c", 16, 2)];
+        let names = |sort| shown(&rows, "", sort).into_iter().map(|i| rows[i].name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(None), ["b", "down", "a", "c"], "as opened");
+        let by = |col, descending| Some(Sort { col, descending });
+        assert_eq!(names(by(3, false)), ["b", "c", "a", "down"]);
+        assert_eq!(names(by(3, true)), ["a", "c", "b", "down"]);
+        assert_eq!(names(by(9, true)), ["b", "c", "a", "down"], "ties keep their order");
+        assert_eq!(names(by(0, false)), ["a", "b", "c", "down"]);
+        // s from no sort starts at the first column; S at the last; both wrap.
+        assert_eq!(Sort::step(None, 1).col, 0);
+        assert_eq!(Sort::step(None, -1).col, HEADERS.len() - 1);
+        assert_eq!(Sort::step(by(9, true), 1), Sort { col: 0, descending: true });
     }
 
     #[test]
