@@ -137,9 +137,12 @@ async fn open_all(kubeconfig: Option<&std::path::Path>, which: &Contexts) -> Res
 /// The tasks of every cluster, by its row name, to stop one whose Cluster went away, and all
 /// of them (waiting for the operations servers) at the cockpit's end.
 #[derive(Clone, Default)]
-struct Later(std::sync::Arc<std::sync::Mutex<(Vec<(String, tokio::task::JoinHandle<()>)>, Tasks)>>);
+struct Later(std::sync::Arc<std::sync::Mutex<(Named, Tasks)>>);
 
 type Tasks = Vec<tokio::task::JoinHandle<()>>;
+
+/// Tasks by the row name of the cluster they serve.
+type Named = Vec<(String, tokio::task::JoinHandle<()>)>;
 
 impl Later {
     fn keep(&self, name: &str, s: &mut Started) {

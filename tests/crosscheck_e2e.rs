@@ -237,7 +237,9 @@ const COVERAGE: &[(&str, Keys)] = &[
                 Exact,
                 "from the NetworkPolicies as Kubernetes documents them (policyTypes, else Ingress and Egress with \
                  egress rules; default deny = an all-pods policy of that type and no all-pods rule open to everyone): \
-                 netpol text, namespaces without default-deny ingress, namespaces with default-deny egress; nodes \
+                 netpol text, namespaces without default-deny ingress, namespaces with default-deny egress; Pod \
+                 Security from the namespaces' pod-security.kubernetes.io/enforce labels (the least strict level, \
+                 or unset N/M, and the namespaces without one); nodes \
                  where another tenant's pods bound and not finished hold devices; GPUs (DRA allocations, MIG devices on their \
                  parent) another tenant holds part of, index and uuid from the gpus rows",
             ),
@@ -1090,7 +1092,7 @@ fn truth(api: &Api) -> Truth {
             Some((p.tenant.clone()?, p.node.clone()?, gpus))
         })
         .collect();
-    let isolation = isolation::Isolation::new(&api.netpols, holders, &gpu_at);
+    let isolation = isolation::Isolation::new(&api.namespaces, &api.netpols, holders, &gpu_at);
     let shared_replicas: BTreeMap<String, i64> = t.shared.iter().map(|(n, (r, _, _))| (n.clone(), *r)).collect();
     let mut tenants = Rows::new();
     let names: BTreeSet<String> = tenant_of_ns.values().cloned().collect();
@@ -1969,6 +1971,8 @@ fn every_number_fabrik_prints_equals_the_api() {
     let iso: Vec<&Value> = t0.views["tenants"].values().filter_map(|r| r.get("isolation")).collect();
     let said = |text: &str| iso.iter().any(|i| i["netpol"].as_str().is_some_and(|n| n.starts_with(text)));
     assert!(said("deny") && said("deny in") && said("open"), "isolation answers: {iso:?}");
+    let enforced = |text: &str| iso.iter().any(|i| i["pod_security"].as_str().is_some_and(|n| n.starts_with(text)));
+    assert!(enforced("baseline") && enforced("unset"), "Pod Security answers: {iso:?}");
     assert!(iso.iter().any(|i| i["shared_nodes"].as_array().is_some_and(|a| !a.is_empty())), "{iso:?}");
     // recsys and eval hold capacity shares of one GPU (fabrik sim --dra-alpha).
     let sharing = iso.iter().filter(|i| i["shared_gpus"].as_array().is_some_and(|a| !a.is_empty())).count();

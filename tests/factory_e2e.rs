@@ -436,11 +436,15 @@ fn machines_phase(kubeconfig: &Path, dir: &Path, t: &Tmux, nodes: &[String]) {
 }
 
 /// `isolation` of the fac-* tenants as fabrik's snapshot has it, and as the test computes
-/// it from `kubectl get networkpolicies` (no pods here: nobody shares a node).
+/// it from `kubectl get networkpolicies` and the namespaces (no pods here: nobody shares a
+/// node).
 fn isolation_rows(kubeconfig: &Path) -> (Value, Value) {
     let nps: Value = serde_json::from_str(&kubectl(kubeconfig, &["get", "networkpolicies", "-A", "-o", "json"]))
         .expect("kubectl's JSON");
+    let nss: Value =
+        serde_json::from_str(&kubectl(kubeconfig, &["get", "namespaces", "-o", "json"])).expect("kubectl's JSON");
     let truth = isolation::Isolation::new(
+        nss["items"].as_array().map_or(&[][..], Vec::as_slice),
         nps["items"].as_array().map_or(&[][..], Vec::as_slice),
         Vec::new(),
         &Default::default(),

@@ -261,19 +261,21 @@ fn sim_factory_writes_a_management_cluster_that_fabrik_reads_as_kubectl_does() {
             of_tenant.entry(t.to_string()).or_default().push(n.to_string());
         }
         let items = nps["items"].as_array().map_or(&[][..], Vec::as_slice);
-        let truth = isolation::Isolation::new(items, Vec::new(), &BTreeMap::new());
+        let namespaces = nss["items"].as_array().map_or(&[][..], Vec::as_slice);
+        let truth = isolation::Isolation::new(namespaces, items, Vec::new(), &BTreeMap::new());
         let (mut have, mut want) = (BTreeMap::new(), BTreeMap::new());
         for r in fabrik_view(&kubeconfig, "tenants")["rows"].as_array().into_iter().flatten() {
             let tn = r["tenant"].as_str().unwrap_or_default().to_string();
             let Some(nss) = of_tenant.get(&tn) else { continue };
-            want.insert(tn.clone(), truth.tenant(&tn, nss)["netpol"].clone());
-            have.insert(tn, r["isolation"]["netpol"].clone());
+            let t = truth.tenant(&tn, nss);
+            want.insert(tn.clone(), serde_json::json!([t["netpol"], t["pod_security"]]));
+            have.insert(tn, serde_json::json!([r["isolation"]["netpol"], r["isolation"]["pod_security"]]));
         }
         if want.len() < 2 {
             return Err(format!("only {} labelled tenants in fabrik's view: {have:?}", want.len()));
         }
         if have == want { Ok(want) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
     });
-    let open = netpols.values().any(|v| v.as_str().is_some_and(|s| s.starts_with("open")));
-    assert!(netpols.values().any(|v| v == "deny") && open, "{netpols:#?}");
+    let open = netpols.values().any(|v| v[0].as_str().is_some_and(|s| s.starts_with("open")));
+    assert!(netpols.values().any(|v| v[0] == "deny") && open, "{netpols:#?}");
 }

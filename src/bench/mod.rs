@@ -361,6 +361,7 @@ fn delta_kind(d: &crate::model::Delta) -> &'static str {
         WorkloadUpsert(_) | WorkloadRemove { .. } => "workload",
         Managed { .. } => "gitops",
         NetPolUpsert(_) | NetPolRemove { .. } => "netpol",
+        PodSecurity { .. } => "pod-security",
         MachineUpsert(_) | MachineRemove { .. } | CapiUpsert(_) | CapiRemove { .. } => "machine",
         HostUpsert(_) | HostRemove { .. } => "host",
         Telemetry(_) => "telemetry",

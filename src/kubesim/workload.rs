@@ -469,16 +469,18 @@ fn netpols(plan: &Plan) -> Vec<Obj> {
 /// pods; then the quotas (after the pods, so one tenant can be over its quota).
 pub fn objects(plan: &Plan, seed: u64) -> [Vec<Obj>; 3] {
     let mut rng = Rng::new(seed ^ 0x5eed_10ad);
+    // Pod Security admission, which the API server enforces (crate::sim::pod_security_level).
     let ns_objs = plan
         .namespaces
         .iter()
-        .map(|(ns, tenant)| {
-            obj(
-                NS,
-                None,
-                json!({ "metadata": { "name": ns, "labels": {
-                labels::DEFAULT_TENANT_LABEL: tenant, WORKLOAD_LABEL: "true" } } }),
-            )
+        .enumerate()
+        .map(|(i, (ns, tenant))| {
+            let mut meta =
+                json!({ "name": ns, "labels": { labels::DEFAULT_TENANT_LABEL: tenant, WORKLOAD_LABEL: "true" } });
+            if let Some(level) = crate::sim::pod_security_level(i) {
+                meta["labels"][crate::model::isolation::POD_SECURITY_ENFORCE] = json!(level);
+            }
+            obj(NS, None, json!({ "metadata": meta }))
         })
         .collect();
     let mut work = netpols(plan);

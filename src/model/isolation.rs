@@ -96,9 +96,52 @@ impl TenantIsolation {
     }
 }
 
+/// The Pod Security Standards' levels, least strict first, as the
+/// `pod-security.kubernetes.io/enforce` label names them.
+pub const POD_SECURITY_LEVELS: [&str; 3] = ["privileged", "baseline", "restricted"];
+
+/// The namespace label Pod Security admission enforces.
+pub const POD_SECURITY_ENFORCE: &str = "pod-security.kubernetes.io/enforce";
+
+/// What Pod Security admission enforces in a tenant's namespaces.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PodSecurity {
+    pub namespaces: u32,
+    /// Namespaces without a level it knows (no label, or another value), by name: what the
+    /// API server's own default applies there is not on the API.
+    pub unset: Vec<String>,
+    /// The least strict level of the others.
+    pub weakest: Option<&'static str>,
+}
+
+impl PodSecurity {
+    /// `restricted`, `baseline`, `privileged` (the least strict enforced), `unset 1/3`
+    /// (namespaces without one); `-` for a tenant without namespaces.
+    pub fn text(&self) -> String {
+        match (self.namespaces, self.unset.len(), self.weakest) {
+            (0, ..) => "-".into(),
+            (n, u, _) if u > 0 => format!("unset {u}/{n}"),
+            (_, _, Some(level)) => level.into(),
+            (_, _, None) => "-".into(),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pod_security_says_the_least_strict_level_or_how_many_namespaces_have_none() {
+        let ps = |unset: &[&str], weakest| PodSecurity {
+            namespaces: 3,
+            unset: unset.iter().map(|s| s.to_string()).collect(),
+            weakest,
+        };
+        assert_eq!(ps(&[], Some("baseline")).text(), "baseline");
+        assert_eq!(ps(&["a"], Some("restricted")).text(), "unset 1/3");
+        assert_eq!(PodSecurity::default().text(), "-");
+    }
 
     fn p(all_pods: bool, ingress: (bool, bool), egress: (bool, bool)) -> NetPolicySpec {
         NetPolicySpec {

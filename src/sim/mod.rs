@@ -28,5 +28,16 @@ pub use exec::SimRequest;
 pub use sharing::{DeviceSharing, SharingStrategy, distribute, replica_id, sharing_labels, whole_gpu_resource};
 pub use world::{SIM_EPOCH_MS, Sim, SimConfig};
 
+/// The Pod Security level a simulated namespace enforces, by its place in the list (the demo
+/// and `fabrik sim` alike): privileged in every fifth, baseline in two of five, none in the
+/// rest. (restricted would refuse the simulated pods, which set no securityContext.)
+pub fn pod_security_level(i: usize) -> Option<&'static str> {
+    match i % 5 {
+        0 => Some("privileged"),
+        1 | 3 => Some("baseline"),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -338,6 +338,11 @@ impl Sim {
                 source: t.source.clone(),
             }));
         }
+        let namespaces = self.tenants.iter().flat_map(|t| &t.namespaces);
+        for (i, ns) in namespaces.enumerate() {
+            let enforce = super::pod_security_level(i).map(str::to_string);
+            out.push(Delta::PodSecurity { namespace: ns.clone(), enforce });
+        }
         for n in &self.nodes {
             out.push(Delta::NodeUpsert(n.spec.clone()));
             for g in &n.gpus {

@@ -2442,8 +2442,13 @@ fn a_pending_pod_says_why_it_waits_and_its_tenant_rolls_it_up() {
         message(&app),
         "pods of tenant team-imex — 2 pending: 1 not enough free nvidia.com/gpu, 1 starting; replicaset/imex/web-7d9f: \
          refused by quota gpu-quota: requested requests.nvidia.com/gpu=1, used requests.nvidia.com/gpu=8, limited \
-         requests.nvidia.com/gpu=8; isolation: no default-deny NetworkPolicy in imex; Esc clears the filter"
+         requests.nvidia.com/gpu=8; isolation: no default-deny NetworkPolicy in imex; no Pod Security label in imex; \
+         Esc clears the filter"
     );
+    // Pod Security enforced there (the namespace's label): no longer said.
+    app.apply(vec![Delta::PodSecurity { namespace: "imex".into(), enforce: Some("baseline".into()) }]);
+    send(&mut app, "<Esc>:tenants team-imex<Enter><Enter>");
+    assert!(!message(&app).contains("Pod Security"), "{}", message(&app));
     // Enter on the pod that has no node says why instead.
     send(&mut app, "<Esc>/train-c<Enter><Enter>");
     let s = screen(&mut app);

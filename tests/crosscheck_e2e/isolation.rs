@@ -1,5 +1,6 @@
 //! The tenants' `isolation` computed from the raw API: NetworkPolicies as Kubernetes
-//! documents them, and who holds devices next to whom from the pods and DRA allocations.
+//! documents them, Pod Security admission's `enforce` label on the namespaces, and who
+//! holds devices next to whom from the pods and DRA allocations.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -40,6 +41,8 @@ fn direction(spec: &Value, rules_key: &str, peers_key: &str, kind: &str) -> (boo
 pub struct Isolation {
     /// Namespace → (default-deny ingress, default-deny egress).
     ns: BTreeMap<String, (bool, bool)>,
+    /// Namespace → its `pod-security.kubernetes.io/enforce` label.
+    enforce: BTreeMap<String, String>,
     /// Node → tenants whose running pods hold devices there.
     node_tenants: BTreeMap<String, BTreeSet<String>>,
     /// GPU uuid → (node, index, tenants holding some of it).
@@ -49,6 +52,7 @@ pub struct Isolation {
 impl Isolation {
     /// `holders`: (tenant, node, GPU uuids the API places its devices on).
     pub fn new(
+        namespaces: &[Value],
         netpols: &[Value],
         holders: Vec<(String, String, Vec<String>)>,
         gpu_at: &BTreeMap<String, (String, Value)>,
@@ -58,6 +62,11 @@ impl Isolation {
             per_ns.entry(p["metadata"]["namespace"].as_str().unwrap_or_default().to_string()).or_default().push(p);
         }
         let mut out = Isolation::default();
+        for n in namespaces {
+            if let Some(level) = n["metadata"]["labels"]["pod-security.kubernetes.io/enforce"].as_str() {
+                out.enforce.insert(n["metadata"]["name"].as_str().unwrap_or_default().to_string(), level.to_string());
+            }
+        }
         for (ns, ps) in per_ns {
             let (mut iso_in, mut iso_out, mut open_in, mut open_out) = (false, false, false, false);
             for p in ps {
@@ -121,8 +130,22 @@ impl Isolation {
             })
             .collect();
         gpus.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        // Pod Security: the least strict of the Standards' levels enforced, or how many
+        // namespaces enforce none of them.
+        const LEVELS: [&str; 3] = ["privileged", "baseline", "restricted"];
+        let level = |n: &String| self.enforce.get(n).and_then(|l| LEVELS.iter().position(|k| k == l));
+        let mut unset: Vec<&String> = nss.iter().filter(|n| level(n).is_none()).collect();
+        unset.sort();
+        let pod_security = match (nss.len(), unset.len(), nss.iter().filter_map(level).min()) {
+            (0, ..) => "-".to_string(),
+            (n, u, _) if u > 0 => format!("unset {u}/{n}"),
+            (_, _, Some(i)) => LEVELS[i].to_string(),
+            _ => "-".to_string(),
+        };
         json!({
             "netpol": netpol,
+            "pod_security": pod_security,
+            "pod_security_unset_namespaces": unset,
             "open_namespaces": open,
             "egress_deny_namespaces": egress,
             "shared_nodes": nodes,

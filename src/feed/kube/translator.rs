@@ -329,6 +329,9 @@ impl Translator {
     }
 
     fn namespace(&mut self, ns: Option<&Namespace>, key: &str, out: &mut Vec<Delta>) {
+        let enforce =
+            ns.and_then(|n| n.metadata.labels.as_ref()?.get(crate::model::isolation::POD_SECURITY_ENFORCE).cloned());
+        out.push(Delta::PodSecurity { namespace: key.to_string(), enforce });
         match ns.and_then(|n| translate::namespace_tenant(n, &self.cfg.tenant_label)) {
             Some(t) => self.ns_label.insert(key.to_string(), t),
             None => self.ns_label.remove(key),

@@ -189,6 +189,28 @@ impl Fleet {
         Some(out)
     }
 
+    /// What Pod Security admission enforces in `tid`'s namespaces (from their labels).
+    pub fn tenant_pod_security(&self, tid: TenantId) -> Option<super::super::isolation::PodSecurity> {
+        use super::super::isolation::{POD_SECURITY_LEVELS, PodSecurity};
+        let t = self.tenant(tid)?;
+        let mut out = PodSecurity { namespaces: t.namespaces.len() as u32, ..Default::default() };
+        for ns in &t.namespaces {
+            let ns = self.str_of(*ns);
+            let level = self.pod_security.get(ns).and_then(|l| POD_SECURITY_LEVELS.iter().position(|k| k == l));
+            match level {
+                Some(i) => {
+                    let weaker = out.weakest.is_none_or(|w| POD_SECURITY_LEVELS.iter().position(|k| *k == w) > Some(i));
+                    if weaker {
+                        out.weakest = Some(POD_SECURITY_LEVELS[i]);
+                    }
+                }
+                None => out.unset.push(ns.to_string()),
+            }
+        }
+        out.unset.sort();
+        Some(out)
+    }
+
     /// The nodes and GPUs `tid` shares with other tenants, and with whom.
     pub fn tenant_neighbours(&self, tid: TenantId) -> Neighbours {
         let c = &self.cotenancy;

@@ -90,6 +90,8 @@ pub struct Fleet {
     pub host_machines: BTreeMap<super::metal3::HostRef, BTreeSet<String>>,
     /// NetworkPolicies by namespace, then name.
     pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
+    /// Pod Security admission's enforced level by namespace (those with the label).
+    pub pod_security: BTreeMap<String, String>,
     pub alerts: BTreeMap<(AlertKind, AlertTarget), Alert>,
     /// The last object inspected (`y`): the answer the inspect pane shows.
     pub inspected: Option<Box<super::Inspected>>,
@@ -180,6 +182,7 @@ impl Fleet {
             workloads: BTreeMap::new(),
             gitops: BTreeMap::new(),
             netpols: BTreeMap::new(),
+            pod_security: BTreeMap::new(),
             machines: BTreeMap::new(),
             capi: BTreeMap::new(),
             node_machine: BTreeMap::new(),
@@ -394,6 +397,14 @@ impl Fleet {
             }
             Delta::NetPolRemove { namespace, name } => {
                 let changed = self.set_netpol(namespace, name, None);
+                self.structure_gen += changed as u64;
+                changed
+            }
+            Delta::PodSecurity { namespace, enforce } => {
+                let changed = match enforce {
+                    Some(level) => self.pod_security.insert(namespace, level.clone()) != Some(level),
+                    None => self.pod_security.remove(&namespace).is_some(),
+                };
                 self.structure_gen += changed as u64;
                 changed
             }

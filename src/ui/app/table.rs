@@ -487,6 +487,12 @@ impl App {
         {
             parts.push(format!("no default-deny NetworkPolicy in {}", i.open.join(", ")));
         }
+        // Privileged pods can reach the node (and its GPUs) around any policy.
+        match f.tenant_pod_security(tid) {
+            Some(p) if !p.unset.is_empty() => parts.push(format!("no Pod Security label in {}", p.unset.join(", "))),
+            Some(p) if p.weakest == Some("privileged") => parts.push("Pod Security enforces only privileged".into()),
+            _ => {}
+        }
         let (nodes, gpus) = f.tenant_neighbours(tid);
         let with = |v: Vec<&Vec<crate::model::TenantId>>| {
             let mut ts: Vec<&str> =

@@ -164,6 +164,8 @@ fn isolation_json(f: &Fleet, tid: TenantId) -> serde_json::Value {
         "netpol": opt(iso.as_ref().map(|i| i.netpol_text())),
         "open_namespaces": opt(iso.as_ref().map(|i| i.open.clone())),
         "egress_deny_namespaces": opt(iso.as_ref().map(|i| i.egress_deny)),
+        "pod_security": opt(f.tenant_pod_security(tid).map(|p| p.text())),
+        "pod_security_unset_namespaces": f.tenant_pod_security(tid).map(|p| p.unset).unwrap_or_default(),
         "shared_nodes": nodes
             .iter()
             .map(|(n, ts)| json!({ "node": f.node(*n).map(|n| f.str_of(n.name)), "tenants": names(ts) }))
