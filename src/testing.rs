@@ -64,8 +64,9 @@ pub fn full_demo_app(seed: u64, ticks: u32, theme: Theme) -> (Sim, App) {
     app_over(sim, fleet, seed, theme)
 }
 
-fn app_over(sim: Sim, fleet: Fleet, seed: u64, theme: Theme) -> (Sim, App) {
-    let mut ui = Ui::new(format!("demo seed {seed} (48 nodes)"));
+/// An app over `fleet` (the demo's, of any size), as `fabrik demo` makes it.
+pub fn app_over(sim: Sim, fleet: Fleet, seed: u64, theme: Theme) -> (Sim, App) {
+    let mut ui = Ui::new(format!("demo seed {seed} ({} nodes)", fleet.totals.nodes));
     ui.session.theme_name = theme.name.clone();
     let keymap = Keymap::builtin("default").unwrap_or_else(|| Keymap::load("default", None).0);
     let app = App::new(fleet, ui, theme, keymap, Box::new(Recorder::default()));
