@@ -234,19 +234,27 @@ pub fn creating_status(pod: &Pod, now: &str) -> Value {
     waiting_status(pod, now, |_| json!({ "reason": "ContainerCreating" }))
 }
 
-/// Pending, each container waiting as `state` says (the `state.waiting` of a container).
+/// Pending, each container waiting as `state` says (the `state.waiting` of a container);
+/// with init containers, those wait as `state` says and the others in PodInitializing.
 fn waiting_status(pod: &Pod, now: &str, state: impl Fn(&k8s_openapi::api::core::v1::Container) -> Value) -> Value {
+    let entry = |c: &k8s_openapi::api::core::v1::Container, waiting: Value| {
+        json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
+            "ready": false, "restartCount": 0, "started": false, "state": { "waiting": waiting } })
+    };
+    let inits: Vec<Value> =
+        pod.spec.iter().flat_map(|s| s.init_containers.iter().flatten()).map(|c| entry(c, state(c))).collect();
     let waiting: Vec<Value> = pod
         .spec
         .iter()
         .flat_map(|s| s.containers.iter())
-        .map(|c| {
-            json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
-                "ready": false, "restartCount": 0, "started": false, "state": { "waiting": state(c) } })
-        })
+        .map(|c| entry(c, if inits.is_empty() { state(c) } else { json!({ "reason": "PodInitializing" }) }))
         .collect();
-    json!({ "status": { "phase": "Pending", "startTime": now,
-        "conditions": not_running_conditions(now, None), "containerStatuses": waiting } })
+    let mut status = json!({ "phase": "Pending", "startTime": now,
+        "conditions": not_running_conditions(now, None), "containerStatuses": waiting });
+    if !inits.is_empty() {
+        status["initContainerStatuses"] = Value::Array(inits);
+    }
+    json!({ "status": status })
 }
 
 /// The registry an image is pulled from: its first path part when that names a host (has a
@@ -472,11 +480,9 @@ impl Kubelet {
         }
     }
 
-    /// NodePrepareResources failed (`message`, the driver's error: this node's IMEX daemon
-    /// is not ready in the domain): the pod's containers wait in ContainerCreating and the
-    /// kubelet says why in a FailedPrepareDynamicResources Event on the pod.
     /// Keeps a pod the kubelet cannot start Pending with `status`, and posts its Warning
-    /// `(reason, message)` on it.
+    /// `(reason, message)` on it: FailedPrepareDynamicResources (its devices not prepared),
+    /// Failed (its image not pulled).
     async fn stuck(&self, api: &Api<Pod>, pod: &Pod, node: &str, status: Value, (reason, message): (&str, &str)) {
         let Some((ns, name, uid, _)) = key(pod) else { return };
         let now = model::now_str();
@@ -593,6 +599,16 @@ mod tests {
         assert!(
             s(&w["message"]).starts_with("Back-off pulling image \"registry.invalid/team/train:1\": ErrImagePull: ")
         );
+        // An init container's image: it backs off, the others wait for it (as a kubelet says).
+        let mut p = pod();
+        if let Some(spec) = p.spec.as_mut() {
+            let init = serde_json::from_value(json!({ "name": "fetch", "image": "registry.invalid/team/fetch:1" }));
+            spec.init_containers = Some(vec![init.expect("container")]);
+        }
+        assert_eq!(unpullable(&p).map(|(i, _)| i).as_deref(), Some("registry.invalid/team/fetch:1"));
+        let st = &pull_backoff_status(&p, "2026-01-01T00:00:00Z")["status"];
+        assert_eq!(st["initContainerStatuses"][0]["state"]["waiting"]["reason"], "ImagePullBackOff");
+        assert_eq!(st["containerStatuses"][0]["state"]["waiting"]["reason"], "PodInitializing");
     }
 
     fn s(v: &Value) -> String {

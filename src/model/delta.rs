@@ -338,16 +338,16 @@ pub enum Delta {
     },
     /// A NetworkPolicy appeared or changed...
     NetPolUpsert(super::isolation::NetPolicySpec),
+    /// ...or went away.
+    NetPolRemove {
+        namespace: String,
+        name: String,
+    },
     /// A namespace's Pod Security admission level (`pod-security.kubernetes.io/enforce`),
     /// `None` without one (or once the namespace is gone).
     PodSecurity {
         namespace: String,
         enforce: Option<String>,
-    },
-    /// ...or went away.
-    NetPolRemove {
-        namespace: String,
-        name: String,
     },
     Telemetry(Vec<TelemetrySample>),
     GpuFault {

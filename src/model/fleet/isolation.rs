@@ -194,19 +194,15 @@ impl Fleet {
         use super::super::isolation::{POD_SECURITY_LEVELS, PodSecurity};
         let t = self.tenant(tid)?;
         let mut out = PodSecurity { namespaces: t.namespaces.len() as u32, ..Default::default() };
+        let mut weakest: Option<usize> = None;
         for ns in &t.namespaces {
             let ns = self.str_of(*ns);
-            let level = self.pod_security.get(ns).and_then(|l| POD_SECURITY_LEVELS.iter().position(|k| k == l));
-            match level {
-                Some(i) => {
-                    let weaker = out.weakest.is_none_or(|w| POD_SECURITY_LEVELS.iter().position(|k| *k == w) > Some(i));
-                    if weaker {
-                        out.weakest = Some(POD_SECURITY_LEVELS[i]);
-                    }
-                }
+            match self.pod_security.get(ns).and_then(|l| POD_SECURITY_LEVELS.iter().position(|k| k == l)) {
+                Some(i) => weakest = Some(weakest.map_or(i, |w| w.min(i))),
                 None => out.unset.push(ns.to_string()),
             }
         }
+        out.weakest = weakest.map(|i| POD_SECURITY_LEVELS[i]);
         out.unset.sort();
         Some(out)
     }

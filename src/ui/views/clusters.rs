@@ -161,20 +161,17 @@ impl ClusterRow {
 /// a leading `!` keeps the others), as the table views filter.
 pub fn shown(rows: &[ClusterRow], filter: &str, sort: Option<Sort>) -> Vec<usize> {
     let filter = super::tables::Filter::new(filter);
-    let mut kept: Vec<usize> = (0..rows.len()).filter(|i| filter.keeps_cells(rows[*i].cells().into_iter())).collect();
-    if let Some(Sort { col, descending }) = sort {
-        // Stable: ties keep the order the clusters were opened in. A row without figures
-        // (failed, gone, not listed yet) goes last either way.
-        kept.sort_by(|a, b| {
-            let (ka, kb) = (rows[*a].sort_key(col), rows[*b].sort_key(col));
-            match (ka, kb) {
-                (Some(x), Some(y)) if descending => y.cmp(&x),
-                (Some(x), Some(y)) => x.cmp(&y),
-                (x, y) => y.is_some().cmp(&x.is_some()),
-            }
-        });
-    }
-    kept
+    let kept: Vec<usize> = (0..rows.len()).filter(|i| filter.keeps_cells(rows[*i].cells().into_iter())).collect();
+    let Some(Sort { col, descending }) = sort else { return kept };
+    // Stable: ties keep the order the clusters were opened in. A row without figures
+    // (failed, gone, not listed yet) goes last either way. Each key made once.
+    let mut keyed: Vec<_> = kept.into_iter().map(|i| (rows[i].sort_key(col), i)).collect();
+    keyed.sort_by(|(x, _), (y, _)| match (x, y) {
+        (Some(x), Some(y)) if descending => y.cmp(x),
+        (Some(x), Some(y)) => x.cmp(y),
+        (x, y) => y.is_some().cmp(&x.is_some()),
+    });
+    keyed.into_iter().map(|(_, i)| i).collect()
 }
 
 /// The clusters view's order: by column `col` of [`HEADERS`] (`s`/`S` move it, `r` turns it).

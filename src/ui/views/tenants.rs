@@ -160,12 +160,13 @@ fn isolation_json(f: &Fleet, tid: TenantId) -> serde_json::Value {
     };
     let (nodes, gpus) = f.tenant_neighbours(tid);
     let iso = f.netpol_known().then(|| f.tenant_isolation(tid)).flatten();
+    let pod_security = f.tenant_pod_security(tid);
     json!({
         "netpol": opt(iso.as_ref().map(|i| i.netpol_text())),
         "open_namespaces": opt(iso.as_ref().map(|i| i.open.clone())),
         "egress_deny_namespaces": opt(iso.as_ref().map(|i| i.egress_deny)),
-        "pod_security": opt(f.tenant_pod_security(tid).map(|p| p.text())),
-        "pod_security_unset_namespaces": f.tenant_pod_security(tid).map(|p| p.unset).unwrap_or_default(),
+        "pod_security": opt(pod_security.as_ref().map(|p| p.text())),
+        "pod_security_unset_namespaces": pod_security.map(|p| p.unset).unwrap_or_default(),
         "shared_nodes": nodes
             .iter()
             .map(|(n, ts)| json!({ "node": f.node(*n).map(|n| f.str_of(n.name)), "tenants": names(ts) }))
