@@ -7,6 +7,7 @@
 //! tenant on the first try; the other kinds start when those two are synced.
 
 pub mod dra;
+pub mod slim;
 pub mod translate;
 mod translator;
 pub mod watchlist;
@@ -24,6 +25,7 @@ use kube::Api;
 use kube::api::DynamicObject;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use slim::FeedPod;
 use tokio::sync::mpsc;
 
 use crate::cluster::labels as l;
@@ -303,9 +305,12 @@ fn spawn_watch(
     let cfg = (watcher::Config::default(), strategy);
     match kind {
         Kind::Namespaces => watch(Api::<Namespace>::all(c), cfg, kind, Msg::Namespace, tx),
-        Kind::VClusters => watch(Api::<Pod>::all(c), (cfg.0.labels("app=vcluster"), strategy), kind, Msg::VCluster, tx),
+        Kind::VClusters => {
+            let cfg = (cfg.0.labels("app=vcluster"), strategy);
+            watch(Api::<FeedPod>::all(c), cfg, kind, |e| Msg::VCluster(slim::event(e)), tx)
+        }
         Kind::Nodes => watch(Api::<Node>::all(c), cfg, kind, Msg::Node, tx),
-        Kind::Pods => watch(Api::<Pod>::all(c), cfg, kind, Msg::Pod, tx),
+        Kind::Pods => watch(Api::<FeedPod>::all(c), cfg, kind, |e| Msg::Pod(slim::event(e)), tx),
         Kind::Quotas => watch(Api::<ResourceQuota>::all(c), cfg, kind, Msg::Quota, tx),
         Kind::Pdbs => watch(Api::<PodDisruptionBudget>::all(c), cfg, kind, Msg::Pdb, tx),
         Kind::Events => watch(Api::<KEvent>::all(c), cfg, kind, Msg::Event, tx),
@@ -345,9 +350,9 @@ fn probe(kind: Kind, c: kube::Client, tx: mpsc::Sender<Msg>) {
         let lp = kube::api::ListParams::default().limit(1);
         let ok = match kind {
             Kind::Namespaces => Api::<Namespace>::all(c).list(&lp).await.is_ok(),
-            Kind::VClusters => Api::<Pod>::all(c).list(&lp.labels("app=vcluster")).await.is_ok(),
+            Kind::VClusters => Api::<FeedPod>::all(c).list(&lp.labels("app=vcluster")).await.is_ok(),
             Kind::Nodes => Api::<Node>::all(c).list(&lp).await.is_ok(),
-            Kind::Pods => Api::<Pod>::all(c).list(&lp).await.is_ok(),
+            Kind::Pods => Api::<FeedPod>::all(c).list(&lp).await.is_ok(),
             Kind::Quotas => Api::<ResourceQuota>::all(c).list(&lp).await.is_ok(),
             Kind::Pdbs => Api::<PodDisruptionBudget>::all(c).list(&lp).await.is_ok(),
             Kind::Events => Api::<KEvent>::all(c).list(&lp).await.is_ok(),
