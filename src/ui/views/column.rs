@@ -157,6 +157,7 @@ pub enum Align {
 
 pub type ValueFn = for<'a> fn(&'a Fleet, RowId) -> Value<'a>;
 pub type CellFn = fn(&Fleet, RowId) -> Cell;
+pub type TextFn = for<'a> fn(&'a Fleet, RowId) -> Cow<'a, str>;
 
 /// One column of a view. Build with `Column::new(name, width)` and the `const` setters.
 #[derive(Clone, Copy)]
@@ -179,6 +180,11 @@ pub struct Column {
     pub value: ValueFn,
     /// How the cell is drawn; `None` draws the value (`Value::display`).
     pub cell: Option<CellFn>,
+    /// The drawn cell's text, borrowed from the fleet where it can be, for the `/` filter:
+    /// a filter reads every row, and drawing a cell allocates its text. `None`: the value's
+    /// text when the cell draws the value, else the drawn cell's. Must equal the cell's text
+    /// (`tables::tests` checks every view on the demo fleet).
+    pub text: Option<TextFn>,
 }
 
 impl Column {
@@ -194,6 +200,7 @@ impl Column {
             filter: false,
             value: |_, _| Value::Absent,
             cell: None,
+            text: None,
         }
     }
     pub const fn right(mut self) -> Self {
@@ -228,12 +235,29 @@ impl Column {
         self.cell = Some(f);
         self
     }
+    pub const fn text(mut self, f: TextFn) -> Self {
+        self.text = Some(f);
+        self
+    }
 
     /// The drawn cell of a row.
     pub fn cell_of(&self, f: &Fleet, row: RowId) -> Cell {
         match self.cell {
             Some(c) => c(f, row),
             None => (self.value)(f, row).display(f),
+        }
+    }
+
+    /// The text of a row's cell as the filter reads it, without drawing the cell where the
+    /// text is there to borrow.
+    pub fn filter_text<'a>(&self, f: &'a Fleet, row: RowId) -> Cow<'a, str> {
+        match (self.text, self.cell) {
+            (Some(t), _) => t(f, row),
+            (None, None) => match (self.value)(f, row) {
+                Value::Text(s) => s,
+                v => v.display(f).0.into(),
+            },
+            (None, Some(c)) => c(f, row).0.into(),
         }
     }
 

@@ -52,7 +52,11 @@ pub const COLUMNS: &[Column] = &[
         .grow(1)
         .filter()
         .value(|f, r| on(f, r, |_, g| f.node(g.node).map_or(Value::Absent, |n| Value::text(f.str_of(n.name)))))
-        .cell(|f, r| gpu_only(f, r, |_, g| text(f.node(g.node).map(|n| f.str_of(n.name)).unwrap_or("")))),
+        .cell(|f, r| gpu_only(f, r, |_, g| text(f.node(g.node).map(|n| f.str_of(n.name)).unwrap_or(""))))
+        .text(|f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) => f.node(g.node).map_or("", |n| f.str_of(n.name)).into(),
+            _ => "".into(),
+        }),
     Column::new("GPU", 15).min(6).grow(1).filter().value(|f, r| on(f, r, |_, g| Value::Num(g.index.into()))).cell(
         |f, r| match row(f, r) {
             Some(Row::Gpu(_, g)) => text(format!("gpu{}", g.index)),
@@ -68,7 +72,11 @@ pub const COLUMNS: &[Column] = &[
         .priority(3)
         .filter()
         .value(|f, r| on(f, r, |_, g| Value::text(g.model.name())))
-        .cell(|f, r| gpu_only(f, r, |_, g| text(g.model.name()))),
+        .cell(|f, r| gpu_only(f, r, |_, g| text(g.model.name())))
+        .text(|f, r| match row(f, r) {
+            Some(Row::Gpu(_, g)) => g.model.name().into(),
+            _ => "".into(),
+        }),
     Column::new("MODE", 4)
         .priority(4)
         .filter()
@@ -162,6 +170,14 @@ pub const COLUMNS: &[Column] = &[
                 None => return blank(),
             };
             tenant(f, pod).map(text).unwrap_or_else(|| muted(""))
+        })
+        .text(|f, r| {
+            let pod = match row(f, r) {
+                Some(Row::Gpu(_, g)) => g.pods.first().copied(),
+                Some(Row::Mig(.., i)) => i.pod,
+                None => None,
+            };
+            tenant(f, pod).unwrap_or("").into()
         }),
     Column::new("POD", 22).min(12).grow(2).priority(1).filter().value(|f, r| Value::of_cell(pod(f, r))).cell(pod),
     Column::new("IDLE", 8)

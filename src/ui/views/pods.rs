@@ -30,7 +30,8 @@ pub const COLUMNS: &[Column] = &[
         .priority(2)
         .filter()
         .value(|f, r| on(f, r, |p| f.tenant(p.tenant).map_or(Value::Absent, |t| Value::text(f.str_of(t.name)))))
-        .cell(|f, r| draw(f, r, |p| text(f.tenant(p.tenant).map(|t| f.str_of(t.name)).unwrap_or("")))),
+        .cell(|f, r| draw(f, r, |p| text(tenant_name(f, p))))
+        .text(|f, r| pod(f, r).map_or("", |p| tenant_name(f, p)).into()),
     Column::new("NODE", 10)
         .grow(1)
         .priority(1)
@@ -42,19 +43,27 @@ pub const COLUMNS: &[Column] = &[
             draw(f, r, |p| {
                 p.node.and_then(|n| f.node(n)).map(|n| text(f.str_of(n.name))).unwrap_or_else(|| muted("<none>"))
             })
-        }),
-    Column::new("PHASE", 11).min(8).filter().value(|f, r| on(f, r, |p| Value::text(p.phase.as_str()))).cell(|f, r| {
-        draw(f, r, |p| {
-            let tok = match p.phase {
-                Phase::Running => "status.running",
-                Phase::Pending => "status.pending",
-                Phase::Succeeded => "status.succeeded",
-                Phase::Failed => "status.failed",
-                _ => "status.pending",
-            };
-            (p.phase.as_str().into(), tok)
         })
-    }),
+        .text(|f, r| {
+            pod(f, r).map_or("", |p| p.node.and_then(|n| f.node(n)).map_or("<none>", |n| f.str_of(n.name))).into()
+        }),
+    Column::new("PHASE", 11)
+        .min(8)
+        .filter()
+        .value(|f, r| on(f, r, |p| Value::text(p.phase.as_str())))
+        .cell(|f, r| {
+            draw(f, r, |p| {
+                let tok = match p.phase {
+                    Phase::Running => "status.running",
+                    Phase::Pending => "status.pending",
+                    Phase::Succeeded => "status.succeeded",
+                    Phase::Failed => "status.failed",
+                    _ => "status.pending",
+                };
+                (p.phase.as_str().into(), tok)
+            })
+        })
+        .text(|f, r| pod(f, r).map_or("", |p| p.phase.as_str()).into()),
     // Why a pending pod waits: the scheduler's reasons in words, starting, or queued.
     Column::new("WAITING", 22)
         .min(10)
@@ -70,6 +79,10 @@ pub const COLUMNS: &[Column] = &[
                 Some(w @ Waiting::Container { .. }) => (w.text(), "status.failed"),
                 Some(w) => (w.text(), "status.pending"),
             })
+        })
+        .text(|f, r| match pod(f, r) {
+            None => "".into(),
+            Some(p) => f.waiting(p).map_or("-".into(), |w| w.text().into()),
         }),
     Column::new("REQUEST", 13)
         .priority(4)
@@ -113,60 +126,72 @@ pub const COLUMNS: &[Column] = &[
         .priority(5)
         .filter()
         .value(|f, r| on(f, r, |p| Value::text(p.owner.as_str())))
-        .cell(|f, r| draw(f, r, |p| muted(p.owner.as_str()))),
+        .cell(|f, r| draw(f, r, |p| muted(p.owner.as_str())))
+        .text(|f, r| pod(f, r).map_or("", |p| p.owner.as_str()).into()),
     Column::new("AGE", 4).right().priority(4).value(|f, r| on(f, r, |p| Value::Age(p.created))),
 ];
 
+fn tenant_name<'a>(f: &'a Fleet, p: &Pod) -> &'a str {
+    f.tenant(p.tenant).map_or("", |t| f.str_of(t.name))
+}
+
+/// Appends `sep` (unless `out` is empty), then `part`: each cell's text is built in one
+/// string, not joined from a vector of them (a filter formats every row's cells).
+fn part(out: &mut String, sep: char, part: std::fmt::Arguments) {
+    use std::fmt::Write;
+    if !out.is_empty() {
+        out.push(sep);
+    }
+    let _ = out.write_fmt(part);
+}
+
 fn pod_request(f: &Fleet, p: &Pod) -> String {
-    let mut parts = Vec::new();
+    let mut out = String::new();
     if p.gpus > 0 {
-        parts.push(format!("gpu×{}", p.gpus));
+        part(&mut out, ' ', format_args!("gpu×{}", p.gpus));
     }
     for (r, n) in &p.mig {
-        parts.push(format!("{}×{n}", f.str_of(*r).trim_start_matches("nvidia.com/")));
+        part(&mut out, ' ', format_args!("{}×{n}", f.str_of(*r).trim_start_matches("nvidia.com/")));
     }
     for c in &p.dra {
-        parts.push(format!("dra:{}×{}", f.str_of(c.device_class), c.count));
+        part(&mut out, ' ', format_args!("dra:{}×{}", f.str_of(c.device_class), c.count));
     }
-    parts.join(" ")
+    out
 }
 
 fn pod_devices(f: &Fleet, p: &Pod) -> String {
-    let mut parts: Vec<String> =
-        p.bound_gpus.iter().filter_map(|g| f.gpu(*g)).map(|g| format!("gpu{}", g.index)).collect();
+    let mut out = String::new();
+    for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
+        part(&mut out, ',', format_args!("gpu{}", g.index));
+    }
     for u in &p.bound_mig {
         let found = f.mig_instance(*u).and_then(|(gid, idx)| {
             let g = f.gpu(gid)?;
-            let i = g.instances.get(idx as usize)?;
-            Some(format!(
-                "gpu{}/{}@{}",
-                g.index,
-                crate::mig::profile(g.model, i.placement.profile).name,
-                i.placement.start
-            ))
+            Some((g, g.instances.get(idx as usize)?))
         });
-        if let Some(s) = found {
-            parts.push(s);
+        if let Some((g, i)) = found {
+            let profile = crate::mig::profile(g.model, i.placement.profile).name;
+            part(&mut out, ',', format_args!("gpu{}/{profile}@{}", g.index, i.placement.start));
         }
     }
     for c in &p.dra {
         match c.allocated {
+            // An allocated claim names its device: what came before is said by it.
             Some(a) => {
                 let s = f.str_of(a);
-                parts = vec![s.rsplit('/').next().unwrap_or(s).to_string()];
+                out.clear();
+                out.push_str(s.rsplit('/').next().unwrap_or(s));
             }
-            None => parts.push("unallocated".into()),
+            None => part(&mut out, ',', format_args!("unallocated")),
         }
     }
     // Held all the same: the device plugin does not say which instance, and no node agent
     // told the fleet. The first words fit the column: `1g.18gb×1 held`.
     for (r, n) in &p.mig_unbound {
-        parts.push(format!(
-            "{}×{n} held, instance unknown without an agent",
-            f.str_of(*r).trim_start_matches("nvidia.com/mig-")
-        ));
+        let profile = f.str_of(*r).trim_start_matches("nvidia.com/mig-");
+        part(&mut out, ',', format_args!("{profile}×{n} held, instance unknown without an agent"));
     }
-    if parts.is_empty() { "-".into() } else { parts.join(",") }
+    if out.is_empty() { "-".into() } else { out }
 }
 
 /// Utilisation of the devices a pod holds (the mean of those measured; `None` inside when

@@ -124,7 +124,7 @@ impl Filter {
 
     /// Whether row `row` of view `v` is kept.
     pub fn keeps(&self, f: &Fleet, v: ViewKind, row: RowId) -> bool {
-        self.keeps_cells(columns(v).iter().filter(|c| c.filter).map(|c| c.cell_of(f, row).0))
+        self.keeps_cells(columns(v).iter().filter(|c| c.filter).map(|c| c.filter_text(f, row)))
     }
 }
 
@@ -201,5 +201,30 @@ mod tests {
         let rest = rows(&fleet, ViewKind::Pods, "!whisper", None, false).len();
         assert!(kept > 0 && rest > 0, "{kept} {rest}");
         assert_eq!(kept + rest, all);
+    }
+
+    /// The filter reads a cell's text without drawing it; it must read what is drawn.
+    #[test]
+    fn the_filter_reads_what_every_filterable_cell_draws() {
+        let fleet = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        let mut checked = 0;
+        for v in ViewKind::ALL {
+            for id in ids(&fleet, v) {
+                for row in std::iter::once(id).chain(children(&fleet, id)) {
+                    for c in columns(v).iter().filter(|c| c.filter) {
+                        assert_eq!(c.filter_text(&fleet, row), c.cell_of(&fleet, row).0, "{v:?} {} {row:?}", c.name);
+                        checked += 1;
+                    }
+                }
+            }
+        }
+        assert!(checked > 5_000, "{checked} cells");
+        // A row no longer there reads as its blank cell.
+        for v in ViewKind::ALL {
+            for c in columns(v).iter().filter(|c| c.filter) {
+                let gone = RowId::Pod(PodId(u32::MAX));
+                assert_eq!(c.filter_text(&fleet, gone), c.cell_of(&fleet, gone).0, "{v:?} {}", c.name);
+            }
+        }
     }
 }
