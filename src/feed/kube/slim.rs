@@ -12,8 +12,9 @@
 //! [`FeedPod`] deserialises into small private structs that name only those fields (serde
 //! skips the others with `IgnoredAny`, without allocating) and turns them into a
 //! k8s-openapi `Pod` holding just those fields, so the translator and its tests keep reading
-//! the one `Pod` type. A field the translator starts to read must be added here too: the
-//! test below decodes a full pod both ways and requires the translator to see the same pod.
+//! the one `Pod` type. A field the translator starts to read must be added here too: its
+//! tests (`slim/tests.rs`) decode a full pod both ways and require the translator to see the
+//! same pod.
 
 use std::collections::BTreeMap;
 use std::fmt;
