@@ -1565,6 +1565,23 @@ fn a_pending_pod_says_why_from_the_schedulers_last_word_and_its_tenant_rolls_it_
     assert_eq!(why(&f, "bound").as_deref(), Some("devices not prepared: current node not ready in ComputeDomain"));
     assert_eq!(why(&f, "run").as_deref(), Some("starting"));
     assert!(f.tenant_waiting(team).contains(&("devices not prepared".to_string(), 1)));
+    // Listed, a pod's Events come in name order, not time order: its Scheduled (20), or a
+    // FailedScheduling of the same second as the kubelet's complaint, after that complaint
+    // does not take the kubelet's word away.
+    for (reason, ts) in [("Scheduled", 20), ("Scheduled", 30), ("FailedScheduling", 30)] {
+        f.apply(Delta::Event(EventSpec {
+            ts,
+            severity: Severity::Info,
+            reason: reason.into(),
+            object: "pod/a/bound".into(),
+            message: if reason == "Scheduled" { "Successfully assigned a/bound to n1".into() } else { gpus.into() },
+        }));
+        assert_eq!(
+            why(&f, "bound").as_deref(),
+            Some("devices not prepared: current node not ready in ComputeDomain"),
+            "after {reason} at {ts}"
+        );
+    }
     f.apply(Delta::PodUpsert(pod("a", "bound", Some("n1"), Phase::Running, 1, &[])));
     assert_eq!(why(&f, "bound"), None);
     check_invariants(&f);

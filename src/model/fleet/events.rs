@@ -115,15 +115,22 @@ impl Fleet {
 
     /// Keeps the scheduler's last word on a pod: FailedScheduling until it is Scheduled; then
     /// the kubelet's, FailedPrepareDynamicResources (until the pod runs or is gone).
+    ///
+    /// Events do not arrive in the order they happened: a list comes in name order (`<pod>.<random
+    /// suffix>`), so a pod's Scheduled may come after the kubelet's later complaint. The later
+    /// word wins by its time; within one second (Events carry seconds) the kubelet's, which
+    /// only comes once the pod is scheduled; and Scheduled ends only the scheduler's words.
     fn note_scheduling(&mut self, reason: &str, object: &str, message: &str, ts: Ts) {
         if matches!(reason, "FailedCreate" | "SuccessfulCreate") {
             return self.note_creating(reason, object, message, ts);
         }
         let Some((ns, name)) = object.strip_prefix("pod/").and_then(|k| k.split_once('/')) else { return };
+        let kubelets = |w: &Waiting| matches!(w, Waiting::Devices(_));
         match reason {
             "FailedScheduling" | "FailedPrepareDynamicResources" => {
                 let known = self.interner.get(ns).and_then(|ns| self.sched_failed.get(&ns)?.get(name));
-                if known.is_some_and(|(at, _)| *at > ts) {
+                let rank = reason == "FailedPrepareDynamicResources";
+                if known.is_some_and(|(at, w)| (*at, kubelets(w)) > (ts, rank)) {
                     return;
                 }
                 // Bounded: notes on pods the fleet does not have go first.
@@ -146,7 +153,9 @@ impl Fleet {
                 self.sched_failed.entry(ns).or_default().insert(name.into(), (ts, w));
             }
             "Scheduled" => {
-                if let Some(m) = self.interner.get(ns).and_then(|ns| self.sched_failed.get_mut(&ns)) {
+                if let Some(m) = self.interner.get(ns).and_then(|ns| self.sched_failed.get_mut(&ns))
+                    && m.get(name).is_some_and(|(_, w)| !kubelets(w))
+                {
                     m.remove(name);
                 }
             }
