@@ -5,7 +5,8 @@
 //! feed's own watch-list (`feed::kube::watchlist`, over kube-rs's client), on one thread. The objects are
 //! counted as the watcher yields them, then each is translated into deltas as the feed
 //! does. The same events are decoded twice: as the feed decodes pods (only the fields it
-//! reads, `feed::kube::slim`) and into k8s-openapi's whole `Pod`, which the feed used before. Reported per second of that thread's CPU time, so a shared machine's other load
+//! reads, `feed::kube::slim`) and into k8s-openapi's whole `Pod`, which the feed used
+//! before. Reported per second of that thread's CPU time, so a shared machine's other load
 //! does not count against it.
 
 use std::io::{Read, Write};

@@ -163,22 +163,11 @@ pub const COLUMNS: &[Column] = &[
         .priority(2)
         .filter()
         .value(|f, r| on(f, r, |_, g| tenant(f, g.pods.first().copied()).map_or(Value::Absent, Value::text)))
-        .cell(|f, r| {
-            let pod = match row(f, r) {
-                Some(Row::Gpu(_, g)) => g.pods.first().copied(),
-                Some(Row::Mig(.., i)) => i.pod,
-                None => return blank(),
-            };
-            tenant(f, pod).map(text).unwrap_or_else(|| muted(""))
+        .cell(|f, r| match row(f, r) {
+            Some(_) => tenant(f, row_pod(f, r)).map(text).unwrap_or_else(|| muted("")),
+            None => blank(),
         })
-        .text(|f, r| {
-            let pod = match row(f, r) {
-                Some(Row::Gpu(_, g)) => g.pods.first().copied(),
-                Some(Row::Mig(.., i)) => i.pod,
-                None => None,
-            };
-            tenant(f, pod).unwrap_or("").into()
-        }),
+        .text(|f, r| tenant(f, row_pod(f, r)).unwrap_or("").into()),
     Column::new("POD", 22).min(12).grow(2).priority(1).filter().value(|f, r| Value::of_cell(pod(f, r))).cell(pod),
     Column::new("IDLE", 8)
         .priority(1)
@@ -265,6 +254,14 @@ fn shares_cell(f: &Fleet, gid: GpuId, g: &Gpu, s: crate::model::Sharing) -> Cell
         (0, _, k) => muted(format!("{} shares, placement unknown ({k} held on node)", s.replicas)),
         (_, Some(p), _) => (format!("{} shares: {held_idle}{busy} · {p}{more}", s.replicas), tok),
         (_, None, _) => (format!("{} shares: {held_idle}{busy}", s.replicas), tok),
+    }
+}
+
+/// The pod a row shows: a GPU's first, an instance's own.
+fn row_pod(f: &Fleet, r: RowId) -> Option<PodId> {
+    match row(f, r)? {
+        Row::Gpu(_, g) => g.pods.first().copied(),
+        Row::Mig(.., i) => i.pod,
     }
 }
 
