@@ -829,7 +829,8 @@ fn tmux_shows_the_fleet(kubeconfig: &Path, nodes: u32) {
     let _ = wait_for(&|s: &str| s.contains("Pods [") && !s.contains("logs pod/"));
     // `R` on the same pod: the reclaim preview names its owner and what it frees; `n` sends nothing.
     let _ = tmux(&["send-keys", "-t", "fabrik", "R"]);
-    let reclaim = wait_for(&|s: &str| s.contains("Reclaim the GPUs of"));
+    // The whole preview, not its title alone: a capture can land while the frame is being drawn.
+    let reclaim = wait_for(&|s: &str| s.contains("Reclaim the GPUs of") && s.contains("done when"));
     let _ = tmux(&["send-keys", "-t", "fabrik", "n"]);
     let after_no = wait_for(&|s: &str| !s.contains("Reclaim the GPUs of"));
     // `E` on the same pod: kubectl edit in the editor above, and the cockpit back after.
