@@ -327,7 +327,9 @@ const COVERAGE: &[(&str, Keys)] = &[
                  another reason than being created (ImagePullBackOff), else devices not prepared: <the driver's \
                  error> after a FailedPrepareDynamicResources Event for the pod, else starting; else the latest core/v1 Event FailedScheduling for the pod (after \
                  no Scheduled) read into its reasons before `preemption:`, what it lacks first; none → not \
-                 scheduled yet. null otherwise",
+                 scheduled yet. Running pods: the reason (and `reason: message`) of the first container \
+                 waiting for another reason than being created (CrashLoopBackOff), as kubectl's STATUS. null \
+                 otherwise",
             ),
             ("created_ms", Exact, "creationTimestamp"),
             ("age_s", Exact, "generated_at_ms - created_ms"),
@@ -1829,6 +1831,11 @@ fn every_number_fabrik_prints_equals_the_api() {
         {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pull-fails", "namespace": "oncall"},
          "spec": {"containers": [{"name": "train", "image": "registry.invalid/oncall/train:1",
              "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
+        // And one whose container exits 1 each time it starts: Running, in CrashLoopBackOff,
+        // holding its GPU while it runs nothing (kubectl's STATUS says CrashLoopBackOff).
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "crash-loops", "namespace": "oncall"},
+         "spec": {"containers": [{"name": "train", "image": "nvcr.io/nvidia/pytorch:25.01-py3", "command": ["false"],
+             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
     ]});
     kubectl_stdin(&kubeconfig, &["apply", "-f", "-"], &oncall.to_string());
     // A Deployment asking three GPUs of a quota of one: the ReplicaSet's other two pods are
@@ -1879,11 +1886,13 @@ fn every_number_fabrik_prints_equals_the_api() {
         let t = truth(&read_api(&kubeconfig));
         let why = |pod: &str| s(&t.views["pods"].get(pod).map_or(Value::Null, |r| r["waiting"]["why"].clone()));
         let (big, nowhere, pull) = (why("oncall/too-big"), why("oncall/nowhere"), why("oncall/pull-fails"));
+        let looping = why("oncall/crash-loops");
         let refused = t.views["tenants"].get("oncall").map_or(Value::Null, |r| r["refused_by_quota"].clone());
         let web_pods = t.views["pods"].keys().filter(|k| k.starts_with("oncall-q/web-")).count();
         if big == "not enough free nvidia.com/gpu"
             && nowhere == "not matching its node selector/affinity"
             && pull == "ImagePullBackOff"
+            && looping == "CrashLoopBackOff"
             && refused.as_array().is_some_and(|r| r.len() == 1)
             && web_pods == 1
             && t.starting == 0
@@ -1892,11 +1901,15 @@ fn every_number_fabrik_prints_equals_the_api() {
         }
         assert!(
             start.elapsed() < Duration::from_secs(90),
-            "no FailedScheduling, pull failure or quota refusal read: {big:?}, {nowhere:?}, {pull:?}, {refused}, \
-             {web_pods} web pods"
+            "no FailedScheduling, pull failure, crash loop or quota refusal read: {big:?}, {nowhere:?}, {pull:?}, \
+             {looping:?}, {refused}, {web_pods} web pods"
         );
         std::thread::sleep(Duration::from_secs(1));
     }
+
+    // kubectl's own STATUS column says what fabrik's WAITING says of the crash-looping pod.
+    let row = kubectl(&kubeconfig, &["get", "pod", "crash-loops", "-n", "oncall", "--no-headers"]);
+    assert_eq!(row.split_whitespace().nth(2), Some("CrashLoopBackOff"), "kubectl get pod crash-loops: {row}");
 
     let t0 = truth(&read_api(&kubeconfig));
     assert!(!t0.label_mig.is_empty(), "the workload has a label-announced MIG node: {:?}", t0.profiles);

@@ -16,6 +16,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::failing::{self, pull_backoff_status, unpullable};
 use super::model;
 use super::nodes::Shared;
 use super::{describe, is_status};
@@ -236,7 +237,11 @@ pub fn creating_status(pod: &Pod, now: &str) -> Value {
 
 /// Pending, each container waiting as `state` says (the `state.waiting` of a container);
 /// with init containers, those wait as `state` says and the others in PodInitializing.
-fn waiting_status(pod: &Pod, now: &str, state: impl Fn(&k8s_openapi::api::core::v1::Container) -> Value) -> Value {
+pub(super) fn waiting_status(
+    pod: &Pod,
+    now: &str,
+    state: impl Fn(&k8s_openapi::api::core::v1::Container) -> Value,
+) -> Value {
     let entry = |c: &k8s_openapi::api::core::v1::Container, waiting: Value| {
         json!({ "name": c.name, "image": c.image.clone().unwrap_or_default(), "imageID": "",
             "ready": false, "restartCount": 0, "started": false, "state": { "waiting": waiting } })
@@ -255,46 +260,6 @@ fn waiting_status(pod: &Pod, now: &str, state: impl Fn(&k8s_openapi::api::core::
         status["initContainerStatuses"] = Value::Array(inits);
     }
     json!({ "status": status })
-}
-
-/// The registry an image is pulled from: its first path part when that names a host (has a
-/// `.` or `:`, or is `localhost`), else Docker Hub.
-fn registry_of(image: &str) -> &str {
-    match image.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
-    }
-}
-
-/// Why the kubelet cannot pull `image`, or `None` when it can: here, an image of a registry
-/// under `.invalid` (RFC 2606: such a name never resolves), whose lookup fails as it would
-/// on a real node. The error is containerd's, as the kubelet passes it on.
-pub fn pull_error(image: &str) -> Option<String> {
-    let host = registry_of(image).split(':').next().unwrap_or("");
-    (host == "invalid" || host.ends_with(".invalid")).then(|| {
-        format!("failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": dial tcp: lookup {host}: no such host")
-    })
-}
-
-/// A pod's first container whose image cannot be pulled, with the error.
-pub fn unpullable(pod: &Pod) -> Option<(String, String)> {
-    let spec = pod.spec.as_ref()?;
-    let all = spec.init_containers.iter().flatten().chain(spec.containers.iter());
-    all.filter_map(|c| c.image.clone()).find_map(|i| pull_error(&i).map(|e| (i, e)))
-}
-
-/// The status of a pod whose image the kubelet cannot pull: Pending, that container in
-/// ImagePullBackOff (`Back-off pulling image "…": ErrImagePull: <error>`, as the kubelet
-/// of 1.30 and later says it), the others being created.
-pub fn pull_backoff_status(pod: &Pod, now: &str) -> Value {
-    waiting_status(pod, now, |c| {
-        let image = c.image.clone().unwrap_or_default();
-        match pull_error(&image) {
-            Some(e) => json!({ "reason": "ImagePullBackOff",
-                "message": format!("Back-off pulling image \"{image}\": ErrImagePull: {e}") }),
-            None => json!({ "reason": "ContainerCreating" }),
-        }
-    })
 }
 
 struct Kubelet {
@@ -403,7 +368,17 @@ impl Kubelet {
                     .filter(|v| v.parse::<std::net::IpAddr>().is_ok())
                     .cloned()
                     .unwrap_or_else(|| pod_ip(me.ips.fetch_add(1, Ordering::Relaxed)));
-                let status = running_status(&pod, &host, &ip, &model::now_str());
+                let now = model::now_str();
+                let status = running_status(&pod, &host, &ip, &now);
+                if let Some(container) = failing::crash_looping(&pod) {
+                    // It exits 1 each time it starts: Running, that container restarting
+                    // with a back-off, not ready; the devices stay allocated to the pod.
+                    let restarts = 1 + (hash(&[&uid, "restarts"]) % 4) as u32;
+                    let status = failing::crash_loop_status(status, &pod, &container, restarts, &now);
+                    let (_, said) = failing::back_off_words(&pod, &container, failing::back_off_secs(restarts));
+                    me.stuck(&api, &pod, &node, status, ("BackOff", &said)).await;
+                    return;
+                }
                 let res = {
                     let Ok(_permit) = me.shared.sem.acquire().await else { return };
                     api.patch_status(&name, &pp, &Patch::Merge(&status)).await
@@ -480,9 +455,10 @@ impl Kubelet {
         }
     }
 
-    /// Keeps a pod the kubelet cannot start Pending with `status`, and posts its Warning
-    /// `(reason, message)` on it: FailedPrepareDynamicResources (its devices not prepared),
-    /// Failed (its image not pulled).
+    /// Keeps a pod the kubelet cannot start (Pending) or keep running (Running, a container
+    /// restarting) with `status`, and posts its Warning `(reason, message)` on it:
+    /// FailedPrepareDynamicResources (its devices not prepared), Failed (its image not
+    /// pulled), BackOff (a container that crashed).
     async fn stuck(&self, api: &Api<Pod>, pod: &Pod, node: &str, status: Value, (reason, message): (&str, &str)) {
         let Some((ns, name, uid, _)) = key(pod) else { return };
         let now = model::now_str();
@@ -573,46 +549,6 @@ mod tests {
             "spec": { "nodeName": "h100-0000", "containers": [{ "name": "main", "image": "nvcr.io/x/y:1" }] },
         }))
         .expect("pod")
-    }
-
-    #[test]
-    fn an_image_of_a_registry_that_never_resolves_cannot_be_pulled() {
-        assert_eq!(registry_of("nvcr.io/nvidia/pytorch:25.01-py3"), "nvcr.io");
-        assert_eq!(registry_of("busybox:1.36"), "docker.io");
-        assert_eq!(registry_of("library/busybox"), "docker.io");
-        assert_eq!(registry_of("localhost:5000/x"), "localhost:5000");
-        assert!(pull_error("nvcr.io/nvidia/pytorch:25.01-py3").is_none());
-        assert!(pull_error("busybox.invalid").is_none(), "a Docker Hub name, not a registry");
-        let e = pull_error("registry.invalid:5000/team/train:1").expect("never resolves");
-        assert!(e.ends_with("lookup registry.invalid: no such host"), "{e}");
-        let mut p = pod();
-        assert!(unpullable(&p).is_none());
-        if let Some(c) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
-            c.image = Some("registry.invalid/team/train:1".into());
-        }
-        let (image, _) = unpullable(&p).expect("its image");
-        assert_eq!(image, "registry.invalid/team/train:1");
-        let st = &pull_backoff_status(&p, "2026-01-01T00:00:00Z")["status"];
-        assert_eq!(st["phase"], "Pending");
-        let w = &st["containerStatuses"][0]["state"]["waiting"];
-        assert_eq!(w["reason"], "ImagePullBackOff");
-        assert!(
-            s(&w["message"]).starts_with("Back-off pulling image \"registry.invalid/team/train:1\": ErrImagePull: ")
-        );
-        // An init container's image: it backs off, the others wait for it (as a kubelet says).
-        let mut p = pod();
-        if let Some(spec) = p.spec.as_mut() {
-            let init = serde_json::from_value(json!({ "name": "fetch", "image": "registry.invalid/team/fetch:1" }));
-            spec.init_containers = Some(vec![init.expect("container")]);
-        }
-        assert_eq!(unpullable(&p).map(|(i, _)| i).as_deref(), Some("registry.invalid/team/fetch:1"));
-        let st = &pull_backoff_status(&p, "2026-01-01T00:00:00Z")["status"];
-        assert_eq!(st["initContainerStatuses"][0]["state"]["waiting"]["reason"], "ImagePullBackOff");
-        assert_eq!(st["containerStatuses"][0]["state"]["waiting"]["reason"], "PodInitializing");
-    }
-
-    fn s(v: &Value) -> String {
-        v.as_str().unwrap_or_default().to_string()
     }
 
     #[test]

@@ -151,11 +151,19 @@ fn ms(t: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time) -> i64 {
     t.0.as_millisecond()
 }
 
-/// The container's current run, or why it has none (the kubelet's words).
+/// The container's current run (or, waiting to be restarted, the run that ended), or why it
+/// has none (the kubelet's words).
 pub fn current_run(pod: &str, s: &ContainerStatus) -> Result<Run, String> {
     let state = s.state.as_ref();
     if let Some(r) = state.and_then(|s| s.running.as_ref()) {
         return r.started_at.as_ref().map(|t| Run { start_ms: ms(t), end: None }).ok_or_else(|| not_started(pod, s));
+    }
+    // Waiting to be restarted (CrashLoopBackOff): the kubelet reads the run that ended, as
+    // it is the container's latest.
+    if state.is_some_and(|s| s.waiting.is_some())
+        && let Ok(last) = previous_run(pod, s)
+    {
+        return Ok(last);
     }
     if let Some(t) = state.and_then(|s| s.terminated.as_ref()) {
         let start = t.started_at.as_ref().map(ms);
@@ -426,5 +434,18 @@ mod tests {
         .expect("status");
         assert_eq!(current_run("p", &s).map(|r| r.end), Ok(None));
         assert_eq!(previous_run("p", &s), Err("previous terminated container \"main\" in pod \"p\" not found".into()));
+        // Crash-looping: its logs are those of the run that ended; never started: refused.
+        let waiting = |last: serde_json::Value| -> ContainerStatus {
+            serde_json::from_value(serde_json::json!({
+                "name": "main", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
+                "state": { "waiting": { "reason": "CrashLoopBackOff" } }, "lastState": last,
+            }))
+            .expect("status")
+        };
+        let ended = waiting(serde_json::json!({ "terminated": { "exitCode": 1,
+            "startedAt": "2026-12-05T10:00:00Z", "finishedAt": "2026-12-05T10:00:03Z" } }));
+        assert_eq!(current_run("p", &ended).map(|r| r.end.map(|(_, code)| code)), Ok(Some(1)));
+        let never = waiting(serde_json::json!({}));
+        assert!(current_run("p", &never).is_err_and(|e| e.ends_with("waiting to start: CrashLoopBackOff")));
     }
 }

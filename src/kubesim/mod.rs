@@ -18,13 +18,16 @@
 //! annotation `fabrik.io/sim-pod-ip` sets the IP a pod reports (for servers a test runs
 //! itself, reached through the pod proxy); `fabrik.io/sim-stop-seconds` says how long a pod's
 //! containers take to exit after SIGTERM (default about a second; past the pod's grace period
-//! they are killed at its end).
+//! they are killed at its end). Containers fail as they would on a real node (`failing`): an
+//! image of a registry under `.invalid` cannot be pulled (ImagePullBackOff, the pod Pending),
+//! and a container whose command is `false` crash-loops (CrashLoopBackOff, the pod Running).
 
 mod agents;
 mod alpha;
 mod alpha_api;
 mod bmo;
 pub mod factory;
+mod failing;
 mod kubelet;
 pub(crate) mod logs;
 mod migparted;

@@ -363,9 +363,44 @@ fn a_pod_bound_to_its_node_holds_its_gpus_until_it_finishes_even_before_it_runs(
     assert_eq!(f.totals.idle_allocated, 1);
     check_invariants(&f);
     // Failed (the kubelet gave up): it holds nothing any more.
-    f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Failed, container_waiting: None, ..stuck }));
+    f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Failed, container_waiting: None, ..stuck.clone() }));
     assert_eq!(f.node(f.node_by_name("n1").unwrap()).unwrap().gpus_allocated, 0);
     assert_eq!(f.totals.idle_allocated, 0);
+    check_invariants(&f);
+}
+
+#[test]
+fn a_running_pod_whose_container_crash_loops_is_held_back_but_not_pending() {
+    // `kubectl get pods` says CrashLoopBackOff in STATUS while the phase stays Running: the
+    // pod holds its GPU and runs nothing between restarts.
+    let mut f = small_fleet();
+    let mut looping = pod("a", "looping", Some("n1"), Phase::Running, 1, &["GPU-0"]);
+    let message = "back-off 40s restarting failed container=train pod=looping_a(u1)";
+    looping.container_waiting = Some(("CrashLoopBackOff".into(), message.into()));
+    f.apply(Delta::PodUpsert(looping.clone()));
+    let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();
+    assert_eq!(f.waiting(p), None, "not pending: PEND and the tenant's rollup leave it out");
+    let w = f.held_back(p).expect("held back");
+    assert_eq!(w.category(), "CrashLoopBackOff");
+    assert_eq!(w.text(), format!("CrashLoopBackOff: {message}"));
+    let t = f.tenant(f.tenant_by_name("team-a").unwrap()).unwrap();
+    assert_eq!((t.usage.allocated_gpus, t.usage.pending_pods), (1, 0));
+    assert!(f.tenant_waiting(f.tenant_by_name("team-a").unwrap()).is_empty());
+    let by = f.tenant_running_held_back(f.tenant_by_name("team-a").unwrap());
+    assert_eq!(by, vec![("CrashLoopBackOff".to_string(), 1)]);
+    // Restarted and running again: nothing holds it back.
+    f.apply(Delta::PodUpsert(PodSpec { container_waiting: None, ..looping.clone() }));
+    let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();
+    assert_eq!(f.held_back(p), None);
+    // Being deleted: it says Terminating, not why it waited.
+    f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Terminating, ..looping }));
+    let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();
+    assert_eq!(f.held_back(p), None);
+    // A pending pod is held back for the reason it waits.
+    f.apply(Delta::PodUpsert(pod("a", "queued", None, Phase::Pending, 1, &[])));
+    let p = f.pod(f.pod_by_name("a", "queued").unwrap()).unwrap();
+    assert_eq!(f.held_back(p), f.waiting(p));
+    assert!(f.held_back(p).is_some());
     check_invariants(&f);
 }
 

@@ -316,8 +316,7 @@ impl Sim {
         let now = self.now;
         let Some(pod) = self.pods.get_mut(key) else { return };
         if start_ticks == 0 {
-            pod.spec.phase = Phase::Running;
-            pod.spec.started = Some(if instant { pod.spec.created } else { now });
+            pod.run(if instant { pod.spec.created } else { now });
         } else {
             pod.starting = Some(start_ticks);
         }
@@ -353,5 +352,35 @@ impl Sim {
         p.terminating = Some(2);
         let spec = p.spec.clone();
         self.out.push(Delta::PodUpsert(spec));
+    }
+}
+
+impl SPod {
+    /// Its containers start at `at`, as a kubelet would say it, failures included (among the
+    /// idle pods of two workloads): one `jupyter` notebook in four (by its name) names
+    /// an image whose registry never resolves, so it stays Pending on its node in
+    /// ImagePullBackOff, holding its GPU; an idle `ft-debug` pod has a container that exits
+    /// each time it starts, so it runs in CrashLoopBackOff (its GPU idle between restarts).
+    pub(super) fn run(&mut self, at: Ts) {
+        let by_name = self.spec.name.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let idle = self.behaviour == Behaviour::Idle;
+        if self.spec.app == "jupyter" && idle && by_name.is_multiple_of(4) {
+            let image = "registry.invalid/research/notebook:cuda12";
+            let message = format!(
+                "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image \"{image}\": \
+                 failed to resolve reference \"{image}\": dial tcp: lookup registry.invalid: no such host"
+            );
+            self.spec.container_waiting = Some(("ImagePullBackOff".into(), message));
+            return;
+        }
+        self.spec.phase = Phase::Running;
+        self.spec.started = Some(at);
+        if self.spec.app == "ft-debug" && idle {
+            let message = format!(
+                "back-off 5m0s restarting failed container=train pod={}_{}",
+                self.spec.name, self.spec.namespace
+            );
+            self.spec.container_waiting = Some(("CrashLoopBackOff".into(), message));
+        }
     }
 }

@@ -63,8 +63,7 @@ impl Sim {
             if let Some(s) = p.starting.as_mut() {
                 if *s <= 1 {
                     p.starting = None;
-                    p.spec.phase = Phase::Running;
-                    p.spec.started = Some(self.now);
+                    p.run(self.now);
                     self.out.push(Delta::PodUpsert(p.spec.clone()));
                 } else {
                     *s -= 1;

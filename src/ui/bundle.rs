@@ -79,6 +79,12 @@ pub fn bundle(
                 let why: Vec<String> = by.iter().map(|(w, k)| format!("{k} {w}")).collect();
                 out.push_str(&format!("- pending: {n} ({})\n", md(&why.join(", "))));
             }
+            let by = f.tenant_running_held_back(*id);
+            if !by.is_empty() {
+                let n: u32 = by.iter().map(|(_, k)| k).sum();
+                let why: Vec<String> = by.iter().map(|(w, k)| format!("{k} {w}")).collect();
+                out.push_str(&format!("- running, a container restarting: {n} ({})\n", md(&why.join(", "))));
+            }
             let queued = queued_text(&f.tenant_queued(*id));
             if !queued.is_empty() {
                 out.push_str(&format!("- held back by Kueue: {}\n", md(&queued)));

@@ -138,23 +138,28 @@ pub fn compare_tenant(md: &str, t: &Truth, tenant: &str) -> Vec<String> {
     if !md.contains(&said) {
         diffs.push(format!("tenant {tenant} bundle: no line {said:?} (the API: {nodes:?})"));
     }
-    // `- pending: N (k why, …)` from the pods' waiting reasons.
-    let mut by: BTreeMap<String, u64> = BTreeMap::new();
-    for (_, p) in &mine {
-        if let Some(why) = p.get("waiting").and_then(|w| w["why"].as_str()) {
-            *by.entry(why.to_string()).or_default() += 1;
+    // `- pending: N (k why, …)` from the pending pods' waiting reasons, and `- running, a
+    // container restarting: N (k CrashLoopBackOff)` from the running pods'.
+    for (phase, start) in [("Pending", "- pending: "), ("Running", "- running, a container restarting: ")] {
+        let mut by: BTreeMap<String, u64> = BTreeMap::new();
+        for (_, p) in mine.iter().filter(|(_, p)| p.get("phase").and_then(Value::as_str) == Some(phase)) {
+            if let Some(why) = p.get("waiting").and_then(|w| w["why"].as_str()) {
+                *by.entry(why.to_string()).or_default() += 1;
+            }
         }
-    }
-    let line = md.lines().find(|l| l.starts_with("- pending: "));
-    match (by.values().sum::<u64>(), line) {
-        (0, None) => {}
-        (0, Some(l)) => diffs.push(format!("tenant {tenant} bundle says {l:?}; the API has no pending GPU pod")),
-        (n, None) => diffs.push(format!("tenant {tenant} bundle has no pending line; the API has {n}: {by:?}")),
-        (n, Some(l)) => {
-            let ok =
-                l.starts_with(&format!("- pending: {n} (")) && by.iter().all(|(w, k)| l.contains(&format!("{k} {w}")));
-            if !ok {
-                diffs.push(format!("tenant {tenant} bundle says {l:?}; the API: {n} pending, {by:?}"));
+        let line = md.lines().find(|l| l.starts_with(start));
+        match (by.values().sum::<u64>(), line) {
+            (0, None) => {}
+            (0, Some(l)) => {
+                diffs.push(format!("tenant {tenant} bundle says {l:?}; the API has no such {phase} GPU pod"))
+            }
+            (n, None) => diffs.push(format!("tenant {tenant} bundle has no {start:?} line; the API has {n}: {by:?}")),
+            (n, Some(l)) => {
+                let ok =
+                    l.starts_with(&format!("{start}{n} (")) && by.iter().all(|(w, k)| l.contains(&format!("{k} {w}")));
+                if !ok {
+                    diffs.push(format!("tenant {tenant} bundle says {l:?}; the API: {n} {phase}, {by:?}"));
+                }
             }
         }
     }

@@ -83,7 +83,8 @@ fn read(message: &str) -> (String, String) {
     (why, text)
 }
 
-/// Per pending pod (`namespace/name`): `{why, text}`.
+/// Per pending pod (`namespace/name`), and per running pod with a container the kubelet is
+/// restarting: `{why, text}`.
 pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
     // The latest FailedScheduling per pod; a later Scheduled ends it.
     let mut last: BTreeMap<String, (u64, &str, String)> = BTreeMap::new();
@@ -115,7 +116,7 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
     let mut out = BTreeMap::new();
     for p in pods {
         let phase = p["status"]["phase"].as_str().unwrap_or("Pending");
-        if phase != "Pending" || p["metadata"]["deletionTimestamp"].is_string() {
+        if !matches!(phase, "Pending" | "Running") || p["metadata"]["deletionTimestamp"].is_string() {
             continue;
         }
         let key = format!("{}/{}", s(&p["metadata"]["namespace"]), s(&p["metadata"]["name"]));
@@ -128,6 +129,14 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
                 .filter(|r| !r.is_empty() && *r != "ContainerCreating" && *r != "PodInitializing")?;
             Some((reason.to_string(), s(&w["message"])))
         });
+        if phase == "Running" {
+            // Running with a container restarting (CrashLoopBackOff): kubectl's STATUS.
+            if let Some((reason, m)) = container {
+                let text = if m.is_empty() { reason.clone() } else { format!("{reason}: {m}") };
+                out.insert(key, json!({ "why": reason, "text": text }));
+            }
+            continue;
+        }
         let (why, text) = if p["spec"]["nodeName"].as_str().is_some_and(|n| !n.is_empty()) {
             match (container, prepare.get(&key)) {
                 (Some((reason, m)), _) if m.is_empty() => (reason.clone(), reason),

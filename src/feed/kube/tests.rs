@@ -479,6 +479,14 @@ fn a_container_the_kubelet_cannot_start_says_why_as_kubectl_does() {
         "containerStatuses": [waiting("PodInitializing", None)]})));
     let got = translate::pod_spec(&p).and_then(|s| s.container_waiting);
     assert_eq!(got, Some(("CreateContainerConfigError".into(), "secret \"s\" not found".into())));
+    // Running, one container restarting after it failed: kubectl's STATUS says CrashLoopBackOff.
+    let running = json!({"name": "sidecar", "ready": true, "restartCount": 0, "image": "x", "imageID": "",
+        "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}});
+    let message = "back-off 20s restarting failed container=main pod=pull_ml(u)";
+    p.status = Some(obj(json!({"phase": "Running",
+        "containerStatuses": [running, waiting("CrashLoopBackOff", Some(message))]})));
+    let got = translate::pod_spec(&p).and_then(|s| s.container_waiting);
+    assert_eq!(got, Some(("CrashLoopBackOff".into(), message.into())));
 }
 
 #[test]

@@ -192,16 +192,40 @@ impl Fleet {
         })
     }
 
+    /// What holds pod `p` back, as the pods view's WAITING says it: why it is pending
+    /// (`waiting`), or, running, a container the kubelet cannot keep running — its waiting
+    /// reason (`CrashLoopBackOff`, `CreateContainerConfigError`), which `kubectl get pods`
+    /// shows as the pod's STATUS while the phase stays Running. `None` for a pod that runs
+    /// as asked, finished, or is being deleted.
+    pub fn held_back(&self, p: &Pod) -> Option<Waiting> {
+        if p.phase != Phase::Running {
+            return self.waiting(p);
+        }
+        let (reason, message) = p.container_waiting.as_deref()?;
+        Some(Waiting::Container { reason: reason.to_string(), message: message.to_string() })
+    }
+
     /// A tenant's pending pods (all of them, as its PEND counts) by why they wait, the most
     /// first, e.g.
     /// `[("not enough free nvidia.com/gpu", 12), ("not scheduled yet", 1)]`.
     pub fn tenant_waiting(&self, tid: TenantId) -> Vec<(String, u32)> {
+        self.tenant_rollup(tid, |p| self.waiting(p))
+    }
+
+    /// A tenant's running pods that a container holds back (`CrashLoopBackOff`), by the
+    /// reason, the most first: they hold their devices and run nothing between restarts.
+    pub fn tenant_running_held_back(&self, tid: TenantId) -> Vec<(String, u32)> {
+        self.tenant_rollup(tid, |p| if p.phase == Phase::Running { self.held_back(p) } else { None })
+    }
+
+    /// A tenant's pods that `why` says something of, counted by its category, the most first.
+    fn tenant_rollup(&self, tid: TenantId, why: impl Fn(&Pod) -> Option<Waiting>) -> Vec<(String, u32)> {
         let mut by: Vec<(String, u32)> = Vec::new();
         let Some(t) = self.tenant(tid) else { return by };
         for &ns in &t.namespaces {
             for pid in self.idx.pods_in(ns) {
                 let Some(p) = self.pod(pid).filter(|p| p.tenant == tid) else { continue };
-                let Some(w) = self.waiting(p) else { continue };
+                let Some(w) = why(p) else { continue };
                 let c = w.category();
                 match by.iter_mut().find(|(k, _)| *k == c) {
                     Some(e) => e.1 += 1,

@@ -23,13 +23,19 @@ pub struct TreeRow {
     pub gpu: Option<GpuId>,
 }
 
+/// `name [tenant] phase`, and the reason a container cannot start or keep running when there
+/// is one (`Running · CrashLoopBackOff`), as kubectl's STATUS says it.
 fn pod_label(f: &Fleet, pid: PodId) -> String {
     match f.pod(pid) {
         Some(p) => format!(
-            "{} [{}] {}",
+            "{} [{}] {}{}",
             f.pod_display(p),
             f.tenant(p.tenant).map(|t| f.str_of(t.name)).unwrap_or(""),
-            p.phase.as_str()
+            p.phase.as_str(),
+            match f.held_back(p) {
+                Some(Waiting::Container { reason, .. }) => format!(" · {reason}"),
+                _ => String::new(),
+            }
         ),
         None => "?".into(),
     }

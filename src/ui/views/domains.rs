@@ -161,9 +161,9 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         .iter()
         .map(|p| {
             let node = (p.node_name != Sym::default()).then(|| f.str_of(p.node_name));
-            // Why it is pending (null unless it is): `devices not prepared: …` on a node
-            // whose IMEX daemon is not ready.
-            let waiting = f.waiting(p).map(|w| w.text());
+            // Why it is pending (`devices not prepared: …` on a node whose IMEX daemon is
+            // not ready) or, running, crash-loops; null otherwise.
+            let waiting = f.held_back(p).map(|w| w.text());
             json!({ "name": &*p.name, "node": node, "phase": p.phase.as_str(), "waiting": waiting })
         })
         .collect();

@@ -64,25 +64,27 @@ pub const COLUMNS: &[Column] = &[
             })
         })
         .text(|f, r| pod(f, r).map_or("", |p| p.phase.as_str()).into()),
-    // Why a pending pod waits: the scheduler's reasons in words, starting, or queued.
+    // Why a pending pod waits (the scheduler's reasons in words, starting, or queued), or what
+    // keeps a running one from running (a container in CrashLoopBackOff), as kubectl's STATUS.
     Column::new("WAITING", 22)
         .min(10)
         .grow(2)
         .priority(2)
         .filter()
-        .value(|f, r| on(f, r, |p| f.waiting(p).map_or(Value::Absent, |w| Value::Text(w.text().into()))))
+        .value(|f, r| on(f, r, |p| f.held_back(p).map_or(Value::Absent, |w| Value::Text(w.text().into()))))
         .cell(|f, r| {
-            draw(f, r, |p| match f.waiting(p) {
+            draw(f, r, |p| match f.held_back(p) {
                 None => muted("-"),
                 Some(w @ (Waiting::Starting | Waiting::Queued)) => muted(w.text()),
-                // The kubelet cannot start it (an image it cannot pull): as kubectl, in red.
+                // The kubelet cannot start it (an image it cannot pull) or keep it running (it
+                // crash-loops): as kubectl, in red.
                 Some(w @ Waiting::Container { .. }) => (w.text(), "status.failed"),
                 Some(w) => (w.text(), "status.pending"),
             })
         })
         .text(|f, r| match pod(f, r) {
             None => "".into(),
-            Some(p) => f.waiting(p).map_or("-".into(), |w| w.text().into()),
+            Some(p) => f.held_back(p).map_or("-".into(), |w| w.text().into()),
         }),
     Column::new("REQUEST", 13)
         .priority(4)
@@ -278,7 +280,7 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "idle": opt(util.and_then(|(u, idle)| u.map(|_| idle))),
         "owner": col("OWNER"),
         "owner_name": Some(f.str_of(p.owner_name)).filter(|n| !n.is_empty()),
-        "waiting": f.waiting(p).map(|w| json!({ "why": w.category(), "text": w.text() })),
+        "waiting": f.held_back(p).map(|w| json!({ "why": w.category(), "text": w.text() })),
         "created_ms": col("AGE"),
         "age_s": age_s(f, p.created),
     }))
