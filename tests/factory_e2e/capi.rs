@@ -75,6 +75,9 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
                 "spec": {"replicas": 3, "version": "v1.34.2", "machineTemplate": {"spec": {"infrastructureRef": infra("gpu-prod-cp")}}}},
             {"apiVersion": v2, "kind": "MachineDeployment", "metadata": meta("gpu-workers", json!({})),
                 "spec": {"clusterName": "gpu-prod", "replicas": 3, "selector": {"matchLabels": {"pool": "gpu-workers"}}, "template": template()}},
+            // A pool no controller has counted yet (no status): its READY is `?/2`, not 0/2.
+            {"apiVersion": v2, "kind": "MachineDeployment", "metadata": meta("gpu-spare", json!({})),
+                "spec": {"clusterName": "gpu-prod", "replicas": 2, "selector": {"matchLabels": {"pool": "gpu-spare"}}, "template": template()}},
             {"apiVersion": v2, "kind": "MachineSet", "metadata": meta("gpu-workers-7c5d9", json!({"cluster.x-k8s.io/deployment-name": "gpu-workers"})),
                 "spec": {"clusterName": "gpu-prod", "replicas": 3, "selector": {"matchLabels": {"pool": "gpu-workers"}}, "template": template()}},
             {"apiVersion": v2, "kind": "MachineHealthCheck", "metadata": meta("gpu-workers-unhealthy", json!({})),
@@ -139,7 +142,7 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     };
     status(kubeconfig, "machinehealthchecks.cluster.x-k8s.io", "gpu-workers-unhealthy", &mhc(2, 1, true));
 
-    // Eight rows: the five objects and three Machines (seven once the set is deleted).
+    // Nine rows: the six objects and three Machines (eight once the set is deleted).
     let rows = |n: usize| {
         let want = truth(kubeconfig, NS);
         let (have, words) = fabrik_rows(kubeconfig, NS);
@@ -148,7 +151,7 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
         }
         if have == want { Ok(words) } else { Err(format!("fabrik {have:#?}\nkubectl {want:#?}")) }
     };
-    let same = || rows(8);
+    let same = || rows(9);
     let words = settle("the capi view against kubectl", same);
     // The words, from what was written: the tree's depth and each row's state.
     let w = |k: &str| words.get(k).cloned().unwrap_or_else(|| panic!("no row {k}: {words:#?}"));
@@ -159,14 +162,15 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     assert_eq!(w("Machine/m-ok"), (json!("Running"), json!(3)));
     assert_eq!(w("Machine/m-failed").1, json!(1));
     assert_eq!(w("MachineHealthCheck/gpu-workers-unhealthy"), (json!("1 unhealthy"), json!(1)));
+    assert_eq!(w("MachineDeployment/gpu-spare").1, json!(1));
 
     // In the cockpit (started before these CRDs existed: it finds them within a minute).
     // Apart: Esc and M in one read are alt-M to the terminal.
     t.keys(&["Escape"]);
     std::thread::sleep(Duration::from_millis(700));
     t.keys(&["M"]);
-    // Each kind is found on its own minute: wait for all eight rows.
-    let s = t.wait_screen_for("the Cluster API tree", Duration::from_secs(100), |s| s.contains("Cluster API [8/8]"));
+    // Each kind is found on its own minute: wait for all nine rows.
+    let s = t.wait_screen_for("the Cluster API tree", Duration::from_secs(100), |s| s.contains("Cluster API [9/9]"));
     let line = |s: &str, name: &str| {
         let cell = |l: &&str| l.split('│').nth(1).is_some_and(|c| c.trim_start().starts_with(&format!("{name} ")));
         s.lines().find(cell).unwrap_or_default().to_string()
@@ -175,6 +179,7 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     assert!(s.contains("│    gpu-workers-7c5d9 "), "the set under its deployment:\n{s}");
     assert!(s.contains("│      m-ok "), "the Machine under its set:\n{s}");
     assert!(line(&s, "gpu-workers-unhealthy").contains("2/3"), "{s}");
+    assert!(line(&s, "gpu-spare").contains(" ?/2 "), "a pool no controller counted yet:\n{s}");
     // Too many unhealthy: the health check stops remediating, and says so.
     status(kubeconfig, "machinehealthchecks.cluster.x-k8s.io", "gpu-workers-unhealthy", &mhc(0, 0, false));
     let s = t.wait_screen("remediation blocked", |s| line(s, "gpu-workers-unhealthy").contains("remediation blocked"));
@@ -193,7 +198,7 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     // A MachineSet deleted: its row goes, its Machines stay under its name.
     kubectl(kubeconfig, &["-n", NS, "delete", "machineset.cluster.x-k8s.io", "gpu-workers-7c5d9"]);
     let words = settle("the MachineSet gone", || {
-        let w = rows(7)?;
+        let w = rows(8)?;
         if w.contains_key("MachineSet/gpu-workers-7c5d9") { Err("the set is still a row".into()) } else { Ok(w) }
     });
     assert!(words.contains_key("Machine/m-ok"));
@@ -201,6 +206,6 @@ pub(super) fn capi_phase(kubeconfig: &Path, dir: &Path, t: &Tmux) {
     // The Cluster deleted too (the clusters phase lists the Clusters with a kubeconfig
     // Secret as workload clusters): its row goes, what was under it stays.
     kubectl(kubeconfig, &["-n", NS, "delete", "cluster.cluster.x-k8s.io", "gpu-prod"]);
-    settle("the Cluster gone", || rows(6));
+    settle("the Cluster gone", || rows(7));
     t.keys(&["Escape"]);
 }
