@@ -328,6 +328,24 @@ pub fn run(o: Options) -> serde_json::Value {
     let kept = app.ui.rows(ViewKind::Pods).len();
     r.say(format!("filter pods by \"whisper\": {} ({kept} rows)", ms(filter)));
     r.put("filter_pods", serde_json::json!({"ms": msf(filter), "rows": kept}));
+    // As a person types it: a letter at a time, each narrowing the rows the one before kept.
+    app.ui.table_mut(ViewKind::Pods).filter.clear();
+    app.prepare();
+    let word = "whisper";
+    let mut letters = Vec::new();
+    for end in 1..=word.len() {
+        app.ui.table_mut(ViewKind::Pods).filter = word[..end].into();
+        let t = Instant::now();
+        app.prepare();
+        letters.push(t.elapsed());
+    }
+    let worst = letters.iter().max().copied().unwrap_or_default();
+    r.say(format!(
+        "filter pods typed a letter at a time (w, wh, … {word}): median {}, worst {} per letter",
+        ms(median(&letters)),
+        ms(worst)
+    ));
+    r.put("filter_pods_typed", serde_json::json!({"median_ms": msf(median(&letters)), "max_ms": msf(worst)}));
     let (rss, peak) = rss_mib();
     r.say(format!("RSS at the end: {rss:.0} MiB (peak {peak:.0} MiB)"));
     r.put("rss_end_mib", round1(rss));

@@ -128,16 +128,49 @@ impl Filter {
     }
 }
 
+/// Whether every row filter `new` keeps is among those `old` keeps — the filter typed
+/// further — so that `new` can be applied to `old`'s rows alone ([`narrow`]): neither
+/// inverted, both ASCII (what `found_in` compares byte by byte), the new needle holding the
+/// old.
+pub fn narrows(old: &str, new: &str) -> bool {
+    let (o, n) = (Filter::new(old), Filter::new(new));
+    !o.neg && !n.neg && o.needle.is_ascii() && n.needle.is_ascii() && n.needle.contains(&o.needle)
+}
+
+/// `rows` (as [`rows`] made them: filtered, sorted, children after their row) filtered by
+/// `filter` too, in the same order: what [`rows`] gives for `filter` when the fleet is the
+/// same and [`narrows`] holds, without reading the rows `rows` left out or sorting again.
+pub fn narrow(f: &Fleet, v: ViewKind, rows: &[RowId], filter: &str) -> Vec<RowId> {
+    let filter = Filter::new(filter);
+    let mut out = Vec::new();
+    let mut row_kept = false;
+    for &id in rows {
+        // A child (a GPU's MIG instance) goes with its row; the filter reads rows only.
+        if !matches!(id, RowId::Mig(..)) {
+            row_kept = filter.keeps(f, v, id);
+        }
+        if row_kept {
+            out.push(id);
+        }
+    }
+    out
+}
+
 /// Filtered, sorted rows of a view, by the typed values of the sort column (ties in row
 /// order); children follow their row.
 pub fn rows(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, descending: bool) -> Vec<RowId> {
+    rows_of_all(f, v, filter, sort, descending).0
+}
+
+/// [`rows`], and how many rows the view has before the filter (its `[kept/total]`), from
+/// the one listing.
+pub fn rows_of_all(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, descending: bool) -> (Vec<RowId>, usize) {
     let col = &columns(v)[sort_index(v, sort)];
     let filter = Filter::new(filter);
-    let mut keyed: Vec<(SortKey, RowId)> = ids(f, v)
-        .into_iter()
-        .filter(|id| filter.keeps(f, v, *id))
-        .map(|id| ((col.value)(f, id).sort_key(), id))
-        .collect();
+    let all = ids(f, v);
+    let total = all.len();
+    let mut keyed: Vec<(SortKey, RowId)> =
+        all.into_iter().filter(|id| filter.keeps(f, v, *id)).map(|id| ((col.value)(f, id).sort_key(), id)).collect();
     keyed.sort_unstable();
     if descending {
         keyed.reverse();
@@ -147,7 +180,7 @@ pub fn rows(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, descending
         out.push(id);
         out.extend(children(f, id));
     }
-    out
+    (out, total)
 }
 
 /// All rows of a view as text, every column, for `fabrik snapshot --format table|markdown`.
@@ -201,6 +234,36 @@ mod tests {
         let rest = rows(&fleet, ViewKind::Pods, "!whisper", None, false).len();
         assert!(kept > 0 && rest > 0, "{kept} {rest}");
         assert_eq!(kept + rest, all);
+    }
+
+    /// A filter typed letter by letter narrows the rows it kept; each step must equal the
+    /// filter applied to the whole view, order included.
+    #[test]
+    fn a_filter_typed_further_narrows_the_rows_it_kept_to_what_the_whole_view_gives() {
+        let fleet = crate::testing::demo_fleet(42, 48, 3, Default::default()).1;
+        assert!(narrows("", "w") && narrows("wh", "WHI") && narrows("isp", "whisper"));
+        assert!(!narrows("whi", "wh"), "shorter: more rows");
+        assert!(!narrows("wh", "!whi") && !narrows("!wh", "!whi"), "inverted");
+        assert!(!narrows("h1", "h2") && !narrows("gr", "größe"), "not held; not ASCII");
+        let mut steps = 0;
+        for v in ViewKind::ALL {
+            for (sort, descending) in [(None, false), (columns(v).get(1).map(|c| c.name), true)] {
+                for word in ["h100-00", "running", "eval", "gpu"] {
+                    let mut kept = rows(&fleet, v, "", sort, descending);
+                    for end in 1..=word.len() {
+                        let typed = &word[..end];
+                        kept = narrow(&fleet, v, &kept, typed);
+                        assert_eq!(kept, rows(&fleet, v, typed, sort, descending), "{v:?} {sort:?} {typed}");
+                        steps += 1;
+                    }
+                }
+            }
+        }
+        assert!(steps > 100, "{steps}");
+        // The GPUs view keeps a GPU's MIG instances under it.
+        let gpus = rows(&fleet, ViewKind::Gpus, "", None, false);
+        let mig = narrow(&fleet, ViewKind::Gpus, &gpus, "h200");
+        assert!(mig.iter().any(|r| matches!(r, RowId::Mig(..))), "MIG rows follow their GPU");
     }
 
     /// The filter reads a cell's text without drawing it; it must read what is drawn.
