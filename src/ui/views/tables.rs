@@ -169,18 +169,57 @@ pub fn rows_of_all(f: &Fleet, v: ViewKind, filter: &str, sort: Option<&str>, des
     let filter = Filter::new(filter);
     let all = ids(f, v);
     let total = all.len();
-    let mut keyed: Vec<(SortKey, RowId)> =
+    let keyed: Vec<(SortKey, RowId)> =
         all.into_iter().filter(|id| filter.keeps(f, v, *id)).map(|id| ((col.value)(f, id).sort_key(), id)).collect();
-    keyed.sort_unstable();
+    let mut order = sort_keyed(keyed);
     if descending {
-        keyed.reverse();
+        order.reverse();
     }
-    let mut out = Vec::with_capacity(keyed.len());
-    for (_, id) in keyed {
+    let mut out = Vec::with_capacity(order.len());
+    for id in order {
         out.push(id);
         out.extend(children(f, id));
     }
     (out, total)
+}
+
+/// The rows of `keyed` by key, then by row. Keys that repeat in runs (a node's name on each
+/// of its GPUs, which the fleet holds together) are compared once per run: the runs are
+/// ranked by key, then the rows sorted by (rank, row), integers — the GPUs view's million
+/// rows by node name. With few repeats, one sort of the keys.
+fn sort_keyed(mut keyed: Vec<(SortKey<'_>, RowId)>) -> Vec<RowId> {
+    let mut starts: Vec<usize> = Vec::new();
+    for i in 0..keyed.len() {
+        if i == 0 || keyed[i].0 != keyed[i - 1].0 {
+            starts.push(i);
+            if starts.len().saturating_mul(4) > keyed.len() {
+                break;
+            }
+        }
+    }
+    if starts.len().saturating_mul(4) > keyed.len() {
+        keyed.sort_unstable();
+        return keyed.into_iter().map(|(_, id)| id).collect();
+    }
+    let key = |run: usize| &keyed[starts[run]].0;
+    let mut by_key: Vec<usize> = (0..starts.len()).collect();
+    by_key.sort_unstable_by(|a, b| key(*a).cmp(key(*b)));
+    // Equal keys in different runs share a rank, so their rows still sort by row.
+    let mut rank = vec![0u32; starts.len()];
+    for k in 1..by_key.len() {
+        let step = u32::from(key(by_key[k]) != key(by_key[k - 1]));
+        rank[by_key[k]] = rank[by_key[k - 1]] + step;
+    }
+    let mut run = 0;
+    let mut ranked: Vec<(u32, RowId)> = Vec::with_capacity(keyed.len());
+    for (i, (_, id)) in keyed.iter().enumerate() {
+        if starts.get(run + 1) == Some(&i) {
+            run += 1;
+        }
+        ranked.push((rank[run], *id));
+    }
+    ranked.sort_unstable();
+    ranked.into_iter().map(|(_, id)| id).collect()
 }
 
 /// All rows of a view as text, every column, for `fabrik snapshot --format table|markdown`.
@@ -264,6 +303,30 @@ mod tests {
         let gpus = rows(&fleet, ViewKind::Gpus, "", None, false);
         let mig = narrow(&fleet, ViewKind::Gpus, &gpus, "h200");
         assert!(mig.iter().any(|r| matches!(r, RowId::Mig(..))), "MIG rows follow their GPU");
+    }
+
+    /// Ranking runs of one key gives the order one sort of (key, row) gives.
+    #[test]
+    fn rows_sorted_by_runs_of_one_key_come_in_the_order_of_key_then_row() {
+        use std::borrow::Cow;
+        let names = ["h200-0001", "a100-0003", "h100-0000", "a100-0003", "h100-0000"];
+        let mut keyed: Vec<(SortKey, RowId)> = Vec::new();
+        for (n, name) in names.iter().enumerate() {
+            // Eight GPUs a node, held together; the last two nodes repeat earlier names.
+            for g in 0..8 {
+                keyed.push((SortKey::Text(Cow::Borrowed(name)), RowId::Gpu(GpuId(((4 - n) * 8 + g) as u32))));
+            }
+        }
+        keyed.push((SortKey::Num(7), RowId::Gpu(GpuId(99))));
+        let mut plain = keyed.clone();
+        plain.sort_unstable();
+        let want: Vec<RowId> = plain.into_iter().map(|(_, id)| id).collect();
+        assert_eq!(sort_keyed(keyed.clone()), want);
+        // Few repeats take the plain sort; the same order.
+        let few: Vec<(SortKey, RowId)> = keyed.iter().step_by(8).cloned().collect();
+        let mut plain = few.clone();
+        plain.sort_unstable();
+        assert_eq!(sort_keyed(few), plain.into_iter().map(|(_, id)| id).collect::<Vec<_>>());
     }
 
     /// The filter reads a cell's text without drawing it; it must read what is drawn.
