@@ -140,7 +140,7 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         _ => format!("idle-alloc {} ", t.idle_allocated),
     };
     let (feed, feed_tok) = tables::feed_state(f);
-    let spans = vec![
+    let mut spans = vec![
         Span::styled(" fabrik ", theme.style("ui.title").add_modifier(Modifier::BOLD)),
         Span::styled(
             match f.access.as_ref().filter(|a| !a.user.is_empty()) {
@@ -193,6 +193,16 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             theme.style("ui.text"),
         ),
     ];
+    // Too narrow for all of it: the shares go first, then MIG, busy and idle-alloc (their
+    // places above), so that what is never dropped stays whole at the end of the line: the
+    // nodes ready and the pods pending (as the context, the feed's state and the alerts).
+    debug_assert_eq!(spans.len(), 16, "the places below are of these spans");
+    for place in [12, 11, 9, 10] {
+        if spans.iter().map(Span::width).sum::<usize>() <= usize::from(area.width) {
+            break;
+        }
+        spans[place] = Span::raw("");
+    }
     frame.render_widget(Paragraph::new(Line::from(spans)).style(theme.style("ui.statusbar")), area);
 }
 
