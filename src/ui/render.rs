@@ -193,11 +193,11 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             theme.style("ui.text"),
         ),
     ];
-    // Too narrow for all of it: the shares go first, then MIG, busy and idle-alloc (their
-    // places above), so that what is never dropped stays whole at the end of the line: the
-    // nodes ready and the pods pending (as the context, the feed's state and the alerts).
+    // Too narrow for all of it: the shares go first, then MIG (their places above), so that
+    // the nodes ready and the pods pending at the end of the line stay whole where they can;
+    // the utilisation figures (busy, idle-alloc) stay, cut at the end when even that is wide.
     debug_assert_eq!(spans.len(), 16, "the places below are of these spans");
-    for place in [12, 11, 9, 10] {
+    for place in [12, 11] {
         if spans.iter().map(Span::width).sum::<usize>() <= usize::from(area.width) {
             break;
         }
