@@ -5,6 +5,7 @@
 pub mod capi;
 pub mod cilium;
 pub mod inspect;
+pub mod kubelet;
 pub mod kueue;
 pub mod labels;
 pub mod logs;

@@ -6,25 +6,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use serde_json::{Value, json};
 
 use super::kubelet::waiting_status;
-
-/// The registry an image is pulled from: its first path part when that names a host (has a
-/// `.` or `:`, or is `localhost`), else Docker Hub.
-fn registry_of(image: &str) -> &str {
-    match image.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first,
-        _ => "docker.io",
-    }
-}
-
-/// Why the kubelet cannot pull `image`, or `None` when it can: here, an image of a registry
-/// under `.invalid` (RFC 2606: such a name never resolves), whose lookup fails as it would
-/// on a real node. The error is containerd's, as the kubelet passes it on.
-pub fn pull_error(image: &str) -> Option<String> {
-    let host = registry_of(image).split(':').next().unwrap_or("");
-    (host == "invalid" || host.ends_with(".invalid")).then(|| {
-        format!("failed to pull and unpack image \"{image}\": failed to resolve reference \"{image}\": dial tcp: lookup {host}: no such host")
-    })
-}
+use crate::cluster::kubelet::{back_off_secs, crash_back_off, pull_back_off, pull_error};
 
 /// A pod's first container whose image cannot be pulled, with the error.
 pub fn unpullable(pod: &Pod) -> Option<(String, String)> {
@@ -40,8 +22,7 @@ pub fn pull_backoff_status(pod: &Pod, now: &str) -> Value {
     waiting_status(pod, now, |c| {
         let image = c.image.clone().unwrap_or_default();
         match pull_error(&image) {
-            Some(e) => json!({ "reason": "ImagePullBackOff",
-                "message": format!("Back-off pulling image \"{image}\": ErrImagePull: {e}") }),
+            Some(e) => json!({ "reason": "ImagePullBackOff", "message": pull_back_off(&image, &e) }),
             None => json!({ "reason": "ContainerCreating" }),
         }
     })
@@ -65,21 +46,13 @@ pub fn crash_looping(pod: &Pod) -> Option<String> {
     spec.containers.iter().find(|c| exits_at_once(c)).map(|c| c.name.clone())
 }
 
-/// What the kubelet says of a container it restarts with a back-off (its waiting message and
-/// the Warning Event it posts), as kubelets of 1.30 and later word them.
-pub fn back_off_words(pod: &Pod, container: &str, back_off_secs: u32) -> (String, String) {
+/// The kubelet's words for `container` of `pod` restarting after a back-off of `secs`
+/// (its waiting message and its BackOff Event), the pod named as the kubelet names it.
+pub fn back_off_words(pod: &Pod, container: &str, secs: u32) -> (String, String) {
     let ns = pod.metadata.namespace.as_deref().unwrap_or_default();
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-    (
-        format!("back-off {back_off_secs}s restarting failed container={container} pod={name}_{ns}({uid})"),
-        format!("Back-off restarting failed container {container} in pod {name}_{ns}({uid})"),
-    )
-}
-
-/// The back-off before restart `restarts` + 1: 10 s, doubling, at most 5 min (the kubelet's).
-pub fn back_off_secs(restarts: u32) -> u32 {
-    (10u32 << restarts.saturating_sub(1).min(5)).min(300)
+    crash_back_off(container, &format!("{name}_{ns}({uid})"), secs)
 }
 
 /// `running` (the status of the pod with its containers running) with `container` crashed:
@@ -128,14 +101,6 @@ mod tests {
 
     #[test]
     fn an_image_of_a_registry_that_never_resolves_cannot_be_pulled() {
-        assert_eq!(registry_of("nvcr.io/nvidia/pytorch:25.01-py3"), "nvcr.io");
-        assert_eq!(registry_of("busybox:1.36"), "docker.io");
-        assert_eq!(registry_of("library/busybox"), "docker.io");
-        assert_eq!(registry_of("localhost:5000/x"), "localhost:5000");
-        assert!(pull_error("nvcr.io/nvidia/pytorch:25.01-py3").is_none());
-        assert!(pull_error("busybox.invalid").is_none(), "a Docker Hub name, not a registry");
-        let e = pull_error("registry.invalid:5000/team/train:1").expect("never resolves");
-        assert!(e.ends_with("lookup registry.invalid: no such host"), "{e}");
         let mut p = pod();
         assert!(unpullable(&p).is_none());
         if let Some(c) = p.spec.as_mut().and_then(|s| s.containers.first_mut()) {
@@ -183,8 +148,6 @@ mod tests {
         assert_eq!(c["lastState"]["terminated"]["exitCode"], 1);
         let ready = st["conditions"].as_array().and_then(|a| a.iter().find(|c| c["type"] == "Ready")).cloned();
         assert_eq!(ready.map(|r| r["status"].clone()), Some(json!("False")));
-        // The back-off doubles from 10 s and stops at 5 min, as the kubelet's does.
-        assert_eq!((1..=7).map(back_off_secs).collect::<Vec<_>>(), [10, 20, 40, 80, 160, 300, 300]);
         // A pod that is never restarted does not loop.
         if let Some(spec) = p.spec.as_mut() {
             spec.restart_policy = Some("Never".into());

@@ -375,7 +375,8 @@ impl Kubelet {
                     // with a back-off, not ready; the devices stay allocated to the pod.
                     let restarts = 1 + (hash(&[&uid, "restarts"]) % 4) as u32;
                     let status = failing::crash_loop_status(status, &pod, &container, restarts, &now);
-                    let (_, said) = failing::back_off_words(&pod, &container, failing::back_off_secs(restarts));
+                    let secs = crate::cluster::kubelet::back_off_secs(restarts);
+                    let (_, said) = failing::back_off_words(&pod, &container, secs);
                     me.stuck(&api, &pod, &node, status, ("BackOff", &said)).await;
                     return;
                 }

@@ -2,6 +2,7 @@
 //! terminated gracefully, deleted and its devices released.
 
 use super::world::{Behaviour, SPod, Sim};
+use crate::cluster::kubelet;
 use crate::mig::{self, GpuModel};
 use crate::model::*;
 
@@ -366,20 +367,15 @@ impl SPod {
         let idle = self.behaviour == Behaviour::Idle;
         if self.spec.app == "jupyter" && idle && by_name.is_multiple_of(4) {
             let image = "registry.invalid/research/notebook:cuda12";
-            let message = format!(
-                "Back-off pulling image \"{image}\": ErrImagePull: failed to pull and unpack image \"{image}\": \
-                 failed to resolve reference \"{image}\": dial tcp: lookup registry.invalid: no such host"
-            );
-            self.spec.container_waiting = Some(("ImagePullBackOff".into(), message));
+            let error = kubelet::pull_error(image).unwrap_or_default();
+            self.spec.container_waiting = Some(("ImagePullBackOff".into(), kubelet::pull_back_off(image, &error)));
             return;
         }
         self.spec.phase = Phase::Running;
         self.spec.started = Some(at);
         if self.spec.app == "ft-debug" && idle {
-            let message = format!(
-                "back-off 5m0s restarting failed container=train pod={}_{}",
-                self.spec.name, self.spec.namespace
-            );
+            let pod = format!("{}_{}", self.spec.name, self.spec.namespace);
+            let (message, _) = kubelet::crash_back_off("train", &pod, kubelet::back_off_secs(9));
             self.spec.container_waiting = Some(("CrashLoopBackOff".into(), message));
         }
     }

@@ -167,6 +167,12 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
         Span::styled(format!("alloc {at_least}{alloc}% "), theme.style(tables::util_token(alloc as u8))),
         Span::styled(busy, theme.style(busy_tok)),
         Span::styled(idle, theme.style(if t.idle_allocated > 0 { "gpu.idle" } else { "ui.text.muted" })),
+    ];
+    // Too narrow for all of it: the shares go first, then MIG, so that the nodes ready and
+    // the pods pending at the end of the line stay whole where they can; the utilisation
+    // figures (busy, idle-alloc) stay, cut at the end when even that is wide.
+    let (mig_at, shares_at) = (spans.len(), spans.len() + 1);
+    spans.extend([
         // Held instances: bound to a pod, or held by one without a known instance.
         Span::styled(format!("MIG {}/{} ", t.mig_allocated, t.mig_instances), theme.style("gpu.mig.used")),
         // Replicas of time-sliced / MPS GPUs: held of offered.
@@ -178,6 +184,8 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             },
             theme.style("gpu.mig.used"),
         ),
+    ]);
+    spans.extend([
         Span::styled(" │ ", theme.style("ui.border")),
         Span::styled(
             format!("nodes {}/{} ready ", t.nodes_ready, t.nodes),
@@ -192,12 +200,8 @@ fn render_header(f: &Fleet, ui: &Ui, theme: &Theme, frame: &mut Frame, area: Rec
             },
             theme.style("ui.text"),
         ),
-    ];
-    // Too narrow for all of it: the shares go first, then MIG (their places above), so that
-    // the nodes ready and the pods pending at the end of the line stay whole where they can;
-    // the utilisation figures (busy, idle-alloc) stay, cut at the end when even that is wide.
-    debug_assert_eq!(spans.len(), 16, "the places below are of these spans");
-    for place in [12, 11] {
+    ]);
+    for place in [shares_at, mig_at] {
         if spans.iter().map(Span::width).sum::<usize>() <= usize::from(area.width) {
             break;
         }

@@ -146,7 +146,7 @@ pub fn narrow(f: &Fleet, v: ViewKind, rows: &[RowId], filter: &str) -> Vec<RowId
     let mut row_kept = false;
     for &id in rows {
         // A child (a GPU's MIG instance) goes with its row; the filter reads rows only.
-        if !matches!(id, RowId::Mig(..)) {
+        if !id.is_child() {
             row_kept = filter.keeps(f, v, id);
         }
         if row_kept {
