@@ -330,5 +330,19 @@ fn from_cluster_api(mgmt: &Path, workload: &Path, dir: &Path, want: &Value) {
     let r = row(&s, "wl-2");
     assert!(!r.contains(&nodes) && r.contains('—'), "no figures on a gone row: {r:?}\n{s}");
     assert!(row(&s, "wl-3").contains(" live "), "the others stay: {s}");
+    // wl-3's Cluster deleted while it is on screen: its views stay as last seen and the header
+    // no longer says live. Created again, its new feed replaces them where they are.
+    t.keys(&["Escape"]);
+    t.wait_screen("wl-3 on screen", |s| s.contains(&format!("ctx {wl3}")) && s.contains("[live]"));
+    kubectl(mgmt, &["delete", "cluster.cluster.x-k8s.io", "wl-3", "-n", "fleet", "--wait=false"]);
+    let s = t.wait_screen_for("wl-3's views stale", Duration::from_secs(60), |s| s.contains("[cluster stale since"));
+    // Its rows stay (the header, longer now, is cut before its node count at 140 columns).
+    let rows = format!("Fleet [{0}/{0}]", want["nodes"]["total"]);
+    assert!(s.contains("no longer fed") && s.contains(&rows) && !s.contains("[live]"), "{s}");
+    let again = json!({"apiVersion": "v1", "kind": "List", "items": [cluster("wl-3")]});
+    super::apply(mgmt, dir, "capi-wl-3-again", &again);
+    t.wait_screen_for("wl-3 listed anew", Duration::from_secs(60), |s| {
+        s.contains(&format!("ctx {wl3}")) && s.contains("[live]") && s.contains(&want_nodes)
+    });
     t.keys(&["q"]);
 }

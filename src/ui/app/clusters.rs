@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use super::inspect::InspectFn;
 use super::logs::LogsFn;
 use super::{App, Executor, ViewNodes};
-use crate::model::{Batch, Fleet};
+use crate::model::{Batch, Delta, FeedState, Fleet};
 use crate::ui::state::{Navigation, OpBook, RowCache, Screen};
 use crate::ui::views::clusters::ClusterRow;
 
@@ -135,8 +135,14 @@ impl App {
                 let parts = start(i);
                 self.clusters[i].failed = None;
                 self.clusters[i].gone = false;
-                self.clusters[i].parked = Some(Box::new(Parked::of(parts)));
-                self.ui.info(format!("cluster {name} found: `0` lists it"));
+                if i == self.ui.cluster {
+                    // Back while its last state is on screen: the new feed replaces it there.
+                    self.replace_on_screen(parts);
+                    self.ui.info(format!("cluster {name} found again: listing it anew"));
+                } else {
+                    self.clusters[i].parked = Some(Box::new(Parked::of(parts)));
+                    self.ui.info(format!("cluster {name} found: `0` lists it"));
+                }
             }
             Err(why) => self.clusters[i].failed = Some(why),
         }
@@ -153,11 +159,35 @@ impl App {
         slot.gone = true;
         slot.failed = Some(why.clone());
         if i == self.ui.cluster {
+            // The header says it too: its views are no longer fed, since now.
+            let now = self.fleet.now;
+            let stale = FeedState::Stale { since: now, reason: why.clone() };
+            self.apply([Delta::Feed { source: "cluster".into(), state: stale }]);
             self.ui.error(format!("{name}: {why}; what is on screen is its last state, no longer fed"));
         } else {
             self.ui.info(format!("{name}: {why}"));
         }
         self.refresh_cluster(i);
+    }
+
+    /// A cluster's new parts in place of the ones on screen (its feed ended): a fresh fleet
+    /// and executor under the same navigation; the rows are listed anew.
+    fn replace_on_screen(&mut self, p: ClusterParts) {
+        self.ui.dialog = None;
+        self.ui.input = None;
+        if let Some(tell) = self.view_nodes.as_mut() {
+            tell(&BTreeSet::new());
+        }
+        self.last_view_nodes = BTreeSet::new();
+        self.fleet = p.fleet;
+        self.exec = p.exec;
+        self.view_nodes = p.view_nodes;
+        self.inspector = p.inspector;
+        self.logger = p.logger;
+        self.ui.caches.clear();
+        self.ui.ops = crate::ui::state::Ui::new(String::new()).ops;
+        self.ui.session.source = p.source;
+        self.ui.session.kubectl = p.kubectl;
     }
 
     /// Adds a cluster that could not be opened: its row says why.
@@ -483,6 +513,14 @@ mod tests {
         // The one on screen (wl-3) gone: its views stay as last seen, and the message says so.
         app.found_cluster(FoundCluster::Gone("m:fleet/wl-3".into(), "deleted".into()));
         assert!(app.ui.clusters[3].state.starts_with("gone: ") && app.fleet.totals.nodes == 12);
+        let (header, _) = crate::ui::views::tables::feed_state(&app.fleet);
+        assert_eq!(header, "cluster stale since 0s", "the header no longer says live");
+        // Created again while its last state is on screen: the new feed replaces it there.
+        app.found_cluster(FoundCluster::Found("m:fleet/wl-3".into(), Ok(starter("m:fleet/wl-3", 3, given.clone()))));
+        assert!(app.clusters[3].parked.is_none() && app.clusters[3].failed.is_none());
+        let r = &app.ui.clusters[3];
+        assert_eq!((app.ui.cluster, app.fleet.totals.nodes, r.nodes), (3, 3, 3), "its 3 nodes, none of the 12");
+        assert_eq!((r.state.as_str(), app.ui.session.source.as_str()), ("live", "ctx m:fleet/wl-3"));
         // Created again: it opens in its row again.
         app.found_cluster(FoundCluster::Found("m:fleet/wl-2".into(), Ok(starter("m:fleet/wl-2", 4, given.clone()))));
         assert_eq!((app.ui.clusters[2].state.as_str(), app.ui.clusters[2].nodes), ("live", 4));
