@@ -331,6 +331,14 @@ const COVERAGE: &[(&str, Keys)] = &[
                  waiting for another reason than being created (CrashLoopBackOff), as kubectl's STATUS. null \
                  otherwise",
             ),
+            (
+                "restarts",
+                Exact,
+                "kubectl's RESTARTS: while initialising (an init container neither exited 0 nor a started \
+                 sidecar, no Initialized True) the init containers' restartCount up to it; else the sidecars' \
+                 (restartPolicy Always) and every container's",
+            ),
+            ("last_restart_ms", Exact, "the latest lastState.terminated.finishedAt among the containers counted"),
             ("created_ms", Exact, "creationTimestamp"),
             ("age_s", Exact, "generated_at_ms - created_ms"),
         ],
@@ -366,6 +374,35 @@ const COVERAGE: &[(&str, Keys)] = &[
         ],
     ),
 ];
+
+/// kubectl's RESTARTS for `oncall/crash-loops`, once fabrik's pods view says the same
+/// between two kubectl readings that agree.
+fn crash_loop_restarts(kubeconfig: &Path) -> u64 {
+    let kubectl_says = || {
+        let row = kubectl(kubeconfig, &["get", "pod", "crash-loops", "-n", "oncall", "--no-headers"]);
+        row.split_whitespace().nth(3).and_then(|n| n.parse::<u64>().ok())
+    };
+    let mut seen = Vec::new();
+    for _ in 0..8 {
+        let before = kubectl_says();
+        let doc: Value = serde_json::from_str(&fabrik(kubeconfig, &["snapshot", "--view", "pods", "--format", "json"]))
+            .unwrap_or_else(|e| panic!("pods JSON: {e}"));
+        let row = doc["rows"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|r| r["namespace"] == "oncall" && r["name"] == "crash-loops");
+        let ours = row.and_then(|r| r["restarts"].as_u64());
+        let after = kubectl_says();
+        if before.is_some() && before == after {
+            assert_eq!(ours, before, "fabrik's RESTARTS of oncall/crash-loops against kubectl's");
+            return before.unwrap_or_default();
+        }
+        seen.push((before, ours, after));
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    panic!("kubectl's RESTARTS of oncall/crash-loops never held still: {seen:?}");
+}
 
 fn fabrik(kubeconfig: &Path, args: &[&str]) -> String {
     let o = Command::new(BIN)
@@ -1910,6 +1947,10 @@ fn every_number_fabrik_prints_equals_the_api() {
     // kubectl's own STATUS column says what fabrik's WAITING says of the crash-looping pod.
     let row = kubectl(&kubeconfig, &["get", "pod", "crash-loops", "-n", "oncall", "--no-headers"]);
     assert_eq!(row.split_whitespace().nth(2), Some("CrashLoopBackOff"), "kubectl get pod crash-loops: {row}");
+    // And its RESTARTS column what fabrik's RESTARTS says (read between two kubectl readings
+    // that agree: the kubelet restarts it as its back-off runs out).
+    let first_restarts = crash_loop_restarts(&kubeconfig);
+    assert!(first_restarts >= 1, "the crash-looping pod has restarted");
 
     let t0 = truth(&read_api(&kubeconfig));
     assert!(!t0.label_mig.is_empty(), "the workload has a label-announced MIG node: {:?}", t0.profiles);
@@ -2118,5 +2159,12 @@ fn every_number_fabrik_prints_equals_the_api() {
     }
     // `fabrik logs` (the `L` pane's stream) against `kubectl logs`, through the sim's kubelets.
     failures.extend(logs::compare(&kubeconfig));
+    // The kubelet went on restarting the crash-looping pod (its back-off is at most 80 s
+    // here): kubectl and fabrik count the restarts since.
+    let start = Instant::now();
+    while crash_loop_restarts(&kubeconfig) <= first_restarts {
+        assert!(start.elapsed() < Duration::from_secs(100), "oncall/crash-loops was not restarted again");
+        std::thread::sleep(Duration::from_secs(3));
+    }
     assert!(failures.is_empty(), "{} differences between fabrik and the API:\n{}", failures.len(), failures.join("\n"));
 }

@@ -374,10 +374,11 @@ impl Kubelet {
                     // It exits 1 each time it starts: Running, that container restarting
                     // with a back-off, not ready; the devices stay allocated to the pod.
                     let restarts = 1 + (hash(&[&uid, "restarts"]) % 4) as u32;
-                    let status = failing::crash_loop_status(status, &pod, &container, restarts, &now);
+                    let looping = failing::crash_loop_status(status.clone(), &pod, &container, restarts, &now);
                     let secs = crate::cluster::kubelet::back_off_secs(restarts);
                     let (_, said) = failing::back_off_words(&pod, &container, secs);
-                    me.stuck(&api, &pod, &node, status, ("BackOff", &said)).await;
+                    me.stuck(&api, &pod, &node, looping, ("BackOff", &said)).await;
+                    me.crash_loop(&api, &pod, &node, status, &container, restarts).await;
                     return;
                 }
                 let res = {
@@ -485,6 +486,49 @@ impl Kubelet {
             Ok(_) => eprintln!("fabrik sim: kubelet: {ns}/{name} on {node}: {reason}"),
             Err(e) if is_status(&e, 409) => {}
             Err(e) => eprintln!("fabrik sim: kubelet: event for {ns}/{name}: {}", describe(&e)),
+        }
+    }
+
+    /// Restarts a crash-looping container each time its back-off runs out (10 s, doubling
+    /// to 5 min), as a kubelet does; it exits at once again: one restart more in its status,
+    /// and its BackOff Event counted once more. Ends when the pod is deleted or gone.
+    async fn crash_loop(&self, api: &Api<Pod>, pod: &Pod, node: &str, running: Value, container: &str, mut n: u32) {
+        let Some((ns, name, uid, _)) = key(pod) else { return };
+        let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(self.shared.client.clone(), &ns);
+        let event = format!("{name}.{:016x}", hash(&[&uid, "BackOff"]));
+        let mut said = 1u32;
+        loop {
+            let secs = crate::cluster::kubelet::back_off_secs(n);
+            tokio::time::sleep(Duration::from_secs(secs.into())).await;
+            if self.shared.is_faulted(node) {
+                // The kubelet is down: it restarts nothing until it is back.
+                continue;
+            }
+            if self.deleting.lock().map_or(true, |d| d.contains_key(&uid)) {
+                return;
+            }
+            match api.get_opt(&name).await {
+                Ok(Some(p))
+                    if p.metadata.uid.as_deref() == Some(uid.as_str()) && p.metadata.deletion_timestamp.is_none() => {}
+                Ok(_) => return,
+                Err(_) => continue,
+            }
+            n = n.saturating_add(1);
+            let now = model::now_str();
+            let status = failing::crash_loop_status(running.clone(), pod, container, n, &now);
+            let Ok(_permit) = self.shared.sem.acquire().await else { return };
+            match api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await {
+                Ok(_) => {}
+                Err(e) if is_status(&e, 404) => return,
+                Err(e) => eprintln!("fabrik sim: kubelet: {ns}/{name} restarting {container}: {}", describe(&e)),
+            }
+            said = said.saturating_add(1);
+            let seen = json!({ "count": said, "lastTimestamp": now });
+            if let Err(e) = events.patch(&event, &PatchParams::default(), &Patch::Merge(&seen)).await
+                && !is_status(&e, 404)
+            {
+                eprintln!("fabrik sim: kubelet: the BackOff event of {ns}/{name}: {}", describe(&e));
+            }
         }
     }
 

@@ -86,6 +86,31 @@ pub struct PodSpec {
     /// (init containers first) waiting for another reason than being created, `(reason,
     /// message)`, e.g. `ImagePullBackOff`, `CreateContainerConfigError`, `CrashLoopBackOff`.
     pub container_waiting: Option<(String, String)>,
+    /// Its containers' restarts, as `kubectl get pods`' RESTARTS counts them.
+    pub restarts: Restarts,
+}
+
+/// How many times a pod's containers were restarted, counted as kubectl's RESTARTS column
+/// counts them (the containers', and the init containers' while they initialise), and when
+/// the last counted container exited.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Restarts {
+    pub count: u32,
+    /// Seconds since the epoch (0: no container said when), to keep a pod small.
+    last_exit_s: u32,
+}
+
+impl Restarts {
+    pub fn new(count: u32, last_exit: Option<Ts>) -> Restarts {
+        let last_exit_s = last_exit.map_or(0, |t| u32::try_from(t / 1000).unwrap_or(u32::MAX));
+        Restarts { count, last_exit_s }
+    }
+
+    /// When the last counted container exited (`lastState.terminated.finishedAt`), to the
+    /// second.
+    pub fn last_exit(&self) -> Option<Ts> {
+        (self.last_exit_s > 0).then(|| u64::from(self.last_exit_s) * 1000)
+    }
 }
 
 /// A pod whose deletion is under way, and what still keeps it: the kubelet stops its

@@ -56,6 +56,7 @@ fn pod(ns: &str, name: &str, node: Option<&str>, phase: Phase, gpus: u16, bound:
         bound_mig: vec![],
         deletion: None,
         container_waiting: None,
+        restarts: Default::default(),
     }
 }
 
@@ -238,6 +239,12 @@ pub(crate) fn check_invariants(f: &Fleet) {
             u.allocated_shares += n;
             u.share_milli += milli;
             u.allocated_mig += p.mig_count() + f.dra_mig(p);
+            let held = if sharing.shared() { dra_gpus + p.gpus as u32 } else { p.gpus as u32 + dra_gpus };
+            let held = held + n + p.mig_count() + f.dra_mig(p);
+            if p.phase == Phase::Running && p.crash_looping() && held > 0 {
+                u.crash_looping += 1;
+                u.crash_looping_devices += held;
+            }
         }
     }
     for gid in f.gpu_ids() {
@@ -282,6 +289,11 @@ pub(crate) fn check_invariants(f: &Fleet) {
             (got.pods, got.pending_pods, got.busy, got.idle_allocated, got.measured),
             (want.pods, want.pending_pods, want.busy, want.idle_allocated, want.measured),
             "tenant {name} pods/busy/idle/measured"
+        );
+        assert_eq!(
+            (got.crash_looping, got.crash_looping_devices),
+            (want.crash_looping, want.crash_looping_devices),
+            "tenant {name} crash-looping pods and their devices"
         );
     }
     assert_eq!(f.totals, t, "fleet totals");
@@ -388,10 +400,35 @@ fn a_running_pod_whose_container_crash_loops_is_held_back_but_not_pending() {
     assert!(f.tenant_waiting(f.tenant_by_name("team-a").unwrap()).is_empty());
     let by = f.tenant_running_held_back(f.tenant_by_name("team-a").unwrap());
     assert_eq!(by, vec![("CrashLoopBackOff".to_string(), 1)]);
-    // Restarted and running again: nothing holds it back.
+    // Its tenant is alerted: a pod crash-looping on the GPU it holds.
+    let crash_alert = |f: &Fleet| {
+        f.alerts.values().find(|a| a.kind == AlertKind::CrashLoop).map(|a| (a.target.clone(), a.message.clone()))
+    };
+    let tid = f.tenant_by_name("team-a").unwrap();
+    assert_eq!(
+        crash_alert(&f),
+        Some((
+            AlertTarget::Tenant(tid),
+            "tenant team-a: 1 pod crash-looping (CrashLoopBackOff), idle on the 1 GPU device it holds".into()
+        ))
+    );
+    assert_eq!(
+        (f.tenant(tid).unwrap().usage.crash_looping, f.tenant(tid).unwrap().usage.crash_looping_devices),
+        (1, 1)
+    );
+    // Restarted once more: the count and the exit kept, the alert stays.
+    let restarted = PodSpec { restarts: Restarts::new(4, Some(1_700_000_000_000)), ..looping.clone() };
+    f.apply(Delta::PodUpsert(restarted));
+    let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();
+    assert_eq!((p.restarts.count, p.restarts.last_exit()), (4, Some(1_700_000_000_000)));
+    assert!(crash_alert(&f).is_some());
+    // Restarted and running again: nothing holds it back, and the alert ends.
     f.apply(Delta::PodUpsert(PodSpec { container_waiting: None, ..looping.clone() }));
     let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();
     assert_eq!(f.held_back(p), None);
+    assert_eq!(crash_alert(&f), None);
+    assert_eq!(f.tenant(tid).unwrap().usage.crash_looping, 0);
+    check_invariants(&f);
     // Being deleted: it says Terminating, not why it waited.
     f.apply(Delta::PodUpsert(PodSpec { phase: Phase::Terminating, ..looping }));
     let p = f.pod(f.pod_by_name("a", "looping").unwrap()).unwrap();

@@ -302,9 +302,16 @@ pub struct Pod {
     pub deletion: Option<Box<super::delta::Deletion>>,
     /// A container the kubelet cannot start: `(reason, message)` (see `PodSpec`).
     pub container_waiting: Option<Box<(Box<str>, Box<str>)>>,
+    /// Its containers' restarts (kubectl's RESTARTS).
+    pub restarts: super::delta::Restarts,
 }
 
 impl Pod {
+    /// A container of it waits out its restart back-off (CrashLoopBackOff).
+    pub fn crash_looping(&self) -> bool {
+        self.container_waiting.as_ref().is_some_and(|w| &*w.0 == "CrashLoopBackOff")
+    }
+
     pub fn mig_count(&self) -> u32 {
         self.mig.iter().map(|(_, n)| *n as u32).sum()
     }
@@ -371,6 +378,10 @@ pub struct TenantUsage {
     pub measured: u32,
     pub pods: u32,
     pub pending_pods: u32,
+    /// Running pods holding devices while a container crash-loops (CrashLoopBackOff), and
+    /// the devices they hold (GPUs, instances, shares) and run nothing on between restarts.
+    pub crash_looping: u32,
+    pub crash_looping_devices: u32,
 }
 
 #[derive(Clone, Debug)]
@@ -434,6 +445,8 @@ pub enum AlertKind {
     Remediating,
     /// The node's Metal3 BareMetalHost is in error (BMC, power, provisioning...).
     HostError,
+    /// A tenant's running pods hold devices while a container crash-loops (CrashLoopBackOff).
+    CrashLoop,
     /// A MachineHealthCheck stopped remediating: more Machines are unhealthy than it may
     /// remediate (`RemediationAllowed` False).
     RemediationBlocked,
@@ -462,6 +475,7 @@ impl AlertKind {
             Self::Remediating => "remediating".into(),
             Self::HostError => "host error".into(),
             Self::RemediationBlocked => "remediation blocked".into(),
+            Self::CrashLoop => "crash loop".into(),
         }
     }
 }

@@ -258,6 +258,7 @@ fn pod_on(node: &str, name: &str, phase: Phase, owner: Owner, gpus: u16) -> crat
         bound_mig: vec![],
         deletion: None,
         container_waiting: None,
+        restarts: Default::default(),
     }
 }
 

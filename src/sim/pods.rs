@@ -104,6 +104,7 @@ impl Sim {
             bound_mig: Vec::new(),
             deletion: None,
             container_waiting: None,
+            restarts: Default::default(),
         };
         self.pods.insert(
             key.clone(),
@@ -374,9 +375,31 @@ impl SPod {
         self.spec.phase = Phase::Running;
         self.spec.started = Some(at);
         if self.spec.app == "ft-debug" && idle {
-            let pod = format!("{}_{}", self.spec.name, self.spec.namespace);
-            let (message, _) = kubelet::crash_back_off("train", &pod, kubelet::back_off_secs(9));
-            self.spec.container_waiting = Some(("CrashLoopBackOff".into(), message));
+            // It has crashed a while already: nine restarts, backing off 5 min each.
+            self.crashed(9, at);
         }
+    }
+
+    /// Its container exited at `at` for the `restarts`-th time: CrashLoopBackOff, backing off.
+    fn crashed(&mut self, restarts: u32, at: Ts) {
+        let pod = format!("{}_{}", self.spec.name, self.spec.namespace);
+        let (message, _) = kubelet::crash_back_off("train", &pod, kubelet::back_off_secs(restarts));
+        self.spec.container_waiting = Some(("CrashLoopBackOff".into(), message));
+        self.spec.restarts = Restarts::new(restarts, Some(at));
+    }
+
+    /// A crash-looping pod whose back-off ran out by `now`: the kubelet restarts its
+    /// container, which exits at once again.
+    pub(super) fn crash_due(&self, now: Ts) -> bool {
+        let looping = self.spec.container_waiting.as_ref().is_some_and(|(r, _)| r == "CrashLoopBackOff");
+        let back_off = u64::from(kubelet::back_off_secs(self.spec.restarts.count)) * 1000;
+        looping
+            && self.spec.phase == Phase::Running
+            && self.spec.restarts.last_exit().is_some_and(|t| now >= t + back_off)
+    }
+
+    /// Restarted by the kubelet at `now`, it crashed again: one restart more.
+    pub(super) fn crash_again(&mut self, now: Ts) {
+        self.crashed(self.spec.restarts.count.saturating_add(1), now);
     }
 }

@@ -711,3 +711,30 @@ fn a_host_reboot_is_done_when_the_operator_powered_it_off_and_on_and_a_host_in_e
     let e = ops::plan(&f, &by_key).unwrap_err();
     assert!(e.to_string().contains("no BareMetalHost nope/x in view: give it as namespace/name"), "{e}");
 }
+
+#[test]
+fn a_crash_looping_pod_is_restarted_each_time_its_back_off_runs_out() {
+    let (mut sim, mut f) = start(42, 48);
+    let looping = |f: &Fleet| -> Vec<(String, u32, Option<Ts>)> {
+        f.pod_ids()
+            .filter_map(|id| f.pod(id))
+            .filter(|p| p.crash_looping())
+            .map(|p| (p.name.to_string(), p.restarts.count, p.restarts.last_exit()))
+            .collect()
+    };
+    run(&mut sim, &mut f, 2);
+    let before = looping(&f);
+    assert!(!before.is_empty(), "the demo has crash-looping ft-debug pods");
+    assert!(before.iter().all(|(_, n, at)| *n >= 9 && at.is_some()), "{before:?}");
+    // Its back-off is 5 min: within 301 s each was restarted once more, and exited again.
+    run(&mut sim, &mut f, 301);
+    let after = looping(&f);
+    for (name, n, at) in &before {
+        if let Some((_, m, later)) = after.iter().find(|(x, ..)| x == name) {
+            assert_eq!(*m, n + 1, "{name}: one restart more");
+            assert!(later > at, "{name}: a later exit");
+        }
+    }
+    assert!(after.iter().any(|(x, ..)| before.iter().any(|(y, ..)| x == y)), "some still loop: {after:?}");
+    check_invariants(&f);
+}

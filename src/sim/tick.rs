@@ -38,6 +38,7 @@ impl Sim {
             }
             if p.terminating.is_some()
                 || p.starting.is_some()
+                || p.crash_due(self.now)
                 || (p.ticks_left.is_some() && p.spec.phase == Phase::Running)
             {
                 c.timed.push(k.clone());
@@ -58,6 +59,11 @@ impl Sim {
                 } else {
                     *t -= 1;
                 }
+                continue;
+            }
+            if p.crash_due(self.now) {
+                p.crash_again(self.now);
+                self.out.push(Delta::PodUpsert(p.spec.clone()));
                 continue;
             }
             if let Some(s) = p.starting.as_mut() {

@@ -371,6 +371,7 @@ impl Sim {
                 bound_mig: vec![],
                 deletion: None,
                 container_waiting: None,
+                restarts: Default::default(),
             }));
         }
         for p in self.pods.values() {

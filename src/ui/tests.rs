@@ -1678,6 +1678,7 @@ fn agentless_app() -> App {
         bound_mig: vec![],
         deletion: None,
         container_waiting: None,
+        restarts: Default::default(),
     };
     f.apply(Delta::PodUpsert(pod("asr-0", "m1", 0, &[("1g.10gb", 1)], &[])));
     f.apply(Delta::PodUpsert(pod("asr-1", "m1", 0, &[("1g.10gb", 2)], &[])));
@@ -1739,8 +1740,14 @@ fn mig_instances_held_without_a_known_instance_are_held_on_every_screen() {
         "4",
         "the tenant's MIG instances"
     );
-    assert_eq!(pod_cell(&app, "asr-1", 7), "1g.10gb×2 held, instance unknown without an agent");
-    assert_eq!(pod_cell(&app, "big", 7), "3g.40gb×1 held, instance unknown without an agent");
+    assert_eq!(
+        pod_cell(&app, "asr-1", col(ViewKind::Pods, "DEVICES")),
+        "1g.10gb×2 held, instance unknown without an agent"
+    );
+    assert_eq!(
+        pod_cell(&app, "big", col(ViewKind::Pods, "DEVICES")),
+        "3g.40gb×1 held, instance unknown without an agent"
+    );
     // No GPU is said to be free while an instance of its profile may be the one held.
     assert_eq!(gpu_cell(&app, "m1", 0, 0, 9), "0/3 in use, 3 unknown");
     let rows: Vec<String> = (1..=3).map(|i| gpu_cell(&app, "m1", 0, i, 9)).collect();
@@ -1767,8 +1774,8 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 6), "—", "{node} UTIL");
         assert_eq!(cell_of(&app, ViewKind::Fleet, node, 10), "—", "{node} IDLE");
     }
-    assert_eq!(pod_cell(&app, "asr-0", 8), "—", "a pod holding an instance nobody measures");
-    assert_eq!(pod_cell(&app, "train-0", 8), "—");
+    assert_eq!(pod_cell(&app, "asr-0", col(ViewKind::Pods, "UTIL")), "—", "a pod holding an instance nobody measures");
+    assert_eq!(pod_cell(&app, "train-0", col(ViewKind::Pods, "UTIL")), "—");
     // A source measures one of w1's GPUs: figures over that one, and they say so.
     let at = app.fleet.now;
     app.apply([Delta::Telemetry(vec![crate::model::TelemetrySample {
@@ -1783,7 +1790,7 @@ fn without_telemetry_every_aggregate_says_unknown_and_a_partial_one_says_of_how_
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 6), "90% of 1", "UTIL");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 7), "40% of 1", "MEM");
     assert_eq!(cell_of(&app, ViewKind::Fleet, "w1", 8), "300W of 1", "POWER");
-    assert_eq!(pod_cell(&app, "train-0", 8), "90%");
+    assert_eq!(pod_cell(&app, "train-0", col(ViewKind::Pods, "UTIL")), "90%");
 }
 
 #[test]
@@ -2097,6 +2104,7 @@ fn domains_app() -> (App, Vec<String>) {
             bound_mig: vec![],
             deletion: None,
             container_waiting: None,
+            restarts: Default::default(),
         }));
     }
     let keymap = Keymap::builtin("default").expect("the default keymap is builtin");
@@ -2333,6 +2341,7 @@ fn a_pod_on_a_shared_gpu_shows_how_busy_its_own_processes_keep_it() {
             bound_mig: vec![],
             deletion: None,
             container_waiting: None,
+            restarts: Default::default(),
         }));
     }
     let proc = |pid: u32, pod: &str, sm: Option<u8>| ProcSample {
@@ -3136,5 +3145,30 @@ fn unscheduled_job_pod(ns: &str, name: &str, app: &str, gpus: u16, now: crate::m
         bound_mig: vec![],
         deletion: None,
         container_waiting: None,
+        restarts: Default::default(),
     }
+}
+
+#[test]
+fn restarts_read_as_kubectl_prints_them_and_a_crash_loop_alerts_its_tenant() {
+    let (_, app) = demo_app(SEED, 48, dark());
+    let f = &app.fleet;
+    let restarts = col(ViewKind::Pods, "RESTARTS");
+    let looping = f.pod_ids().filter_map(|id| f.pod(id).map(|p| (id, p))).find(|(_, p)| p.crash_looping());
+    let (id, p) = looping.expect("the demo has a crash-looping pod");
+    let (text, token) = tables::columns(ViewKind::Pods)[restarts].cell_of(f, RowId::Pod(id));
+    let at = p.restarts.last_exit().expect("its last exit");
+    let want = format!("{} ({} ago)", p.restarts.count, crate::ui::views::cell::age(f.now, at));
+    assert_eq!((text.as_str(), token), (want.as_str(), "status.failed"), "red while it crash-loops");
+    // A pod never restarted: a muted 0; the JSON has the count and the exit.
+    let calm = f.pod_ids().find(|id| f.pod(*id).is_some_and(|p| p.restarts.count == 0)).expect("a calm pod");
+    assert_eq!(tables::columns(ViewKind::Pods)[restarts].cell_of(f, RowId::Pod(calm)).0, "0");
+    let doc = crate::ui::views::pods::json(f, RowId::Pod(id)).expect("its JSON");
+    assert_eq!((doc["restarts"].clone(), doc["last_restart_ms"].clone()), (p.restarts.count.into(), at.into()));
+    // Its tenant is alerted.
+    let tenant = f.tenant(p.tenant).map(|t| f.str_of(t.name).to_string()).unwrap_or_default();
+    let alert = f.alerts.values().find(|a| {
+        a.kind == crate::model::AlertKind::CrashLoop && a.target == crate::model::AlertTarget::Tenant(p.tenant)
+    });
+    assert!(alert.is_some_and(|a| a.message.starts_with(&format!("tenant {tenant}: "))), "{alert:?}");
 }

@@ -161,6 +161,50 @@ pub fn waiting(pods: &[Value], events: &[Value]) -> BTreeMap<String, Value> {
 /// latest of their FailedCreate / SuccessfulCreate Events (a refusal of the same second as
 /// a creation stands) is a FailedCreate saying `exceeded quota: Q, requested: …, used: …,
 /// limited: …` — as `{object: kind/ns/name, quota, text}`, by object.
+/// A pod's restarts as kubectl's RESTARTS column counts them, read from the pod's JSON, and
+/// the latest `lastState.terminated.finishedAt` among the counted containers: while an init
+/// container is not done (exit 0, or a started sidecar) and no Initialized condition is True,
+/// the init containers' restarts up to that one; else the sidecars' (init containers with
+/// restartPolicy Always) and every container's.
+pub fn restarts(p: &Value) -> (u64, Option<u64>) {
+    let st = &p["status"];
+    let sidecars: Vec<&str> = p["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let exit = |c: &Value| {
+        c["lastState"]["terminated"]["finishedAt"]
+            .is_string()
+            .then(|| ts_ms(&c["lastState"]["terminated"]["finishedAt"]))
+    };
+    let n = |c: &Value| c["restartCount"].as_u64().unwrap_or(0);
+    let mut init = (0, None);
+    let mut side = (0, None);
+    let mut done = true;
+    for c in st["initContainerStatuses"].as_array().into_iter().flatten() {
+        init = (init.0 + n(c), init.1.max(exit(c)));
+        let sidecar = c["name"].as_str().is_some_and(|name| sidecars.contains(&name));
+        if sidecar {
+            side = (side.0 + n(c), side.1.max(exit(c)));
+        }
+        let finished = c["state"]["terminated"]["exitCode"].as_i64() == Some(0);
+        if !(finished || (sidecar && c["started"] == true)) {
+            done = false;
+            break;
+        }
+    }
+    let initialized = st["conditions"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().any(|c| c["type"] == "Initialized" && c["status"] == "True"));
+    if !done && !initialized {
+        return init;
+    }
+    st["containerStatuses"].as_array().into_iter().flatten().fold(side, |(k, t), c| (k + n(c), t.max(exit(c))))
+}
+
 pub fn refused_by_quota(events: &[Value]) -> BTreeMap<String, Vec<Value>> {
     let mut last: BTreeMap<String, (u64, bool, String)> = BTreeMap::new();
     for e in events {

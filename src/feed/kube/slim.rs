@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateWaiting, ContainerStatus, EmptyDirVolumeSource, Pod, PodResourceClaim,
-    PodResourceClaimStatus, PodSpec, PodStatus, ResourceRequirements, Volume,
+    Container, ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus, EmptyDirVolumeSource,
+    Pod, PodCondition, PodResourceClaim, PodResourceClaimStatus, PodSpec, PodStatus, ResourceRequirements, Volume,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::watcher::Event;
@@ -102,6 +102,8 @@ struct Spec {
     node_name: Option<String>,
     #[serde(default)]
     containers: Vec<SlimContainer>,
+    /// Only a sidecar's restarts count once the pod is initialised.
+    init_containers: Option<Vec<SlimInit>>,
     resource_claims: Option<Vec<PodResourceClaim>>,
     volumes: Option<Vec<SlimVolume>>,
 }
@@ -111,6 +113,14 @@ struct SlimContainer {
     #[serde(default)]
     name: String,
     resources: Option<ResourceRequirements>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimInit {
+    #[serde(default)]
+    name: String,
+    restart_policy: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -129,18 +139,53 @@ struct Status {
     resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
     init_container_statuses: Option<Vec<SlimStatus>>,
     container_statuses: Option<Vec<SlimStatus>>,
+    /// Only `Initialized` is read (whose restarts kubectl counts).
+    conditions: Option<Vec<SlimCondition>>,
 }
 
 #[derive(Deserialize)]
+struct SlimCondition {
+    #[serde(rename = "type", default)]
+    type_: String,
+    #[serde(default)]
+    status: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
 struct SlimStatus {
     #[serde(default)]
     name: String,
     state: Option<SlimState>,
+    #[serde(default)]
+    restart_count: i32,
+    started: Option<bool>,
+    last_state: Option<SlimState>,
 }
 
 #[derive(Deserialize)]
 struct SlimState {
     waiting: Option<ContainerStateWaiting>,
+    terminated: Option<SlimTerminated>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlimTerminated {
+    #[serde(default)]
+    exit_code: i32,
+    finished_at: Option<Time>,
+}
+
+impl SlimState {
+    fn state(self) -> ContainerState {
+        let terminated = self.terminated.map(|t| ContainerStateTerminated {
+            exit_code: t.exit_code,
+            finished_at: t.finished_at,
+            ..ContainerStateTerminated::default()
+        });
+        ContainerState { waiting: self.waiting, terminated, ..ContainerState::default() }
+    }
 }
 
 /// Only the [`KEPT_ANNOTATIONS`] of an `annotations` map (or null).
@@ -200,6 +245,11 @@ impl<'de> Deserialize<'de> for FeedPod {
                 .into_iter()
                 .map(|c| Container { name: c.name, resources: c.resources, ..Container::default() })
                 .collect(),
+            init_containers: s.init_containers.map(|v| {
+                v.into_iter()
+                    .map(|c| Container { name: c.name, restart_policy: c.restart_policy, ..Container::default() })
+                    .collect()
+            }),
             resource_claims: s.resource_claims,
             volumes: s.volumes.map(|v| {
                 v.into_iter().map(|v| Volume { name: v.name, empty_dir: v.empty_dir, ..Volume::default() }).collect()
@@ -211,7 +261,10 @@ impl<'de> Deserialize<'de> for FeedPod {
                 v.into_iter()
                     .map(|c| ContainerStatus {
                         name: c.name,
-                        state: c.state.map(|s| ContainerState { waiting: s.waiting, ..ContainerState::default() }),
+                        state: c.state.map(SlimState::state),
+                        restart_count: c.restart_count,
+                        started: c.started,
+                        last_state: c.last_state.map(SlimState::state),
                         ..ContainerStatus::default()
                     })
                     .collect()
@@ -223,6 +276,11 @@ impl<'de> Deserialize<'de> for FeedPod {
             resource_claim_statuses: s.resource_claim_statuses,
             init_container_statuses: statuses(s.init_container_statuses),
             container_statuses: statuses(s.container_statuses),
+            conditions: s.conditions.map(|v| {
+                v.into_iter()
+                    .map(|c| PodCondition { type_: c.type_, status: c.status, ..PodCondition::default() })
+                    .collect()
+            }),
             ..PodStatus::default()
         });
         Ok(FeedPod(Pod { metadata, spec, status }))

@@ -389,6 +389,7 @@ pub fn pod_spec(p: &Pod) -> Option<PodSpec> {
         bound_mig: Vec::new(),
         deletion: crate::cluster::pod_deletion(p),
         container_waiting: container_waiting(p),
+        restarts: crate::cluster::kubelet::restarts(p),
         namespace,
         name,
     })

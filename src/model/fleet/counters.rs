@@ -87,6 +87,8 @@ pub(super) struct PodContrib {
     pub pending: bool,
     /// Unfinished and asking for devices: a GPU pod.
     pub gpu: bool,
+    /// Running with a container in CrashLoopBackOff while it holds devices (what it holds).
+    pub crash_looping: u32,
 }
 
 /// What a node adds to the totals: GPUs allocated, shared GPUs, replicas offered and held.
@@ -254,6 +256,8 @@ impl PodContrib {
             u.allocated_mig += self.alloc_mig;
             u.pods += self.counted as u32;
             u.pending_pods += self.pending as u32;
+            u.crash_looping += (self.crash_looping > 0) as u32;
+            u.crash_looping_devices += self.crash_looping;
         }
         totals.pods += self.counted as u32;
         totals.pods_pending += self.pending as u32;
@@ -275,6 +279,8 @@ impl PodContrib {
             u.allocated_mig -= self.alloc_mig;
             u.pods -= self.counted as u32;
             u.pending_pods -= self.pending as u32;
+            u.crash_looping -= (self.crash_looping > 0) as u32;
+            u.crash_looping_devices -= self.crash_looping;
         }
         totals.pods -= self.counted as u32;
         totals.pods_pending -= self.pending as u32;

@@ -104,6 +104,7 @@ impl Fleet {
             mig_unbound: Vec::new(),
             deletion: spec.deletion.map(Box::new),
             container_waiting: spec.container_waiting.map(|(r, m)| Box::new((r.into(), m.into()))),
+            restarts: spec.restarts,
         }
     }
 
@@ -150,9 +151,13 @@ impl Fleet {
         // DRA claims of MIG devices (static or partitions) are MIG instances, not GPUs.
         let dra_mig = self.dra_mig(p);
         let dra_gpus = p.dra_count() - dra_mig;
+        let alloc_gpus = if holds { whole + dra_gpus.saturating_sub(dra_shares) } else { 0 };
+        let alloc_mig = if holds { p.mig_count() + dra_mig } else { 0 };
+        let looping = p.phase == Phase::Running && p.crash_looping();
         let c = PodContrib {
+            crash_looping: if looping { alloc_gpus + alloc_mig + alloc_shares + dra_shares } else { 0 },
             req_gpus: if unfinished { p.gpus as u32 + dra_gpus } else { 0 },
-            alloc_gpus: if holds { whole + dra_gpus.saturating_sub(dra_shares) } else { 0 },
+            alloc_gpus,
             alloc_shares,
             dra_shares,
             started_shares: if p.started.is_some() { alloc_shares } else { 0 },
@@ -160,7 +165,7 @@ impl Fleet {
             share_milli: alloc_shares * 1000 / u32::from(sharing.replicas.max(1)) + dra_milli,
             unplaced_shares: if p.bound_gpus.is_empty() { alloc_shares } else { 0 },
             req_mig: if unfinished { p.mig_count() + dra_mig } else { 0 },
-            alloc_mig: if holds { p.mig_count() + dra_mig } else { 0 },
+            alloc_mig,
             counted: unfinished,
             pending: p.phase == Phase::Pending,
             gpu: unfinished && p.requests_devices(),

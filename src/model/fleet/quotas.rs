@@ -184,6 +184,7 @@ mod quota_scope_tests {
             bound_mig: vec![],
             deletion: None,
             container_waiting: None,
+            restarts: Default::default(),
         }
     }
 

@@ -127,5 +127,21 @@ impl Fleet {
                 self.alerts.remove(&key);
             }
         }
+        let Some(t) = self.tenant(tid) else { return };
+        let key = (AlertKind::CrashLoop, AlertTarget::Tenant(tid));
+        match (t.usage.crash_looping, t.usage.crash_looping_devices) {
+            (0, _) => {
+                self.alerts.remove(&key);
+            }
+            (pods, devices) => {
+                let (s, they) = if pods == 1 { ("", "it holds") } else { ("s", "they hold") };
+                let message = format!(
+                    "tenant {}: {pods} pod{s} crash-looping (CrashLoopBackOff), idle on the {devices} GPU device{} {they}",
+                    self.str_of(t.name),
+                    if devices == 1 { "" } else { "s" }
+                );
+                self.set_alert(key, message);
+            }
+        }
     }
 }

@@ -194,6 +194,7 @@ fn pod(ns: &str, name: &str, phase: Phase, gpus: u16, dra_class: Option<&str>) -
         bound_mig: vec![],
         deletion: None,
         container_waiting: None,
+        restarts: Default::default(),
     }
 }
 

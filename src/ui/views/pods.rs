@@ -67,7 +67,7 @@ pub const COLUMNS: &[Column] = &[
     // Why a pending pod waits (the scheduler's reasons in words, starting, or queued), or what
     // keeps a running one from running (a container in CrashLoopBackOff), as kubectl's STATUS.
     Column::new("WAITING", 22)
-        .min(10)
+        .min(7)
         .grow(2)
         .priority(2)
         .filter()
@@ -86,12 +86,25 @@ pub const COLUMNS: &[Column] = &[
             None => "".into(),
             Some(p) => f.held_back(p).map_or("-".into(), |w| w.text().into()),
         }),
+    // kubectl's RESTARTS: how often its containers were restarted, and when the last exited.
+    Column::new("RESTARTS", 8)
+        .right()
+        .priority(5)
+        .value(|f, r| on(f, r, |p| Value::Num(p.restarts.count.into())))
+        .cell(|f, r| {
+            draw(f, r, |p| match (p.restarts.count, p.restarts.last_exit()) {
+                (0, _) => muted("0"),
+                (n, None) => (n.to_string(), restarts_token(f, p)),
+                (n, Some(at)) => (format!("{n} ({} ago)", age(f.now, at)), restarts_token(f, p)),
+            })
+        }),
     Column::new("REQUEST", 13)
         .priority(4)
         .filter()
         .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_request(f, p)))))
         .cell(|f, r| draw(f, r, |p| text(pod_request(f, p)))),
     Column::new("DEVICES", 14)
+        .min(9)
         .grow(1)
         .priority(3)
         .filter()
@@ -252,6 +265,14 @@ fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
 }
 
 /// The pod's row of the JSON snapshot (docs/snapshot.md, `pods`).
+/// Restarts in red while a container crash-loops, else as a warning.
+fn restarts_token(f: &Fleet, p: &Pod) -> &'static str {
+    match f.held_back(p) {
+        Some(Waiting::Container { .. }) => "status.failed",
+        _ => "status.pending",
+    }
+}
+
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
     let p = pod(f, r)?;
     let col = |name| value_of(COLUMNS, name, f, r).to_json();
@@ -281,6 +302,8 @@ pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
         "owner": col("OWNER"),
         "owner_name": Some(f.str_of(p.owner_name)).filter(|n| !n.is_empty()),
         "waiting": f.held_back(p).map(|w| json!({ "why": w.category(), "text": w.text() })),
+        "restarts": col("RESTARTS"),
+        "last_restart_ms": p.restarts.last_exit(),
         "created_ms": col("AGE"),
         "age_s": age_s(f, p.created),
     }))

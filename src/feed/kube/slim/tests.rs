@@ -46,8 +46,9 @@ const FULL: &str = r#"{
   "conditions": [{"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": "2026-12-07T11:46:22Z"}],
   "hostIP": "172.16.0.133", "hostIPs": [{"ip": "172.16.0.133"}], "startTime": "2026-12-07T11:46:22Z",
   "resourceClaimStatuses": [{"name": "more", "resourceClaimName": "ranker-0-more-x7k2p"}],
-  "initContainerStatuses": [{"name": "fetch", "image": "registry.invalid/fetch:1", "imageID": "", "ready": false, "restartCount": 0,
-   "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}}}],
+  "initContainerStatuses": [{"name": "fetch", "image": "registry.invalid/fetch:1", "imageID": "", "ready": false, "restartCount": 2,
+   "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image"}},
+   "lastState": {"terminated": {"exitCode": 1, "reason": "Error", "startedAt": "2026-12-07T11:47:50Z", "finishedAt": "2026-12-07T11:48:00Z"}}}],
   "containerStatuses": [{"name": "main", "image": "x", "imageID": "", "ready": false, "restartCount": 0,
    "state": {"waiting": {"reason": "PodInitializing"}}, "lastState": {"terminated": {"exitCode": 1, "reason": "Error"}}}],
   "qosClass": "Burstable"
@@ -61,6 +62,9 @@ fn the_translator_sees_the_same_pod_decoded_slim_or_whole() {
     let (a, b) = (translate::pod_spec(&full), translate::pod_spec(&slim.0));
     assert!(a.is_some());
     assert_eq!(a, b);
+    // Initialising, its init container's restarts count (kubectl's RESTARTS `2 (… ago)`).
+    let at = translate::ts(Some(&Time("2026-12-07T11:48:00Z".parse().expect("a time"))));
+    assert_eq!(b.map(|p| p.restarts), Some(crate::model::Restarts::new(2, Some(at))));
     // What the watch and the vCluster rule read besides.
     assert_eq!(slim.0.metadata.resource_version.as_deref(), Some("4646"));
     assert_eq!(slim.0.metadata.labels, full.metadata.labels);
@@ -86,12 +90,29 @@ fn every_recorded_shape_of_a_pod_decodes_the_same() {
             {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}], "nodeName": ""},
             "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false,
             "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}"#,
+        // Initialised, a sidecar (an init container restarted Always) and a container that
+        // restarted: their restarts count, the one-shot init container's no longer.
+        r#"{"metadata": {"name": "a", "namespace": "n"}, "spec": {"containers": [{"name": "c"}],
+            "initContainers": [{"name": "once"}, {"name": "log", "restartPolicy": "Always"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Initialized", "status": "True"}],
+            "initContainerStatuses": [
+             {"name": "once", "image": "i", "imageID": "", "ready": false, "restartCount": 4,
+              "state": {"terminated": {"exitCode": 0, "finishedAt": "2026-12-07T11:40:00Z"}}},
+             {"name": "log", "image": "i", "imageID": "", "ready": true, "restartCount": 1, "started": true,
+              "state": {"running": {}}, "lastState": {"terminated": {"exitCode": 137, "finishedAt": "2026-12-07T11:41:00Z"}}}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 5,
+             "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+             "lastState": {"terminated": {"exitCode": 1, "finishedAt": "2026-12-07T11:45:00Z"}}}]}}"#,
     ];
     for c in cases {
         let full: Pod = serde_json::from_str(c).expect(c);
         let slim: FeedPod = serde_json::from_str(c).expect(c);
         assert_eq!(translate::pod_spec(&full), translate::pod_spec(&slim.0), "{c}");
     }
+    let last = serde_json::from_str::<FeedPod>(cases[cases.len() - 1]).expect("the sidecar case");
+    let r = translate::pod_spec(&last.0).map(|p| p.restarts).unwrap_or_default();
+    let at = translate::ts(Some(&Time("2026-12-07T11:45:00Z".parse().expect("a time"))));
+    assert_eq!((r.count, r.last_exit()), (6, Some(at)), "the sidecar's 1 and the container's 5");
 }
 
 #[test]
