@@ -543,6 +543,8 @@ struct PodFacts {
     created_ms: u64,
     /// `status.startTime`.
     started_ms: Option<u64>,
+    /// kubectl's RESTARTS, and the last counted container's exit.
+    restarts: (u64, Option<u64>),
 }
 
 impl PodFacts {
@@ -681,6 +683,7 @@ fn truth(api: &Api) -> Truth {
                 .map(str::to_string),
             created_ms: ts_ms(&p["metadata"]["creationTimestamp"]),
             started_ms: p["status"]["startTime"].is_string().then(|| ts_ms(&p["status"]["startTime"])),
+            restarts: pending::restarts(p),
             ns: ns.clone(),
             ..Default::default()
         };
@@ -747,6 +750,8 @@ fn truth(api: &Api) -> Truth {
         r.insert("owner", json!(p.owner));
         r.insert("owner_name", json!(p.owner_name));
         r.insert("waiting", waiting.get(&format!("{}/{}", p.ns, p.name)).cloned().unwrap_or(Value::Null));
+        r.insert("restarts", json!(p.restarts.0));
+        r.insert("last_restart_ms", json!(p.restarts.1));
         r.insert("created_ms", json!(p.created_ms));
         if !p.dra.is_empty() {
             let got: Vec<&String> = p.dra.iter().flat_map(|d| &d.3).collect();
@@ -1333,6 +1338,24 @@ fn compare(view: &str, doc: &Value, t: &Truth, before_ms: u64, after_ms: u64) ->
         diffs.push(format!("{view}: row {k} is in fabrik but not on the API"));
     }
     let coverage = COVERAGE.iter().find(|(v, _)| *v == view).map(|(_, c)| *c).unwrap_or(&[]);
+    // A key said to be compared exactly must have an independent value on some row, or its
+    // check could not fail.
+    for (field, how, _) in coverage {
+        // Compared otherwise: the fields a row is keyed by (a row missing or extra is a
+        // difference), age_s against created_ms, a tenant's status as over_quota, a cluster's
+        // allocated GPUs against a range.
+        let derived = matches!(
+            (view, *field),
+            (_, "age_s" | "name" | "namespace" | "uuid")
+                | ("gpus", "node" | "gpu")
+                | ("tenants", "tenant" | "status")
+                | ("domains", "domain")
+                | ("clusters", "gpus_allocated")
+        );
+        if *how == Exact && !derived && !want.is_empty() && !want.values().any(|w| w.contains_key(*field)) {
+            diffs.push(format!("{view}: key {field:?} is covered as Exact but the test computes no value for it"));
+        }
+    }
     for (key, row) in &got {
         // Every key accounted for, and no covered key missing.
         let keys: BTreeSet<&str> = row.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default();

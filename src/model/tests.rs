@@ -239,7 +239,7 @@ pub(crate) fn check_invariants(f: &Fleet) {
             u.allocated_shares += n;
             u.share_milli += milli;
             u.allocated_mig += p.mig_count() + f.dra_mig(p);
-            let held = if sharing.shared() { dra_gpus + p.gpus as u32 } else { p.gpus as u32 + dra_gpus };
+            let held = p.gpus as u32 + dra_gpus;
             let held = held + n + p.mig_count() + f.dra_mig(p);
             if p.phase == Phase::Running && p.crash_looping() && held > 0 {
                 u.crash_looping += 1;
