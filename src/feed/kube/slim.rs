@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use kube::runtime::watcher::Event;
 use serde::Deserialize;
-use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 /// The annotations the translator reads of a pod; the rest (a pod may carry kilobytes of
 /// them) are skipped.
@@ -139,16 +139,47 @@ struct Status {
     resource_claim_statuses: Option<Vec<PodResourceClaimStatus>>,
     init_container_statuses: Option<Vec<SlimStatus>>,
     container_statuses: Option<Vec<SlimStatus>>,
-    /// Only `Initialized` is read (whose restarts kubectl counts).
-    conditions: Option<Vec<SlimCondition>>,
+    /// Only whether `Initialized` is True is kept (whose restarts kubectl counts), read
+    /// without allocating.
+    #[serde(default, rename = "conditions", deserialize_with = "initialized")]
+    initialized: bool,
 }
 
+/// A pod's condition, its strings borrowed where the JSON lets them be.
 #[derive(Deserialize)]
-struct SlimCondition {
-    #[serde(rename = "type", default)]
-    type_: String,
-    #[serde(default)]
-    status: String,
+struct SlimCondition<'a> {
+    #[serde(rename = "type", borrow, default)]
+    type_: std::borrow::Cow<'a, str>,
+    #[serde(borrow, default)]
+    status: std::borrow::Cow<'a, str>,
+}
+
+/// Whether a `conditions` list (or null) has `Initialized` True.
+fn initialized<'de, D: Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    struct Conditions;
+    impl<'de> Visitor<'de> for Conditions {
+        type Value = bool;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a list of pod conditions")
+        }
+        fn visit_unit<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_none<E>(self) -> Result<bool, E> {
+            Ok(false)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+            d.deserialize_seq(self)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+            let mut yes = false;
+            while let Some(c) = seq.next_element::<SlimCondition<'de>>()? {
+                yes |= c.type_ == "Initialized" && c.status == "True";
+            }
+            Ok(yes)
+        }
+    }
+    d.deserialize_option(Conditions)
 }
 
 #[derive(Deserialize)]
@@ -276,10 +307,8 @@ impl<'de> Deserialize<'de> for FeedPod {
             resource_claim_statuses: s.resource_claim_statuses,
             init_container_statuses: statuses(s.init_container_statuses),
             container_statuses: statuses(s.container_statuses),
-            conditions: s.conditions.map(|v| {
-                v.into_iter()
-                    .map(|c| PodCondition { type_: c.type_, status: c.status, ..PodCondition::default() })
-                    .collect()
+            conditions: s.initialized.then(|| {
+                vec![PodCondition { type_: "Initialized".into(), status: "True".into(), ..PodCondition::default() }]
             }),
             ..PodStatus::default()
         });

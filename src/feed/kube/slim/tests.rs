@@ -90,6 +90,18 @@ fn every_recorded_shape_of_a_pod_decodes_the_same() {
             {"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}], "nodeName": ""},
             "status": {"phase": "Succeeded", "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false,
             "restartCount": 0, "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}"#,
+        // An init container waiting again, but the pod says it is initialised (its
+        // containers' restarts count, 7), and one that does not (the init container's, 2).
+        r#"{"metadata": {"name": "a", "namespace": "n"}, "spec": {"containers": [{"name": "c"}], "initContainers": [{"name": "i"}]},
+            "status": {"conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Initialized", "status": "True"}],
+            "initContainerStatuses": [{"name": "i", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
+             "state": {"waiting": {"reason": "PodInitializing"}}}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 7}]}}"#,
+        r#"{"metadata": {"name": "a", "namespace": "n"}, "spec": {"containers": [{"name": "c"}], "initContainers": [{"name": "i"}]},
+            "status": {"conditions": [{"type": "Initialized", "status": "False"}],
+            "initContainerStatuses": [{"name": "i", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
+             "state": {"waiting": {"reason": "PodInitializing"}}}],
+            "containerStatuses": [{"name": "c", "image": "i", "imageID": "", "ready": false, "restartCount": 7}]}}"#,
         // Initialised, a sidecar (an init container restarted Always) and a container that
         // restarted: their restarts count, the one-shot init container's no longer.
         r#"{"metadata": {"name": "a", "namespace": "n"}, "spec": {"containers": [{"name": "c"}],
@@ -109,6 +121,9 @@ fn every_recorded_shape_of_a_pod_decodes_the_same() {
         let slim: FeedPod = serde_json::from_str(c).expect(c);
         assert_eq!(translate::pod_spec(&full), translate::pod_spec(&slim.0), "{c}");
     }
+    let count =
+        |c: &str| translate::pod_spec(&serde_json::from_str::<FeedPod>(c).expect(c).0).map(|p| p.restarts.count);
+    assert_eq!((count(cases[4]), count(cases[5])), (Some(7), Some(2)), "Initialized True, then False");
     let last = serde_json::from_str::<FeedPod>(cases[cases.len() - 1]).expect("the sidecar case");
     let r = translate::pod_spec(&last.0).map(|p| p.restarts).unwrap_or_default();
     let at = translate::ts(Some(&Time("2026-12-07T11:45:00Z".parse().expect("a time"))));
