@@ -362,6 +362,11 @@ pub fn run(o: Options) -> serde_json::Value {
     ));
     r.put("cockpit_rss_mib", round1(rss_alone));
     r.put("cockpit_heap_mib", heap_alone.map(round1));
+    // For a heap profiler: leave without freeing, so what the cockpit holds is reported as
+    // still allocated at exit (`FABRIK_BENCH_EXIT_ALONE=1 heaptrack fabrik bench …`).
+    if std::env::var_os("FABRIK_BENCH_EXIT_ALONE").is_some() {
+        std::process::exit(0);
+    }
     let out = serde_json::Value::Object(r.figures);
     if json {
         println!("{out}");

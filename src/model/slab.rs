@@ -65,6 +65,15 @@ impl<Id: SlabId, T> Slab<Id, T> {
     }
 
     /// How many values are stored.
+    /// Gives back most of the room the slots grew beyond what they hold (a vector doubles
+    /// as it grows: up to half of it is room), keeping an eighth more for the churn to
+    /// come: shrunk to the last slot, the next insert would double it again.
+    pub fn shrink_keeping_room(&mut self) {
+        let n = self.slots.len();
+        self.slots.shrink_to(n + n / 8);
+        self.free.shrink_to_fit();
+    }
+
     pub fn len(&self) -> usize {
         self.len
     }
@@ -134,5 +143,18 @@ mod tests {
         let all: Vec<(Id, &str)> = s.iter().map(|(i, v)| (i, *v)).collect();
         assert_eq!(all, vec![(Id(0), "e"), (Id(1), "B"), (Id(2), "d"), (Id(3), "f")]);
         assert_eq!(s.values().count(), s.len());
+    }
+
+    #[test]
+    fn shrinking_keeps_every_value_and_an_eighth_more_room() {
+        let mut s: Slab<Id, u32> = Slab::new();
+        let ids: Vec<Id> = (0..1100).map(|n| s.insert(n)).collect();
+        let grown = s.slots.capacity();
+        s.remove(ids[10]);
+        s.shrink_keeping_room();
+        let room = s.slots.capacity();
+        assert!(room >= 1237 && (room < grown || grown < 1237), "{grown} → {room}");
+        assert_eq!(s.insert(7), ids[10], "the freed slot is still reused");
+        assert!(ids.iter().enumerate().all(|(n, id)| s.get(*id) == Some(&if n == 10 { 7 } else { n as u32 })));
     }
 }

@@ -503,6 +503,12 @@ impl Fleet {
                 self.synced = true;
                 if changed {
                     self.refresh_netpol_alerts();
+                    // The initial listing is in: what grew room while it came goes back (the
+                    // fleet grows little after it).
+                    self.pods.shrink_keeping_room();
+                    self.gpus.shrink_keeping_room();
+                    self.nodes.shrink_keeping_room();
+                    self.interner.shrink_to_fit();
                 }
                 changed
             }
