@@ -28,7 +28,7 @@ impl Fleet {
     pub fn capi_by_id(&self, id: u32) -> Option<CapiRow<'_>> {
         match self.capi_refs.get(&id)? {
             (Some(kind), key) => self.capi.get(&(*kind, key.clone())).map(CapiRow::Object),
-            (None, key) => self.machines.get(key).map(CapiRow::Machine),
+            (None, key) => self.machines.get(key).map(|m| CapiRow::Machine(m)),
         }
     }
 
@@ -84,17 +84,17 @@ impl Fleet {
 
     /// The Machine that node `name` is, if the management cluster says so.
     pub fn machine_of_node(&self, name: &str) -> Option<&Machine> {
-        self.machines.get(self.node_machine.get(name)?)
+        self.machines.get(self.node_machine.get(name)?).map(|m| &**m)
     }
 
     pub(super) fn upsert_machine(&mut self, m: Machine) -> bool {
         let key = m.key();
-        let old = self.machines.insert(key.clone(), m.clone());
-        if old.as_ref() == Some(&m) {
+        let old = self.machines.insert(key.clone(), Box::new(m.clone()));
+        if old.as_deref() == Some(&m) {
             return false;
         }
         self.capi_row_added((None, key.clone()));
-        self.index_host_ref(old.as_ref(), Some(&m), &key);
+        self.index_host_ref(old.as_deref(), Some(&m), &key);
         if let Some(n) = old.as_ref().and_then(|o| o.node.as_ref()).filter(|n| Some(*n) != m.node.as_ref()) {
             if self.node_machine.get(n) == Some(&key) {
                 self.node_machine.remove(n);

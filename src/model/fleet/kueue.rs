@@ -62,7 +62,7 @@ impl Fleet {
         }
         moved.extend(self.count_workload(&key, &w, true));
         self.wl_by_uid.insert(w.uid.clone(), key.clone());
-        self.workloads.insert(key.clone(), w);
+        self.workloads.insert(key.clone(), Box::new(w));
         if !self.wl_ids.contains_key(&key) {
             self.next_wl += 1;
             self.wl_ids.insert(key.clone(), self.next_wl);
@@ -148,7 +148,7 @@ impl Fleet {
     /// The Workload that preempted `w`, when Kueue named one this cockpit knows.
     pub fn workload_preemptor(&self, w: &KueueWorkload) -> Option<&KueueWorkload> {
         let key = self.wl_by_uid.get(w.preempted_by_uid()?)?;
-        self.workloads.get(key)
+        self.workloads.get(key).map(|w| &**w)
     }
 
     /// The pods of tenant `tid`'s Workloads that Kueue holds back (the sum of
@@ -166,7 +166,7 @@ impl Fleet {
         let Some(t) = self.tenant(tid) else { return by };
         let names: Vec<&str> = t.namespaces.iter().map(|n| self.str_of(*n)).collect();
         let mine = |w: &&KueueWorkload| names.contains(&w.namespace.as_str()) && is_held_back(w);
-        for w in self.workloads.values().filter(mine) {
+        for w in self.workloads.values().map(|w| &**w).filter(mine) {
             let cq = if w.cluster_queue.is_empty() { w.queue.as_str() } else { w.cluster_queue.as_str() };
             let why = match w.state() {
                 WorkloadState::Inadmissible => {

@@ -10,8 +10,8 @@ impl Fleet {
     /// The host a providerID names, if the fleet has it.
     pub fn host_by_provider_id(&self, provider_id: &str) -> Option<&BareMetalHost> {
         match HostRef::parse(provider_id)? {
-            HostRef::Key(k) => self.hosts.get(&k),
-            HostRef::Uid(u) => self.hosts.get(self.host_uid.get(&u)?),
+            HostRef::Key(k) => self.hosts.get(&k).map(|h| &**h),
+            HostRef::Uid(u) => self.hosts.get(self.host_uid.get(&u)?).map(|h| &**h),
         }
     }
 
@@ -27,7 +27,7 @@ impl Fleet {
 
     /// The host of row id `id`.
     pub fn host_by_id(&self, id: u32) -> Option<&BareMetalHost> {
-        self.hosts.get(self.host_refs.get(&id)?)
+        self.hosts.get(self.host_refs.get(&id)?).map(|h| &**h)
     }
 
     /// The Machines whose providerID names host `h` (normally one), by its key or its uid.
@@ -38,7 +38,7 @@ impl Fleet {
             .flatten()
             .filter_map(|r| self.host_machines.get(&r))
             .flatten()
-            .filter_map(|k| self.machines.get(k))
+            .filter_map(|k| self.machines.get(k).map(|m| &**m))
     }
 
     /// The nodes whose Machine names host `h` (normally one), sorted.
@@ -55,7 +55,7 @@ impl Fleet {
 
     pub(super) fn upsert_host(&mut self, h: BareMetalHost) -> bool {
         let key = h.key();
-        let old = self.hosts.get(&key);
+        let old = self.hosts.get(&key).map(|o| &**o);
         if old == Some(&h) {
             return false;
         }
@@ -72,7 +72,7 @@ impl Fleet {
             self.host_ids.insert(key.clone(), self.next_host);
             self.host_refs.insert(self.next_host, key.clone());
         }
-        self.hosts.insert(key, h);
+        self.hosts.insert(key, Box::new(h));
         for n in nodes {
             self.refresh_host_alert(&n);
         }

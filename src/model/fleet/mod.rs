@@ -68,17 +68,18 @@ pub struct Fleet {
     /// ComputeDomains by `namespace/name`.
     pub domains: BTreeMap<String, ComputeDomainSpec>,
     /// Kueue Workloads by `namespace/name`.
-    pub workloads: BTreeMap<String, super::kueue::KueueWorkload>,
+    /// (Boxed values: a B-tree node holds eleven, and most nodes are part empty.)
+    pub workloads: BTreeMap<String, Box<super::kueue::KueueWorkload>>,
     /// The objects fabrik may change that a GitOps tool owns, by [`super::gitops::key`].
     pub gitops: BTreeMap<String, super::gitops::GitOpsOwner>,
     /// Cluster API Machines by `namespace/name`...
-    pub machines: BTreeMap<String, super::capi::Machine>,
+    pub machines: BTreeMap<String, Box<super::capi::Machine>>,
     /// ...and by the node each became.
     pub node_machine: BTreeMap<String, String>,
     /// The Cluster API objects above the Machines, by kind and `namespace/name`.
     pub capi: BTreeMap<(super::capi::CapiKind, String), super::capi::CapiObject>,
     /// Metal3 BareMetalHosts by `namespace/name`...
-    pub hosts: BTreeMap<String, super::metal3::BareMetalHost>,
+    pub hosts: BTreeMap<String, Box<super::metal3::BareMetalHost>>,
     /// ...and their `namespace/name` by uid (the legacy Metal3 providerID names a uid).
     pub host_uid: BTreeMap<String, String>,
     /// A stable row id per host (`namespace/name`), for the hosts view, and back.
