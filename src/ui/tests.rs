@@ -3165,6 +3165,17 @@ fn restarts_read_as_kubectl_prints_them_and_a_crash_loop_alerts_its_tenant() {
     assert_eq!(tables::columns(ViewKind::Pods)[restarts].cell_of(f, RowId::Pod(calm)).0, "0");
     let doc = crate::ui::views::pods::json(f, RowId::Pod(id)).expect("its JSON");
     assert_eq!((doc["restarts"].clone(), doc["last_restart_ms"].clone()), (p.restarts.count.into(), at.into()));
+    // On screen at 140 columns the count is whole (a right-aligned cell cut too narrow
+    // loses its left end: the count).
+    let (name, count) = (p.name.to_string(), p.restarts.count);
+    let mut app = app;
+    app.open_view(ViewKind::Pods);
+    send(&mut app, "/CrashLoop<Enter>");
+    let text = to_text(&render_app(&mut app, 140, 30));
+    let row = text.lines().find(|l| l.contains(&name)).unwrap_or_default();
+    assert!(row.contains(&format!(" {count} (")), "{row}");
+    let f = &app.fleet;
+    let p = f.pod(id).expect("the pod");
     // Its tenant is alerted.
     let tenant = f.tenant(p.tenant).map(|t| f.str_of(t.name).to_string()).unwrap_or_default();
     let alert = f.alerts.values().find(|a| {

@@ -87,7 +87,7 @@ pub const COLUMNS: &[Column] = &[
             Some(p) => f.held_back(p).map_or("-".into(), |w| w.text().into()),
         }),
     // kubectl's RESTARTS: how often its containers were restarted, and when the last exited.
-    Column::new("RESTARTS", 8)
+    Column::new("RESTARTS", 12)
         .right()
         .priority(5)
         .value(|f, r| on(f, r, |p| Value::Num(p.restarts.count.into())))
