@@ -64,7 +64,6 @@ impl<Id: SlabId, T> Slab<Id, T> {
         Some(value)
     }
 
-    /// How many values are stored.
     /// Gives back most of the room the slots grew beyond what they hold (a vector doubles
     /// as it grows: up to half of it is room), keeping an eighth more for the churn to
     /// come: shrunk to the last slot, the next insert would double it again.
@@ -74,6 +73,7 @@ impl<Id: SlabId, T> Slab<Id, T> {
         self.free.shrink_to_fit();
     }
 
+    /// How many values are stored.
     pub fn len(&self) -> usize {
         self.len
     }

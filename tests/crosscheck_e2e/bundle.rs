@@ -163,5 +163,37 @@ pub fn compare_tenant(md: &str, t: &Truth, tenant: &str) -> Vec<String> {
             }
         }
     }
+    // The `crash loop` alert: the tenant's running GPU pods in CrashLoopBackOff, and the
+    // devices they hold (GPUs, MIG instances, DRA devices they asked for and were given).
+    let looping: Vec<&BTreeMap<&str, Value>> = mine
+        .iter()
+        .map(|(_, p)| *p)
+        .filter(|p| {
+            p.get("phase").and_then(Value::as_str) == Some("Running")
+                && p.get("waiting").is_some_and(|w| w["why"] == "CrashLoopBackOff")
+        })
+        .collect();
+    let held = |p: &BTreeMap<&str, Value>| {
+        let r = p.get("request").cloned().unwrap_or_default();
+        let mig: u64 = r["mig"].as_object().into_iter().flatten().filter_map(|(_, n)| n.as_u64()).sum();
+        let dra: u64 = r["dra"].as_array().into_iter().flatten().filter_map(|c| c["count"].as_u64()).sum();
+        r["gpus"].as_u64().unwrap_or(0) + mig + dra
+    };
+    let devices: u64 = looping.iter().map(|p| held(p)).sum();
+    let row = md.lines().find(|l| l.starts_with("| ") && l.contains(" | crash loop | "));
+    match (looping.len(), row) {
+        (0, None) => {}
+        (0, Some(l)) => {
+            diffs.push(format!("tenant {tenant} bundle alerts {l:?}; the API has no crash-looping GPU pod"))
+        }
+        (n, None) => diffs.push(format!("tenant {tenant} bundle has no crash loop alert; the API has {n} such pods")),
+        (n, Some(l)) => {
+            let (s, ds) = (if n == 1 { "" } else { "s" }, if devices == 1 { "" } else { "s" });
+            let want = format!("{n} pod{s} crash-looping (CrashLoopBackOff), idle on the {devices} GPU device{ds}");
+            if !l.contains(&want) {
+                diffs.push(format!("tenant {tenant} bundle alerts {l:?}; the API: {want:?}"));
+            }
+        }
+    }
     diffs
 }

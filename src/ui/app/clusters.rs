@@ -173,12 +173,7 @@ impl App {
     /// A cluster's new parts in place of the ones on screen (its feed ended): a fresh fleet
     /// and executor under the same navigation; the rows are listed anew.
     fn replace_on_screen(&mut self, p: ClusterParts) {
-        self.ui.dialog = None;
-        self.ui.input = None;
-        if let Some(tell) = self.view_nodes.as_mut() {
-            tell(&BTreeSet::new());
-        }
-        self.last_view_nodes = BTreeSet::new();
+        self.let_go_of_screen();
         self.fleet = p.fleet;
         self.exec = p.exec;
         self.view_nodes = p.view_nodes;
@@ -256,15 +251,8 @@ impl App {
             return self.ui.info(format!("{name} is on screen"));
         }
         let Some(mut p) = self.clusters[i].parked.take() else { return };
-        // What is open belongs to the cluster being left.
-        self.ui.dialog = None;
-        self.ui.input = None;
         self.leave_clusters_screen();
-        // Its agent streams follow the nodes on screen: none now.
-        if let Some(tell) = self.view_nodes.as_mut() {
-            tell(&BTreeSet::new());
-        }
-        self.last_view_nodes = BTreeSet::new();
+        self.let_go_of_screen();
         std::mem::swap(&mut self.fleet, &mut p.fleet);
         std::mem::swap(&mut self.exec, &mut p.exec);
         std::mem::swap(&mut self.view_nodes, &mut p.view_nodes);
@@ -284,6 +272,17 @@ impl App {
         self.refresh_cluster(was);
         self.refresh_cluster(i);
         self.ui.info(format!("cluster {name}"));
+    }
+
+    /// What is open belongs to the cluster leaving the screen (a dialog, a typed line), and
+    /// its agent streams follow the nodes on screen: none now.
+    fn let_go_of_screen(&mut self) {
+        self.ui.dialog = None;
+        self.ui.input = None;
+        if let Some(tell) = self.view_nodes.as_mut() {
+            tell(&BTreeSet::new());
+        }
+        self.last_view_nodes = BTreeSet::new();
     }
 
     /// Takes the clusters view off the stack (it is not part of a cluster's navigation).

@@ -94,8 +94,8 @@ pub const COLUMNS: &[Column] = &[
         .cell(|f, r| {
             draw(f, r, |p| match (p.restarts.count, p.restarts.last_exit()) {
                 (0, _) => muted("0"),
-                (n, None) => (n.to_string(), restarts_token(f, p)),
-                (n, Some(at)) => (format!("{n} ({} ago)", age(f.now, at)), restarts_token(f, p)),
+                (n, None) => (n.to_string(), restarts_token(p)),
+                (n, Some(at)) => (format!("{n} ({} ago)", age(f.now, at)), restarts_token(p)),
             })
         }),
     Column::new("REQUEST", 13)
@@ -266,11 +266,8 @@ fn pod_util_of(f: &Fleet, p: &Pod) -> Option<(Option<u8>, bool, u32, u32)> {
 
 /// The pod's row of the JSON snapshot (docs/snapshot.md, `pods`).
 /// Restarts in red while a container crash-loops, else as a warning.
-fn restarts_token(f: &Fleet, p: &Pod) -> &'static str {
-    match f.held_back(p) {
-        Some(Waiting::Container { .. }) => "status.failed",
-        _ => "status.pending",
-    }
+fn restarts_token(p: &Pod) -> &'static str {
+    if p.crash_looping() { "status.failed" } else { "status.pending" }
 }
 
 pub fn json(f: &Fleet, r: RowId) -> Option<serde_json::Value> {
