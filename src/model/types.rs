@@ -6,6 +6,7 @@ use super::intern::Sym;
 use super::slab::Slab;
 use crate::mig::{GpuModel, PlacedInstance};
 use crate::quantity::Quantity;
+pub use thin_vec::ThinVec;
 
 /// Milliseconds on the feed's clock (wall clock for a cluster, simulated time for the demo).
 pub type Ts = u64;
@@ -139,6 +140,8 @@ pub struct Gpu {
     pub model: GpuModel,
     pub memory_mib: u32,
     pub mig_enabled: bool,
+    /// A `Vec`, not a thin one: the GPUs view reads how many there are for each of its
+    /// million rows, and a thin vector keeps that behind its pointer.
     pub instances: Vec<MigInstance>,
     pub last: Sample,
     pub history: Ring,
@@ -147,7 +150,7 @@ pub struct Gpu {
     pub ecc_uncorrected: u32,
     pub low_since: Option<Ts>,
     /// Derived: pods bound to the whole GPU.
-    pub pods: Vec<PodId>,
+    pub pods: ThinVec<PodId>,
     /// Derived: allocated to a workload and under the idle threshold for the whole window.
     pub idle_allocated: bool,
     /// Derived: at or above the busy threshold now.
@@ -280,24 +283,24 @@ pub struct Pod {
     /// ...of `nvidia.com/gpu.shared` (a device-plugin config that renames its replicas).
     pub gpus_renamed: bool,
     /// MIG resources requested (`nvidia.com/mig-<profile>`): resource name, count.
-    pub mig: Vec<(Sym, u16)>,
-    pub dra: Vec<DraClaim>,
+    pub mig: ThinVec<(Sym, u16)>,
+    pub dra: ThinVec<DraClaim>,
     /// The ResourceClaimTemplates its claims are made from (a ComputeDomain's channel).
-    pub claim_templates: Box<[Sym]>,
+    pub claim_templates: ThinVec<Sym>,
     /// The node the pod names, even before that node is known to the fleet.
     pub node_name: Sym,
     /// GPU uuids the pod is bound to, when known (agent, DRA or simulator)...
-    pub gpu_uuids: Vec<Sym>,
+    pub gpu_uuids: ThinVec<Sym>,
     /// ...and those of them the fleet knows (derived, re-resolved when GPUs arrive), with
     /// those a node agent says the pod holds (device plugin).
-    pub bound_gpus: Vec<GpuId>,
+    pub bound_gpus: ThinVec<GpuId>,
     /// MIG instance uuids the pod names (DRA or simulator)...
-    pub mig_uuids: Vec<Sym>,
+    pub mig_uuids: ThinVec<Sym>,
     /// ...with those a node agent says it holds (derived, re-resolved on every link).
-    pub bound_mig: Vec<Sym>,
+    pub bound_mig: ThinVec<Sym>,
     /// Derived: per MIG resource, how many of the instances the pod holds the fleet cannot
     /// name (held, instance unknown); empty unless the pod holds devices on a known node.
-    pub mig_unbound: Vec<(Sym, u16)>,
+    pub mig_unbound: ThinVec<(Sym, u16)>,
     /// Set while its deletion is under way (boxed: few pods are being deleted at once).
     pub deletion: Option<Box<super::delta::Deletion>>,
     /// A container the kubelet cannot start: `(reason, message)` (see `PodSpec`).

@@ -134,13 +134,16 @@ impl Fleet {
         if let Some(r) = was
             && let Some(set) = self.host_machines.get_mut(&r)
         {
-            set.remove(key);
+            set.retain(|k| &**k != key);
             if set.is_empty() {
                 self.host_machines.remove(&r);
             }
         }
         if let Some(r) = now {
-            self.host_machines.entry(r).or_default().insert(key.to_string());
+            let set = self.host_machines.entry(r).or_default();
+            if let Err(at) = set.binary_search_by(|k| (**k).cmp(key)) {
+                set.insert(at, key.into());
+            }
         }
     }
 

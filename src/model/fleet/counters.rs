@@ -108,11 +108,44 @@ pub(super) struct Counters {
     pub gpu: FastMap<GpuId, DeviceContrib>,
     /// Per MIG instance (GPU, instance index).
     pub mig: FastMap<(GpuId, u8), DeviceContrib>,
-    pub pod: FastMap<PodId, PodContrib>,
+    pub pod: PerPod,
     /// Per node, what it counted (see `Fleet::node_allocated_gpus`).
     pub node_alloc: FastMap<NodeId, NodeAlloc>,
     /// Per shared GPU, its idle shares: (holder, its tenant, replicas it holds there).
     pub share_idle: FastMap<GpuId, Vec<(PodId, TenantId, u32)>>,
+}
+
+/// Each pod's [`PodContrib`], at its slot in the pods slab: no hashing, 56 bytes a slot
+/// (a hash map of them took about 98 bytes a pod). A slot no pod counts in holds the default,
+/// which contributes nothing.
+#[derive(Clone, Debug, Default)]
+pub(super) struct PerPod(Vec<PodContrib>);
+
+impl PerPod {
+    pub fn insert(&mut self, pid: PodId, c: PodContrib) {
+        let i = pid.0 as usize;
+        if i >= self.0.len() {
+            self.0.resize(i + 1, PodContrib::default());
+        }
+        self.0[i] = c;
+    }
+
+    /// Takes what the pod contributed (the default if nothing), leaving nothing counted.
+    pub fn remove(&mut self, pid: PodId) -> PodContrib {
+        self.0.get_mut(pid.0 as usize).map(std::mem::take).unwrap_or_default()
+    }
+
+    #[cfg(test)]
+    pub fn get(&self, pid: PodId) -> Option<&PodContrib> {
+        self.0.get(pid.0 as usize)
+    }
+
+    /// Gives back the room grown while the initial listing came, keeping an eighth (as the
+    /// pods slab does).
+    pub fn shrink_keeping_room(&mut self) {
+        let n = self.0.len();
+        self.0.shrink_to(n + n / 8);
+    }
 }
 
 impl Counters {

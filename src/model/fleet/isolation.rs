@@ -295,7 +295,7 @@ impl Fleet {
         let mut node_tenants: FastMap<NodeId, Vec<TenantId>> = FastMap::default();
         for (pid, p) in self.pods.iter() {
             if let Some(n) = p.node
-                && self.counters.pod.get(&pid).is_some_and(|c| c.holds_devices())
+                && self.counters.pod.get(pid).is_some_and(|c| c.holds_devices())
             {
                 let l = node_tenants.entry(n).or_default();
                 if !l.contains(&p.tenant) {

@@ -38,7 +38,7 @@ impl Fleet {
             .flatten()
             .filter_map(|r| self.host_machines.get(&r))
             .flatten()
-            .filter_map(|k| self.machines.get(k).map(|m| &**m))
+            .filter_map(|k| self.machines.get(&**k).map(|m| &**m))
     }
 
     /// The nodes whose Machine names host `h` (normally one), sorted.
@@ -182,7 +182,7 @@ mod tests {
         assert_eq!(f.nodes_of_host(&host("b", "", true)), vec![node.clone()]);
         f.apply(Delta::MachineRemove { namespace: "capi".into(), name: "moved".into() });
         assert!(
-            f.host_machines.values().all(|ms| !ms.contains("capi/moved")),
+            f.host_machines.values().all(|ms| !ms.iter().any(|m| &**m == "capi/moved")),
             "the Machine leaves the index with its removal"
         );
         assert!(!f.host_machines.contains_key(&HostRef::Key("metal3/b".into())), "an emptied entry goes");

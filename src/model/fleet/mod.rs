@@ -88,7 +88,8 @@ pub struct Fleet {
     pub(super) next_host: u32,
     /// Machines by the host their providerID names (the host → node join, without a scan
     /// of every Machine per host: at 65,000 nodes that scan made the listing quadratic).
-    pub host_machines: BTreeMap<super::metal3::HostRef, BTreeSet<String>>,
+    /// Normally one Machine a host, so a sorted vector (a B-tree set of one took 390 bytes).
+    pub host_machines: BTreeMap<super::metal3::HostRef, Vec<Box<str>>>,
     /// NetworkPolicies by namespace, then name.
     pub netpols: BTreeMap<String, BTreeMap<String, super::isolation::NetPolicySpec>>,
     /// Pod Security admission's enforced level by namespace (those with the label).
@@ -507,6 +508,7 @@ impl Fleet {
                     // The initial listing is in: what grew room while it came goes back (the
                     // fleet grows little after it).
                     self.pods.shrink_keeping_room();
+                    self.counters.pod.shrink_keeping_room();
                     self.gpus.shrink_keeping_room();
                     self.nodes.shrink_keeping_room();
                     self.interner.shrink_to_fit();

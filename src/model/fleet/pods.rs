@@ -68,7 +68,7 @@ impl Fleet {
         let tenant = self.tenant_for_namespace(ns);
         let node_name = spec.node.as_deref().map(|n| self.interner.intern(n)).unwrap_or_default();
         let gpu_uuids = spec.bound_gpus.iter().map(|u| self.interner.intern(u)).collect();
-        let mig_uuids: Vec<Sym> = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
+        let mig_uuids: ThinVec<Sym> = spec.bound_mig.iter().map(|u| self.interner.intern(u)).collect();
         Pod {
             namespace: ns,
             name: spec.name.into_boxed_str(),
@@ -98,10 +98,10 @@ impl Fleet {
                 })
                 .collect(),
             claim_templates: spec.claim_templates.iter().map(|t| self.interner.intern(t)).collect(),
-            bound_gpus: Vec::new(),
+            bound_gpus: ThinVec::new(),
             bound_mig: mig_uuids.clone(),
             mig_uuids,
-            mig_unbound: Vec::new(),
+            mig_unbound: ThinVec::new(),
             deletion: spec.deletion.map(Box::new),
             container_waiting: spec.container_waiting.map(|(r, m)| Box::new((r.into(), m.into()))),
             restarts: spec.restarts,
@@ -120,7 +120,8 @@ impl Fleet {
         let Some(p) = self.pod(pid) else { return };
         let node_name = p.node_name;
         let node = self.idx.node_by_name.get(&node_name).copied().filter(|_| node_name != Sym::default());
-        let mut bound: Vec<GpuId> = p.gpu_uuids.iter().filter_map(|u| self.idx.gpu_by_uuid.get(u).copied()).collect();
+        let mut bound: ThinVec<GpuId> =
+            p.gpu_uuids.iter().filter_map(|u| self.idx.gpu_by_uuid.get(u).copied()).collect();
         let mut bound_mig = p.mig_uuids.clone();
         if let Some(n) = node {
             bound.extend(self.agent_bound_gpus(pid, n));
@@ -132,7 +133,7 @@ impl Fleet {
         let holds = node.is_some() && self.pod(pid).is_some_and(|p| p.phase.holds_devices());
         let unbound = match self.pod(pid) {
             Some(p) if holds => self.unbound_mig(p, &bound_mig),
-            _ => Vec::new(),
+            _ => ThinVec::new(),
         };
         if let Some(p) = self.pods.get_mut(pid) {
             p.node = node;
@@ -257,7 +258,7 @@ impl Fleet {
 
     /// Per MIG resource pod `p` asks for, how many of its instances are not among the known
     /// instances `bound` names: held, but the fleet cannot say which.
-    fn unbound_mig(&self, p: &Pod, bound: &[Sym]) -> Vec<(Sym, u16)> {
+    fn unbound_mig(&self, p: &Pod, bound: &[Sym]) -> ThinVec<(Sym, u16)> {
         let known_of = |resource: Sym| {
             bound
                 .iter()
@@ -313,7 +314,7 @@ impl Fleet {
         let unbound_total: u32 = unbound.iter().map(|(_, k)| *k as u32).sum();
         self.totals.mig_unbound -= unbound_total;
         self.totals.mig_allocated -= unbound_total;
-        let c = self.counters.pod.remove(&pid).unwrap_or_default();
+        let c = self.counters.pod.remove(pid);
         c.unapply(tenant, &mut self.totals, &mut self.tenants);
         if let Some(n) = node {
             if let Some(v) = self.idx.pods_by_node.get_mut(&n) {
