@@ -158,6 +158,7 @@ pub enum Align {
 pub type ValueFn = for<'a> fn(&'a Fleet, RowId) -> Value<'a>;
 pub type CellFn = fn(&Fleet, RowId) -> Cell;
 pub type TextFn = for<'a> fn(&'a Fleet, RowId) -> Cow<'a, str>;
+pub type WriteFn = fn(&Fleet, RowId, &mut String);
 
 /// One column of a view. Build with `Column::new(name, width)` and the `const` setters.
 #[derive(Clone, Copy)]
@@ -185,6 +186,15 @@ pub struct Column {
     /// text when the cell draws the value, else the drawn cell's. Must equal the cell's text
     /// (`tables::tests` checks every view on the demo fleet).
     pub text: Option<TextFn>,
+    /// The drawn cell's text written into a buffer the filter reuses from row to row, for a
+    /// cell whose text is formatted (no allocation per row). Must equal the cell's text too.
+    pub write: Option<WriteFn>,
+}
+
+thread_local! {
+    /// The buffer [`Column::with_filter_text`] writes formatted cells into, one per thread
+    /// (a filter runs on several).
+    static SCRATCH: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
 }
 
 impl Column {
@@ -201,6 +211,7 @@ impl Column {
             value: |_, _| Value::Absent,
             cell: None,
             text: None,
+            write: None,
         }
     }
     pub const fn right(mut self) -> Self {
@@ -239,6 +250,10 @@ impl Column {
         self.text = Some(f);
         self
     }
+    pub const fn write(mut self, f: WriteFn) -> Self {
+        self.write = Some(f);
+        self
+    }
 
     /// The drawn cell of a row.
     pub fn cell_of(&self, f: &Fleet, row: RowId) -> Cell {
@@ -251,6 +266,11 @@ impl Column {
     /// The text of a row's cell as the filter reads it, without drawing the cell where the
     /// text is there to borrow.
     pub fn filter_text<'a>(&self, f: &'a Fleet, row: RowId) -> Cow<'a, str> {
+        if let Some(w) = self.write {
+            let mut out = String::new();
+            w(f, row, &mut out);
+            return out.into();
+        }
         match (self.text, self.cell) {
             (Some(t), _) => t(f, row),
             (None, None) => match (self.value)(f, row) {
@@ -258,6 +278,18 @@ impl Column {
                 v => v.display(f).0.into(),
             },
             (None, Some(c)) => c(f, row).0.into(),
+        }
+    }
+
+    /// `read` of [`Column::filter_text`], a formatted cell written into this thread's buffer.
+    pub fn with_filter_text<R>(&self, f: &Fleet, row: RowId, read: impl FnOnce(&str) -> R) -> R {
+        match self.write {
+            Some(w) => SCRATCH.with_borrow_mut(|out| {
+                out.clear();
+                w(f, row, out);
+                read(out)
+            }),
+            None => read(&self.filter_text(f, row)),
         }
     }
 

@@ -102,14 +102,24 @@ pub const COLUMNS: &[Column] = &[
         .priority(4)
         .filter()
         .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_request(f, p)))))
-        .cell(|f, r| draw(f, r, |p| text(pod_request(f, p)))),
+        .cell(|f, r| draw(f, r, |p| text(pod_request(f, p))))
+        .write(|f, r, out| {
+            if let Some(p) = pod(f, r) {
+                write_request(f, p, out)
+            }
+        }),
     Column::new("DEVICES", 14)
         .min(9)
         .grow(1)
         .priority(3)
         .filter()
         .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_devices(f, p)))))
-        .cell(|f, r| draw(f, r, |p| text(pod_devices(f, p)))),
+        .cell(|f, r| draw(f, r, |p| text(pod_devices(f, p))))
+        .write(|f, r, out| {
+            if let Some(p) = pod(f, r) {
+                write_devices(f, p, out)
+            }
+        }),
     Column::new("UTIL", 8)
         .min(5)
         .right()
@@ -162,22 +172,33 @@ fn part(out: &mut String, sep: char, part: std::fmt::Arguments) {
 
 fn pod_request(f: &Fleet, p: &Pod) -> String {
     let mut out = String::new();
+    write_request(f, p, &mut out);
+    out
+}
+
+/// The REQUEST cell's text, written into `out` (empty).
+fn write_request(f: &Fleet, p: &Pod, out: &mut String) {
     if p.gpus > 0 {
-        part(&mut out, ' ', format_args!("gpu×{}", p.gpus));
+        part(out, ' ', format_args!("gpu×{}", p.gpus));
     }
     for (r, n) in &p.mig {
-        part(&mut out, ' ', format_args!("{}×{n}", f.str_of(*r).trim_start_matches("nvidia.com/")));
+        part(out, ' ', format_args!("{}×{n}", f.str_of(*r).trim_start_matches("nvidia.com/")));
     }
     for c in &p.dra {
-        part(&mut out, ' ', format_args!("dra:{}×{}", f.str_of(c.device_class), c.count));
+        part(out, ' ', format_args!("dra:{}×{}", f.str_of(c.device_class), c.count));
     }
-    out
 }
 
 fn pod_devices(f: &Fleet, p: &Pod) -> String {
     let mut out = String::new();
+    write_devices(f, p, &mut out);
+    out
+}
+
+/// The DEVICES cell's text, written into `out` (empty): `-` when it holds none.
+fn write_devices(f: &Fleet, p: &Pod, out: &mut String) {
     for g in p.bound_gpus.iter().filter_map(|g| f.gpu(*g)) {
-        part(&mut out, ',', format_args!("gpu{}", g.index));
+        part(out, ',', format_args!("gpu{}", g.index));
     }
     for u in &p.bound_mig {
         let found = f.mig_instance(*u).and_then(|(gid, idx)| {
@@ -186,7 +207,7 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
         });
         if let Some((g, i)) = found {
             let profile = crate::mig::profile(g.model, i.placement.profile).name;
-            part(&mut out, ',', format_args!("gpu{}/{profile}@{}", g.index, i.placement.start));
+            part(out, ',', format_args!("gpu{}/{profile}@{}", g.index, i.placement.start));
         }
     }
     for c in &p.dra {
@@ -197,16 +218,18 @@ fn pod_devices(f: &Fleet, p: &Pod) -> String {
                 out.clear();
                 out.push_str(s.rsplit('/').next().unwrap_or(s));
             }
-            None => part(&mut out, ',', format_args!("unallocated")),
+            None => part(out, ',', format_args!("unallocated")),
         }
     }
     // Held all the same: the device plugin does not say which instance, and no node agent
     // told the fleet. The first words fit the column: `1g.18gb×1 held`.
     for (r, n) in &p.mig_unbound {
         let profile = f.str_of(*r).trim_start_matches("nvidia.com/mig-");
-        part(&mut out, ',', format_args!("{profile}×{n} held, instance unknown without an agent"));
+        part(out, ',', format_args!("{profile}×{n} held, instance unknown without an agent"));
     }
-    if out.is_empty() { "-".into() } else { out }
+    if out.is_empty() {
+        out.push('-');
+    }
 }
 
 /// Utilisation of the devices a pod holds (the mean of those measured; `None` inside when
