@@ -15,7 +15,15 @@ use fabrik::ui::views::tables;
 const NODES: usize = 2_000;
 
 fn sim() -> Sim {
-    Sim::new(SimConfig { seed: 42, nodes: NODES, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false })
+    Sim::new(SimConfig {
+        seed: 42,
+        nodes: NODES,
+        tick_ms: 1000,
+        churn: true,
+        sharing_every: 0,
+        dra_alpha: false,
+        teams: 0,
+    })
 }
 
 /// The fleet after the initial listing and a few live ticks, and the simulator to go on.

@@ -61,6 +61,7 @@ fn sim_config(a: &SimArgs) -> SimConfig {
         churn: true,
         sharing_every: a.sharing_every,
         dra_alpha: true,
+        teams: 0,
     }
 }
 
@@ -231,6 +232,7 @@ pub fn snapshot(args: SnapshotArgs) -> color_eyre::Result<ExitCode> {
         churn: true,
         sharing_every: DEMO_SHARING_EVERY,
         dra_alpha: true,
+        teams: 0,
     };
     let (_, fleet) = crate::testing::demo_fleet_with(cfg, args.ticks, Thresholds::default());
     if let Some(file) = &args.bundle {

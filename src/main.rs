@@ -106,8 +106,9 @@ fn run(cli: Cli) -> color_eyre::Result<ExitCode> {
             fabrik::bench::decode::run(&list, 100_000, json)?;
             Ok(ExitCode::SUCCESS)
         }
-        Some(Cmd::Bench { nodes, frames, ticks, json, decode: None }) => {
-            fabrik::bench::run(fabrik::bench::Options { nodes: nodes as usize, frames, ticks, json });
+        Some(Cmd::Bench { nodes, frames, ticks, tenants, json, decode: None }) => {
+            let tenants = tenants.unwrap_or(nodes / 13).max(8);
+            fabrik::bench::run(fabrik::bench::Options { nodes: nodes as usize, frames, ticks, tenants, json });
             Ok(ExitCode::SUCCESS)
         }
         Some(Cmd::Screenshots { out, seed, theme }) => screenshots::screenshots(&out, seed, theme.as_deref()),

@@ -87,6 +87,7 @@ fn add_demo_clusters(app: &mut crate::ui::App, seed: u64) {
             churn: true,
             sharing_every: crate::demo::DEMO_SHARING_EVERY,
             dra_alpha: true,
+            teams: 0,
         };
         let (_, fleet) = crate::testing::demo_fleet_with(cfg, 20, crate::model::Thresholds::default());
         app.add_cluster(crate::ui::ClusterParts {

@@ -14,7 +14,7 @@ use crate::ui::{App, Recorder, Ui};
 /// A fleet from the simulator after `ticks` steps, without a terminal.
 pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -> (Sim, Fleet) {
     demo_fleet_with(
-        SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false },
+        SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false, teams: 0 },
         ticks,
         thresholds,
     )
@@ -23,7 +23,7 @@ pub fn demo_fleet(seed: u64, nodes: usize, ticks: u32, thresholds: Thresholds) -
 /// The demo as `fabrik demo` runs it: shared GPUs (every 6th node without MIG) and DRA's
 /// alpha shapes; the screenshots show these.
 pub fn full_demo_fleet(seed: u64, ticks: u32) -> (Sim, Fleet) {
-    let cfg = SimConfig { seed, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 6, dra_alpha: true };
+    let cfg = SimConfig { seed, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 6, dra_alpha: true, teams: 0 };
     demo_fleet_with(cfg, ticks, Thresholds::default())
 }
 

@@ -159,21 +159,24 @@ pub struct Options {
     pub nodes: usize,
     pub frames: usize,
     pub ticks: usize,
+    /// Tenants: the simulator's eight and teams up to this many.
+    pub tenants: u32,
     /// One JSON object on stdout with every figure (the readable lines go to stderr).
     pub json: bool,
 }
 
 /// Runs the harness and returns every figure (also printed as one JSON object with `json`).
 pub fn run(o: Options) -> serde_json::Value {
-    let Options { nodes, frames, ticks, json } = o;
+    let Options { nodes, frames, ticks, tenants, json } = o;
     let mut r = Report { json, figures: Default::default() };
     r.say(format!("fabrik scale harness: {nodes} nodes, {frames} frames per view, {ticks} ticks"));
     r.put("nodes_asked", nodes);
     r.put("frames_per_view", frames);
     r.put("ticks", ticks);
+    let teams = tenants.saturating_sub(8);
     let t0 = Instant::now();
     let mut sim =
-        Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false });
+        Sim::new(SimConfig { seed: 42, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false, teams });
     let initial = sim.initial_deltas();
     let built = t0.elapsed();
     let n_deltas = initial.len();
@@ -286,6 +289,7 @@ pub fn run(o: Options) -> serde_json::Value {
         (ViewKind::Gpus, Command::ViewGpus),
         (ViewKind::Pods, Command::ViewPods),
         (ViewKind::Tenants, Command::ViewTenants),
+        (ViewKind::Quotas, Command::ViewQuotas),
     ] {
         let t = Instant::now();
         app.dispatch(cmd);
@@ -407,7 +411,7 @@ mod tests {
 
     #[test]
     fn a_small_run_reports_every_figure_as_json() {
-        let v = run(Options { nodes: 6, frames: 2, ticks: 2, json: false });
+        let v = run(Options { nodes: 6, frames: 2, ticks: 2, tenants: 20, json: false });
         // What a comparison across commits reads: present, of the right type, and the
         // factory the size that was asked for.
         assert_eq!(v["factory"]["nodes"], 6, "{v}");
@@ -420,7 +424,11 @@ mod tests {
         assert_eq!(v["key_to_frame_ms"]["keys"], 20, "ten keys after each of two ticks");
         let (p99, median) = (v["key_to_frame_ms"]["p99"].as_f64(), v["key_to_frame_ms"]["median"].as_f64());
         assert!(p99.zip(median).is_some_and(|(p, m)| p >= m), "{v}");
-        for view in ["fleet", "gpus", "pods", "tenants"] {
+        // The eight and twelve teams (and the fleet's own tenant for namespaces no tenant
+        // claims), each team with a quota.
+        assert_eq!(v["factory"]["tenants"], 21, "{v}");
+        assert!(v["views"]["quotas"]["rows"].as_u64().is_some_and(|q| q >= 20), "{v}");
+        for view in ["fleet", "gpus", "pods", "tenants", "quotas"] {
             assert!(v["views"][view]["rows"].as_u64().is_some(), "{view}: {v}");
             assert_eq!(v["views"][view]["unchanged_frame_cells"], 0, "{view}: an unchanged frame writes nothing");
         }

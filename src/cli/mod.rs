@@ -235,6 +235,10 @@ pub enum Cmd {
         frames: usize,
         #[arg(long, default_value_t = 20)]
         ticks: usize,
+        /// Tenants in the factory (at least the simulator's eight; the rest are teams of ten
+        /// one-GPU pods and a quota each). Default: one per 13 nodes (5,000 at 65,000).
+        #[arg(long)]
+        tenants: Option<u32>,
         /// Print one JSON object with every figure on stdout (the readable lines on stderr).
         #[arg(long)]
         json: bool,
@@ -613,7 +617,7 @@ mod tests {
                 vec!["agent"],
                 vec!["listen", "fake", "seed", "interval", "node", "max-readers", "max-connections", "pod-resources"],
             ),
-            (vec!["bench"], vec!["nodes", "frames", "ticks", "json", "decode"]),
+            (vec!["bench"], vec!["nodes", "frames", "ticks", "tenants", "json", "decode"]),
             (vec!["screenshots"], vec!["out", "seed", "theme"]),
         ];
         let mut seen: Vec<String> = Vec::new();

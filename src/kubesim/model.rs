@@ -44,7 +44,15 @@ pub struct SimNode {
 /// GPUs of every `sharing_every`-th node without MIG (see [`SimConfig::sharing_every`]);
 /// its sharing is carried over from the node's labels, except on DRA nodes.
 pub fn build_nodes(seed: u64, count: usize, dra_every: u32, sharing_every: u32) -> Vec<SimNode> {
-    let sim = Sim::new(SimConfig { seed, nodes: count, tick_ms: 1000, churn: false, sharing_every, dra_alpha: false });
+    let sim = Sim::new(SimConfig {
+        seed,
+        nodes: count,
+        tick_ms: 1000,
+        churn: false,
+        sharing_every,
+        dra_alpha: false,
+        teams: 0,
+    });
     sim.node_inventory()
         .into_iter()
         .enumerate()

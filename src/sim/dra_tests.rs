@@ -6,7 +6,7 @@ use crate::model::tests::check_invariants;
 
 fn demo() -> SimConfig {
     // As `fabrik demo` runs it: shared nodes and the alpha shapes.
-    SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 6, dra_alpha: true }
+    SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 6, dra_alpha: true, teams: 0 }
 }
 
 fn fit(fits: &[CounterFit], profile: &str) -> (u16, u16) {

@@ -28,6 +28,15 @@ impl Sim {
                 source: source.to_string(),
             });
         }
+        for t in 0..self.config().teams {
+            let name = format!("team-{t:04}");
+            self.tenants.push(STenant { name: name.clone(), namespaces: vec![name], source: "label".into() });
+        }
+        for (i, t) in self.tenants.iter().enumerate() {
+            for ns in &t.namespaces {
+                self.ns_tenant.insert(ns.clone(), i);
+            }
+        }
         let scale = (self.nodes.len() as f64 / 48.0).max(0.05);
         let r = |x: f64| ((x * scale).round() as u32).max(1);
         // The first argument is the tenant's index in TENANTS, for the reader.
@@ -119,6 +128,15 @@ impl Sim {
                 ..workload(7, "eval", "eval-mig", Owner::Job, 0)
             },
         ];
+        // The teams, after the eight's workloads so a factory without them is unchanged.
+        for t in 0..self.config().teams {
+            let ns = format!("team-{t:04}");
+            self.workloads.push(Workload {
+                replicas: 10,
+                idle_share: 0.1,
+                ..workload(8 + t as usize, &ns, &format!("{ns}-train"), Owner::ReplicaSet, 1)
+            });
+        }
         // Replicas of shared GPUs, after the others so a factory without them is unchanged.
         let shared = self.shared_workloads();
         self.workloads.extend(shared);
@@ -236,7 +254,7 @@ impl Sim {
     }
 
     pub(super) fn tenant_of_ns(&self, ns: &str) -> Option<usize> {
-        self.tenants.iter().position(|t| t.namespaces.iter().any(|n| n == ns))
+        self.ns_tenant.get(ns).copied()
     }
 
     pub(super) fn late_faults(&mut self) {

@@ -15,7 +15,8 @@ fn run(sim: &mut Sim, fleet: &mut Fleet, ticks: usize) {
 }
 
 fn start(seed: u64, nodes: usize) -> (Sim, Fleet) {
-    let mut sim = Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false });
+    let mut sim =
+        Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false, teams: 0 });
     let mut f = Fleet::default();
     for d in sim.initial_deltas() {
         f.apply(d);
@@ -335,7 +336,7 @@ fn scales_to_a_big_fleet() {
 // ---------- GPUs shared by the device plugin (time-slicing, MPS) ----------
 
 fn shared_sim(sharing_every: u32) -> Sim {
-    Sim::new(SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every, dra_alpha: false })
+    Sim::new(SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every, dra_alpha: false, teams: 0 })
 }
 
 fn label<'a>(spec: &'a NodeSpec, key: &str) -> Option<&'a str> {

@@ -28,11 +28,15 @@ pub struct SimConfig {
     /// Kubernetes 1.34's alpha DRA shapes and NVIDIA ComputeDomains on a few GPUs and nodes
     /// (a partitionable GPU, one shared by capacity, one tainted; two domains): see `dra`.
     pub dra_alpha: bool,
+    /// Tenants beyond the eight (`team-0000`, …): each a namespace with one ReplicaSet of
+    /// ten one-GPU pods and a quota, so the scale harness has a factory's thousands of
+    /// tenants. 0: the eight alone.
+    pub teams: u32,
 }
 
 impl Default for SimConfig {
     fn default() -> Self {
-        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false }
+        Self { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 0, dra_alpha: false, teams: 0 }
     }
 }
 
@@ -133,6 +137,8 @@ pub struct Sim {
     pub(super) pods: BTreeMap<String, SPod>,
     pub(super) workloads: Vec<Workload>,
     pub(super) tenants: Vec<STenant>,
+    /// Each tenant's namespaces, to its index in `tenants` (thousands of teams at scale).
+    pub(super) ns_tenant: std::collections::HashMap<String, usize>,
     pub(super) quotas: Vec<QuotaSpec>,
     pub(super) pdbs: Vec<PdbSpec>,
     pub(super) ops: Vec<RunningOp>,
@@ -189,6 +195,7 @@ impl Sim {
             pods: BTreeMap::new(),
             workloads: Vec::new(),
             tenants: Vec::new(),
+            ns_tenant: Default::default(),
             quotas: Vec::new(),
             pdbs: Vec::new(),
             ops: Vec::new(),

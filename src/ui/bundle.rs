@@ -365,7 +365,8 @@ mod tests {
     use crate::sim::SimConfig;
 
     fn fleet() -> Fleet {
-        let cfg = SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 4, dra_alpha: true };
+        let cfg =
+            SimConfig { seed: 42, nodes: 48, tick_ms: 1000, churn: true, sharing_every: 4, dra_alpha: true, teams: 0 };
         crate::testing::demo_fleet_with(cfg, 5, Thresholds::default()).1
     }
 

@@ -326,7 +326,7 @@ mod tests {
     type Log = Arc<Mutex<Vec<ExecRequest>>>;
 
     fn sim(seed: u64, nodes: usize) -> Sim {
-        Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: false, sharing_every: 0, dra_alpha: false })
+        Sim::new(SimConfig { seed, nodes, tick_ms: 1000, churn: false, sharing_every: 0, dra_alpha: false, teams: 0 })
     }
 
     fn press(app: &mut App, keys: &str) {
