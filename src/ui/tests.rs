@@ -3158,7 +3158,7 @@ fn restarts_read_as_kubectl_prints_them_and_a_crash_loop_alerts_its_tenant() {
     let (id, p) = looping.expect("the demo has a crash-looping pod");
     let (text, token) = tables::columns(ViewKind::Pods)[restarts].cell_of(f, RowId::Pod(id));
     let at = p.restarts.last_exit().expect("its last exit");
-    let want = format!("{} ({} ago)", p.restarts.count, crate::ui::views::cell::age(f.now, at));
+    let want = format!("{} ({} ago)", p.restarts.count, crate::ui::views::cell::kubectl_age(f.now, at));
     assert_eq!((text.as_str(), token), (want.as_str(), "status.failed"), "red while it crash-loops");
     // A pod never restarted: a muted 0; the JSON has the count and the exit.
     let calm = f.pod_ids().find(|id| f.pod(*id).is_some_and(|p| p.restarts.count == 0)).expect("a calm pod");

@@ -95,7 +95,7 @@ pub const COLUMNS: &[Column] = &[
             draw(f, r, |p| match (p.restarts.count, p.restarts.last_exit()) {
                 (0, _) => muted("0"),
                 (n, None) => (n.to_string(), restarts_token(p)),
-                (n, Some(at)) => (format!("{n} ({} ago)", age(f.now, at)), restarts_token(p)),
+                (n, Some(at)) => (format!("{n} ({} ago)", kubectl_age(f.now, at)), restarts_token(p)),
             })
         }),
     Column::new("REQUEST", 13)
