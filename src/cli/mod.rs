@@ -226,8 +226,7 @@ pub enum Cmd {
     Mig(MigCmd),
     /// The node agent: GPU telemetry from NVML (or a fake) over a read-only HTTP API.
     Agent(AgentArgs),
-    /// The scale harness: build a simulated factory and measure start-up, ticks, sorting,
-    /// frames and memory (run it with --release).
+    /// The scale harness: a simulated factory's start-up, ticks, sorts, frames, memory.
     Bench {
         #[arg(long, default_value_t = 48)]
         nodes: u32,
@@ -235,8 +234,7 @@ pub enum Cmd {
         frames: usize,
         #[arg(long, default_value_t = 20)]
         ticks: usize,
-        /// Tenants in the factory (at least the simulator's eight; the rest are teams of ten
-        /// one-GPU pods and a quota each). Default: one per 13 nodes (5,000 at 65,000).
+        /// Tenants (at least 8; teams of ten 1-GPU pods). Default: one per 13 nodes.
         #[arg(long)]
         tenants: Option<u32>,
         /// Print one JSON object with every figure on stdout (the readable lines on stderr).
