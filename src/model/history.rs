@@ -35,7 +35,7 @@ pub const HISTORY_LEN: usize = 60;
 /// the empty ring's 32 bytes, not `cap` samples' worth (at 520,000 GPUs, 190 MB).
 #[derive(Clone, Debug)]
 pub struct Ring {
-    buf: thin_vec::ThinVec<Sample>,
+    buf: Vec<Sample>,
     /// Where the oldest sample is once the buffer is full.
     head: u16,
     cap: u16,
@@ -50,7 +50,7 @@ impl Default for Ring {
 impl Ring {
     pub fn with_capacity(cap: usize) -> Self {
         let cap = cap.clamp(1, u16::MAX as usize) as u16;
-        Self { buf: thin_vec::ThinVec::new(), head: 0, cap }
+        Self { buf: Vec::new(), head: 0, cap }
     }
 
     pub fn push(&mut self, s: Sample) {

@@ -1693,10 +1693,10 @@ fn a_controller_refused_by_a_quota_is_its_tenants_until_it_creates_again() {
 }
 
 /// Every pod and GPU of a 65,000-node factory sits in a slab: their sizes are the cockpit's
-/// memory (400,000 pods, 520,000 GPUs). Thin vectors keep an empty list at one pointer.
+/// memory (400,000 pods, 520,000 GPUs). A pod's thin vectors keep an empty list at one pointer.
 #[test]
 fn pods_and_gpus_stay_compact() {
     assert!(std::mem::size_of::<Pod>() <= 168, "Pod grew to {} bytes", std::mem::size_of::<Pod>());
     assert!(std::mem::size_of::<Option<Pod>>() <= 168, "a pods slab slot grew");
-    assert!(std::mem::size_of::<Gpu>() <= 144, "Gpu grew to {} bytes", std::mem::size_of::<Gpu>());
+    assert!(std::mem::size_of::<Gpu>() <= 176, "Gpu grew to {} bytes", std::mem::size_of::<Gpu>());
 }

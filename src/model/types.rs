@@ -150,7 +150,7 @@ pub struct Gpu {
     pub ecc_uncorrected: u32,
     pub low_since: Option<Ts>,
     /// Derived: pods bound to the whole GPU.
-    pub pods: ThinVec<PodId>,
+    pub pods: Vec<PodId>,
     /// Derived: allocated to a workload and under the idle threshold for the whole window.
     pub idle_allocated: bool,
     /// Derived: at or above the busy threshold now.

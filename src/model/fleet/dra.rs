@@ -14,7 +14,7 @@ impl Fleet {
         }
         // Pods bound to it count differently when it is (or stops being) shared by capacity,
         // or when their share of it changes: take them back first, link them again after.
-        let pods = g.pods.to_vec();
+        let pods = g.pods.clone();
         for p in &pods {
             self.unlink_pod(*p);
         }

@@ -114,7 +114,7 @@ impl Fleet {
                     xid: None,
                     ecc_uncorrected: 0,
                     low_since: None,
-                    pods: ThinVec::new(),
+                    pods: Vec::new(),
                     idle_allocated: false,
                     busy: false,
                     measured: false,

@@ -179,15 +179,17 @@ pub struct Column {
     /// The `/` filter looks at it (names, states and kinds; not numbers that move).
     pub filter: bool,
     pub value: ValueFn,
-    /// How the cell is drawn; `None` draws the value (`Value::display`).
+    /// How the cell is drawn; `None` draws the text `write` writes, else the value
+    /// (`Value::display`).
     pub cell: Option<CellFn>,
     /// The drawn cell's text, borrowed from the fleet where it can be, for the `/` filter:
     /// a filter reads every row, and drawing a cell allocates its text. `None`: the value's
     /// text when the cell draws the value, else the drawn cell's. Must equal the cell's text
     /// (`tables::tests` checks every view on the demo fleet).
     pub text: Option<TextFn>,
-    /// The drawn cell's text written into a buffer the filter reuses from row to row, for a
-    /// cell whose text is formatted (no allocation per row). Must equal the cell's text too.
+    /// A formatted cell's text, written into a buffer: the cell drawn (when `cell` is
+    /// `None`), and the filter's text, which reuses one buffer from row to row (no
+    /// allocation per row).
     pub write: Option<WriteFn>,
 }
 
@@ -257,9 +259,14 @@ impl Column {
 
     /// The drawn cell of a row.
     pub fn cell_of(&self, f: &Fleet, row: RowId) -> Cell {
-        match self.cell {
-            Some(c) => c(f, row),
-            None => (self.value)(f, row).display(f),
+        match (self.cell, self.write) {
+            (Some(c), _) => c(f, row),
+            (None, Some(w)) => {
+                let mut out = String::new();
+                w(f, row, &mut out);
+                super::cell::text(out)
+            }
+            (None, None) => (self.value)(f, row).display(f),
         }
     }
 

@@ -102,7 +102,6 @@ pub const COLUMNS: &[Column] = &[
         .priority(4)
         .filter()
         .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_request(f, p)))))
-        .cell(|f, r| draw(f, r, |p| text(pod_request(f, p))))
         .write(|f, r, out| {
             if let Some(p) = pod(f, r) {
                 write_request(f, p, out)
@@ -114,7 +113,6 @@ pub const COLUMNS: &[Column] = &[
         .priority(3)
         .filter()
         .value(|f, r| Value::of_cell(draw(f, r, |p| text(pod_devices(f, p)))))
-        .cell(|f, r| draw(f, r, |p| text(pod_devices(f, p))))
         .write(|f, r, out| {
             if let Some(p) = pod(f, r) {
                 write_devices(f, p, out)

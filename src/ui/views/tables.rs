@@ -124,14 +124,20 @@ impl Filter {
 
     /// Whether a row whose filterable cells are `cells` is kept.
     pub fn keeps_cells<S: AsRef<str>>(&self, mut cells: impl Iterator<Item = S>) -> bool {
-        self.needle.is_empty() || cells.any(|c| self.found_in(c.as_ref())) != self.neg
+        self.keeps_if(|| cells.any(|c| self.found_in(c.as_ref())))
+    }
+
+    /// Whether a row is kept, given whether the needle is in one of its cells (not asked
+    /// when there is no needle).
+    fn keeps_if(&self, found: impl FnOnce() -> bool) -> bool {
+        self.needle.is_empty() || found() != self.neg
     }
 
     /// Whether row `row` of view `v` is kept.
     pub fn keeps(&self, f: &Fleet, v: ViewKind, row: RowId) -> bool {
-        self.needle.is_empty()
-            || columns(v).iter().filter(|c| c.filter).any(|c| c.with_filter_text(f, row, |t| self.found_in(t)))
-                != self.neg
+        self.keeps_if(|| {
+            columns(v).iter().filter(|c| c.filter).any(|c| c.with_filter_text(f, row, |t| self.found_in(t)))
+        })
     }
 
     /// The rows of `ids` it keeps, in order (on every core for a long list: see
@@ -180,8 +186,14 @@ const ROWS_FOR_THREADS: usize = 16_384;
 /// the filter alone: a sort key is cheaper to make than a thread's share of the rows is to
 /// hand back (opening the GPUs view's million rows on two threads was slower).
 fn map_rows<T: Send>(ids: &[RowId], each: impl Fn(RowId) -> Option<T> + Sync) -> Vec<T> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
-    map_rows_on(ids, each, if ids.len() < ROWS_FOR_THREADS { 1 } else { threads })
+    if ids.len() < ROWS_FOR_THREADS {
+        return map_rows_on(ids, each, 1);
+    }
+    // Asked once: on Linux the answer reads the cgroup's CPU quota from files, and a filter
+    // runs on every key typed.
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cores = *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()).min(8));
+    map_rows_on(ids, each, cores)
 }
 
 fn map_rows_on<T: Send>(ids: &[RowId], each: impl Fn(RowId) -> Option<T> + Sync, threads: usize) -> Vec<T> {
